@@ -1,0 +1,13 @@
+#pragma once
+// Each subcommand lives in its own cmd_<name>.cc and registers itself on the CLI11 app.
+// The returned callback runs after parsing; it returns the process exit code.
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace ember::app {
+
+using Run = std::function<int()>;
+
+
+}  // namespace ember::app

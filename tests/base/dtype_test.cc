@@ -1,0 +1,31 @@
+#include "base/dtype.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+namespace ember {
+
+TEST(DType, Bf16RoundTripAndRounding) {
+  EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.5f)), 1.5f);
+  EXPECT_EQ(bf16_to_f32(f32_to_bf16(-2.0f)), -2.0f);
+  // 1 + 2^-8 is exactly halfway between two bf16 values: ties to even (down to 1.0).
+  EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.0f + std::ldexp(1.0f, -8))), 1.0f);
+}
+
+TEST(DType, F16ExhaustiveRoundTrip) {
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    const float f = f16_to_f32(static_cast<uint16_t>(h));
+    if (std::isnan(f)) continue;
+    EXPECT_EQ(f32_to_f16(f), h) << h;
+  }
+  EXPECT_EQ(f16_to_f32(0x3C00), 1.0f);
+  EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));
+}
+
+TEST(DType, ParseNames) {
+  EXPECT_EQ(parse_dtype("BF16"), DType::BF16);
+  EXPECT_FALSE(parse_dtype("I64").has_value());
+}
+
+}  // namespace ember
