@@ -1,0 +1,32 @@
+#pragma once
+// Causal grouped-query attention of new query tokens over a paged key/value cache.
+#include <cstdint>
+
+#include "kernels/thread_pool.h"
+
+namespace ember::kernels {
+
+// Keys and values of one sequence in one layer, stored in fixed-size blocks of positions.
+// Position p lives in block block_ptrs[p / block_size], slot p % block_size; each slot holds
+// n_kv_heads * head_dim floats (keys in k_blocks, values in v_blocks).
+struct KvView {
+  const float* const* k_blocks = nullptr;
+  const float* const* v_blocks = nullptr;
+  int64_t block_size = 0;
+};
+
+struct AttentionShape {
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t sliding_window = 0;  // 0: unlimited; else key j is visible to query i when i - W < j <= i
+  float scale = 1.0f;
+};
+
+// For each of n_tokens queries (q: [n_tokens][n_heads*head_dim]) at positions first_pos + t,
+// attends over cached positions [max(0, pos-W+1), pos] and writes out: [n_tokens][n_heads*head_dim].
+// Streams over the cache with an online softmax, so nothing of context length is materialised.
+void attention(const float* q, int64_t n_tokens, int64_t first_pos, const KvView& kv, const AttentionShape& s,
+               float* out, ThreadPool& pool);
+
+}  // namespace ember::kernels

@@ -1,0 +1,58 @@
+#include "kernels/ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ember::kernels {
+
+void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out) {
+  for (int64_t t = 0; t < n; ++t) {
+    const float* xr = x + t * dim;
+    float* o = out + t * dim;
+    double ss = 0.0;  // double keeps the mean exact enough for long rows
+    for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps));
+    for (int64_t i = 0; i < dim; ++i) o[i] = xr[i] * inv * weight[i];
+  }
+}
+
+void add_inplace(float* x, const float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] += y[i];
+}
+
+void add_bias(float* x, const float* bias, int64_t n, int64_t dim) {
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t i = 0; i < dim; ++i) x[t * dim + i] += bias[i];
+}
+
+void silu_mul(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void rope_rotate_half(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin) {
+  const int64_t half = head_dim / 2;
+  for (int64_t h = 0; h < n_heads; ++h) {
+    float* v = x + h * head_dim;
+    for (int64_t j = 0; j < half; ++j) {
+      const float a = v[j], b = v[j + half];
+      v[j] = a * cos[j] - b * sin[j];
+      v[j + half] = b * cos[j] + a * sin[j];
+    }
+  }
+}
+
+void softmax(float* x, int64_t n) {
+  const float m = *std::max_element(x, x + n);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - m);
+    sum += x[i];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+}  // namespace ember::kernels

@@ -1,0 +1,26 @@
+#pragma once
+// Element-wise and row-wise operations of a transformer layer, all in float32.
+#include <cstdint>
+
+namespace ember::kernels {
+
+// out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight, for n rows of length dim. out may alias x.
+void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out);
+
+// x[i] += y[i]
+void add_inplace(float* x, const float* y, int64_t n);
+
+// Adds bias[c] to every row of x ([n][dim]).
+void add_bias(float* x, const float* bias, int64_t n, int64_t dim);
+
+// gate[i] = silu(gate[i]) * up[i]
+void silu_mul(float* gate, const float* up, int64_t n);
+
+// Rotary embedding, Hugging Face "rotate half" convention: dimension j pairs with j + head_dim/2.
+// x holds n_heads heads of head_dim values; cos/sin hold head_dim/2 values for this position.
+void rope_rotate_half(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin);
+
+// In-place softmax of one row.
+void softmax(float* x, int64_t n);
+
+}  // namespace ember::kernels

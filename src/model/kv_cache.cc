@@ -1,0 +1,106 @@
+#include "model/kv_cache.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "base/error.h"
+
+namespace ember::model {
+
+KvCache::KvCache(const ModelConfig& c, int64_t n_blocks, int64_t block_size)
+    : n_layers_(c.num_hidden_layers), kv_dim_(c.kv_dim()), block_size_(block_size), n_blocks_(n_blocks) {
+  if (n_blocks <= 0 || block_size <= 0) fail("KV cache", "needs at least one block of at least one position");
+  layer_stride_ = block_size_ * kv_dim_;
+  block_stride_ = n_layers_ * 2 * layer_stride_;
+  data_.reset(new float[static_cast<size_t>(n_blocks_ * block_stride_)]);
+  refs_.assign(static_cast<size_t>(n_blocks_), 0);
+  free_.reserve(static_cast<size_t>(n_blocks_));
+  for (int64_t b = n_blocks_ - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
+}
+
+int32_t KvCache::allocate() {
+  if (free_.empty())
+    fail("KV cache", "out of memory: all " + std::to_string(n_blocks_) + " blocks of " + std::to_string(block_size_) +
+                         " positions are in use (raise the context size)");
+  const int32_t b = free_.back();
+  free_.pop_back();
+  refs_[b] = 1;
+  return b;
+}
+
+void KvCache::retain(int32_t block) { ++refs_[block]; }
+
+void KvCache::release(int32_t block) {
+  if (--refs_[block] == 0) free_.push_back(block);
+}
+
+void KvCache::copy_block(int32_t from, int32_t to) {
+  std::memcpy(data_.get() + to * block_stride_, data_.get() + from * block_stride_,
+              static_cast<size_t>(block_stride_) * sizeof(float));
+}
+
+KvSequence::~KvSequence() {
+  if (cache_ != nullptr)
+    for (int32_t b : blocks_) cache_->release(b);
+}
+
+KvSequence::KvSequence(KvSequence&& other) noexcept
+    : cache_(std::exchange(other.cache_, nullptr)), blocks_(std::move(other.blocks_)), length_(std::exchange(other.length_, 0)) {}
+
+KvSequence& KvSequence::operator=(KvSequence&& other) noexcept {
+  if (this != &other) {
+    if (cache_ != nullptr)
+      for (int32_t b : blocks_) cache_->release(b);
+    cache_ = std::exchange(other.cache_, nullptr);
+    blocks_ = std::move(other.blocks_);
+    length_ = std::exchange(other.length_, 0);
+  }
+  return *this;
+}
+
+KvSequence KvSequence::fork() const {
+  KvSequence s(*cache_);
+  s.blocks_ = blocks_;
+  s.length_ = length_;
+  for (int32_t b : blocks_) cache_->retain(b);
+  return s;
+}
+
+void KvSequence::extend(int64_t new_length) {
+  if (new_length <= length_) return;
+  const int64_t bs = cache_->block_size();
+  // The partly filled last block will be written: copy it first if another sequence shares it.
+  if (length_ % bs != 0) {
+    int32_t& last = blocks_[static_cast<size_t>(length_ / bs)];
+    if (cache_->refcount(last) > 1) {
+      const int32_t copy = cache_->allocate();
+      cache_->copy_block(last, copy);
+      cache_->release(last);
+      last = copy;
+    }
+  }
+  const size_t needed = static_cast<size_t>((new_length + bs - 1) / bs);
+  while (blocks_.size() < needed) {
+    try {
+      blocks_.push_back(cache_->allocate());
+    } catch (...) {
+      truncate(length_);  // give back what this call took
+      throw;
+    }
+  }
+  length_ = new_length;
+}
+
+void KvSequence::truncate(int64_t new_length) {
+  new_length = std::clamp<int64_t>(new_length, 0, length_);
+  const int64_t bs = cache_->block_size();
+  const size_t keep = static_cast<size_t>((new_length + bs - 1) / bs);
+  while (blocks_.size() > keep) {
+    cache_->release(blocks_.back());
+    blocks_.pop_back();
+  }
+  length_ = new_length;
+}
+
+}  // namespace ember::model

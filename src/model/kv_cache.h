@@ -1,0 +1,71 @@
+#pragma once
+// The key/value cache: one pool of fixed-size blocks shared by all sequences. A block holds
+// `block_size` positions of every layer. Sequences own block tables; blocks are reference counted so
+// that sequences can share a prefix (forks, beams, a common system prompt) and copy a block only
+// when they write into a shared one.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "model/config.h"
+
+namespace ember::model {
+
+class KvCache {
+ public:
+  KvCache(const ModelConfig& config, int64_t n_blocks, int64_t block_size = 16);
+
+  int64_t block_size() const { return block_size_; }
+  int64_t n_blocks() const { return n_blocks_; }
+  int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
+  int64_t capacity_tokens() const { return n_blocks_ * block_size_; }
+
+  int32_t allocate();                // throws ember::Error when the pool is exhausted
+  void retain(int32_t block);
+  void release(int32_t block);
+  int refcount(int32_t block) const { return refs_[block]; }
+  void copy_block(int32_t from, int32_t to);
+
+  float* keys(int32_t block, int64_t layer) { return base(block, layer); }
+  float* values(int32_t block, int64_t layer) { return base(block, layer) + layer_stride_; }
+
+ private:
+  float* base(int32_t block, int64_t layer) { return data_.get() + block * block_stride_ + layer * 2 * layer_stride_; }
+
+  int64_t n_layers_, kv_dim_, block_size_, n_blocks_;
+  int64_t layer_stride_;  // floats of keys (or values) of one layer in one block
+  int64_t block_stride_;
+  std::unique_ptr<float[]> data_;  // uninitialised: pages are touched only when used
+  std::vector<int> refs_;
+  std::vector<int32_t> free_;
+};
+
+// One sequence's positions in a KvCache. Releases its blocks when destroyed.
+class KvSequence {
+ public:
+  explicit KvSequence(KvCache& cache) : cache_(&cache) {}
+  ~KvSequence();
+  KvSequence(const KvSequence&) = delete;
+  KvSequence& operator=(const KvSequence&) = delete;
+  KvSequence(KvSequence&& other) noexcept;
+  KvSequence& operator=(KvSequence&& other) noexcept;
+
+  int64_t length() const { return length_; }
+  KvCache& cache() const { return *cache_; }
+  const std::vector<int32_t>& blocks() const { return blocks_; }
+
+  // A new sequence sharing all of this one's positions (no copy until either writes).
+  KvSequence fork() const;
+  // Makes positions [length, new_length) writable: allocates blocks and un-shares the block that
+  // position `length` falls into. Then length() == new_length.
+  void extend(int64_t new_length);
+  // Forgets positions >= new_length (keeps the prefix, e.g. the part of a chat already cached).
+  void truncate(int64_t new_length);
+
+ private:
+  KvCache* cache_;
+  std::vector<int32_t> blocks_;
+  int64_t length_ = 0;
+};
+
+}  // namespace ember::model

@@ -1,0 +1,268 @@
+#include "model/model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/error.h"
+#include "kernels/attention.h"
+#include "kernels/ops.h"
+
+namespace ember::model {
+
+using kernels::WeightMatrix;
+
+struct Model::Layer {
+  WeightMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+  std::vector<float> attn_norm, mlp_norm, q_norm, k_norm;
+  std::vector<float> bq, bk, bv, bo, b_gate, b_up, b_down;  // empty when the architecture has none
+};
+
+// Activations of one batch, reused across calls.
+struct Model::Scratch {
+  std::vector<float> x, xb, q, k, v, att, gate, up, last;
+  void resize(const ModelConfig& c, int64_t n) {
+    x.resize(n * c.hidden_size);
+    xb.resize(n * c.hidden_size);
+    q.resize(n * c.q_dim());
+    k.resize(n * c.kv_dim());
+    v.resize(n * c.kv_dim());
+    att.resize(n * c.q_dim());
+    gate.resize(n * c.intermediate_size);
+    up.resize(n * c.intermediate_size);
+    last.resize(n * c.hidden_size);
+  }
+};
+
+namespace {
+
+WeightMatrix matrix(const TensorInfo& t) {
+  return WeightMatrix{t.data, t.dtype, t.shape[0], t.shape.size() > 1 ? t.shape[1] : 1};
+}
+
+// Small vectors (norm weights, biases) are converted to float32 once; matrices stay as stored.
+std::vector<float> vec(const TensorInfo& t) {
+  std::vector<float> out(static_cast<size_t>(t.numel()));
+  kernels::copy_row(WeightMatrix{t.data, t.dtype, 1, t.numel()}, 0, out.data());
+  return out;
+}
+
+}  // namespace
+
+Model::Model(std::string dir, ModelConfig config, Checkpoint checkpoint, int threads)
+    : dir_(std::move(dir)), config_(std::move(config)), checkpoint_(std::move(checkpoint)), pool_(threads),
+      scratch_(std::make_unique<Scratch>()) {}
+
+Model::~Model() = default;
+
+std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& options) {
+  auto progress = [&](const std::string& s) {
+    if (options.progress) options.progress(s);
+  };
+  progress("reading config.json");
+  ModelConfig config = load_config(dir);
+  progress("mapping safetensors weights");
+  Checkpoint cp = Checkpoint::open(dir);
+  std::unique_ptr<Model> m(new Model(dir, std::move(config), std::move(cp), options.threads));
+  progress("checking tensors");
+  m->bind_weights();
+  return m;
+}
+
+void Model::bind_weights() {
+  const ModelConfig& c = config_;
+  const Checkpoint& cp = checkpoint_;
+  const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  // Tied checkpoints store the shared matrix under either name.
+  const TensorInfo* embed = cp.find("model.embed_tokens.weight");
+  const TensorInfo* head = cp.find("lm_head.weight");
+  if (embed == nullptr && c.tie_word_embeddings) embed = head;
+  if (embed == nullptr) embed = &cp.require("model.embed_tokens.weight", {V, H});
+  if (c.tie_word_embeddings || head == nullptr) {
+    if (!c.tie_word_embeddings) cp.require("lm_head.weight", {V, H});
+    head = embed;
+  }
+  embed_ = matrix(cp.require(embed->name, {V, H}));
+  lm_head_ = matrix(cp.require(head->name, {V, H}));
+  final_norm_ = vec(cp.require("model.norm.weight", {H}));
+
+  layers_.resize(static_cast<size_t>(c.num_hidden_layers));
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    Layer& L = layers_[static_cast<size_t>(l)];
+    L.attn_norm = vec(cp.require(p + "input_layernorm.weight", {H}));
+    L.mlp_norm = vec(cp.require(p + "post_attention_layernorm.weight", {H}));
+    L.wq = matrix(cp.require(p + "self_attn.q_proj.weight", {c.q_dim(), H}));
+    L.wk = matrix(cp.require(p + "self_attn.k_proj.weight", {c.kv_dim(), H}));
+    L.wv = matrix(cp.require(p + "self_attn.v_proj.weight", {c.kv_dim(), H}));
+    L.wo = matrix(cp.require(p + "self_attn.o_proj.weight", {H, c.q_dim()}));
+    L.w_gate = matrix(cp.require(p + "mlp.gate_proj.weight", {I, H}));
+    L.w_up = matrix(cp.require(p + "mlp.up_proj.weight", {I, H}));
+    L.w_down = matrix(cp.require(p + "mlp.down_proj.weight", {H, I}));
+    if (c.attention_bias) {
+      L.bq = vec(cp.require(p + "self_attn.q_proj.bias", {c.q_dim()}));
+      L.bk = vec(cp.require(p + "self_attn.k_proj.bias", {c.kv_dim()}));
+      L.bv = vec(cp.require(p + "self_attn.v_proj.bias", {c.kv_dim()}));
+    }
+    if (c.o_proj_bias) L.bo = vec(cp.require(p + "self_attn.o_proj.bias", {H}));
+    if (c.mlp_bias) {
+      L.b_gate = vec(cp.require(p + "mlp.gate_proj.bias", {I}));
+      L.b_up = vec(cp.require(p + "mlp.up_proj.bias", {I}));
+      L.b_down = vec(cp.require(p + "mlp.down_proj.bias", {H}));
+    }
+    if (c.qk_norm) {
+      L.q_norm = vec(cp.require(p + "self_attn.q_norm.weight", {c.head_dim}));
+      L.k_norm = vec(cp.require(p + "self_attn.k_norm.weight", {c.head_dim}));
+    }
+  }
+}
+
+std::unique_ptr<KvCache> Model::make_cache(int64_t max_tokens) const {
+  constexpr int64_t kBlock = 16;
+  return std::make_unique<KvCache>(config_, std::max<int64_t>(1, (max_tokens + kBlock - 1) / kBlock), kBlock);
+}
+
+void Model::prepare_rope(int64_t max_pos) {
+  // Dynamic scaling depends on the sequence length, so its table is rebuilt when the length grows.
+  const bool dynamic = config_.rope.scaling == RopeScaling::Dynamic;
+  const int64_t seq_len = std::max(max_pos, config_.max_position_embeddings);
+  if (max_pos <= rope_positions_ && (!dynamic || seq_len == rope_seq_len_)) return;
+  const int64_t n = dynamic ? max_pos : std::max<int64_t>(max_pos, std::min<int64_t>(4096, config_.max_position_embeddings));
+  const int64_t half = config_.head_dim / 2;
+  const std::vector<double> inv = rope_inv_freq(config_, seq_len);
+  rope_cos_.resize(n * half);
+  rope_sin_.resize(n * half);
+  for (int64_t p = 0; p < n; ++p)
+    for (int64_t j = 0; j < half; ++j) {
+      const double a = static_cast<double>(p) * inv[j];
+      rope_cos_[p * half + j] = static_cast<float>(std::cos(a));
+      rope_sin_[p * half + j] = static_cast<float>(std::sin(a));
+    }
+  rope_positions_ = n;
+  rope_seq_len_ = seq_len;
+}
+
+void Model::forward(std::span<ForwardItem> batch) {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), I = c.intermediate_size, hd = c.head_dim;
+  int64_t n = 0, max_pos = 0;
+  for (ForwardItem& it : batch) {
+    if (it.tokens.empty()) fail("forward", "an item has no tokens");
+    for (int32_t t : it.tokens)
+      if (t < 0 || t >= c.vocab_size)
+        fail("forward", "token id " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+    n += static_cast<int64_t>(it.tokens.size());
+    max_pos = std::max(max_pos, it.seq->length() + static_cast<int64_t>(it.tokens.size()));
+  }
+  if (n == 0) return;
+  // Reserve cache positions first so that running out of blocks fails before any state changes.
+  std::vector<int64_t> first_pos;
+  for (ForwardItem& it : batch) first_pos.push_back(it.seq->length());
+  for (size_t i = 0; i < batch.size(); ++i) {
+    try {
+      batch[i].seq->extend(first_pos[i] + static_cast<int64_t>(batch[i].tokens.size()));
+    } catch (...) {
+      for (size_t j = 0; j <= i; ++j) batch[j].seq->truncate(first_pos[j]);
+      throw;
+    }
+  }
+  prepare_rope(max_pos);
+  Scratch& s = *scratch_;
+  s.resize(c, n);
+  kernels::ThreadPool& pool = pool_;
+
+  int64_t row = 0;
+  for (ForwardItem& it : batch)
+    for (int32_t t : it.tokens) kernels::copy_row(embed_, t, s.x.data() + (row++) * H);
+
+  const kernels::AttentionShape shape{c.num_attention_heads, c.num_key_value_heads, hd, c.sliding_window,
+                                      static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
+  const int64_t half = hd / 2;
+  std::vector<const float*> kb, vb;
+
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const Layer& L = layers_[static_cast<size_t>(l)];
+    kernels::rms_norm(s.x.data(), L.attn_norm.data(), n, H, static_cast<float>(c.rms_norm_eps), s.xb.data());
+    kernels::matmul(L.wq, s.xb.data(), n, s.q.data(), pool);
+    kernels::matmul(L.wk, s.xb.data(), n, s.k.data(), pool);
+    kernels::matmul(L.wv, s.xb.data(), n, s.v.data(), pool);
+    if (!L.bq.empty()) {
+      kernels::add_bias(s.q.data(), L.bq.data(), n, Q);
+      kernels::add_bias(s.k.data(), L.bk.data(), n, KV);
+      kernels::add_bias(s.v.data(), L.bv.data(), n, KV);
+    }
+    if (!L.q_norm.empty()) {
+      const float eps = static_cast<float>(c.rms_norm_eps);
+      kernels::rms_norm(s.q.data(), L.q_norm.data(), n * c.num_attention_heads, hd, eps, s.q.data());
+      kernels::rms_norm(s.k.data(), L.k_norm.data(), n * c.num_key_value_heads, hd, eps, s.k.data());
+    }
+    // RoPE, then store keys and values into each sequence's cache blocks.
+    row = 0;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      KvSequence& seq = *batch[i].seq;
+      KvCache& cache = seq.cache();
+      const int64_t bs = cache.block_size();
+      for (size_t t = 0; t < batch[i].tokens.size(); ++t, ++row) {
+        const int64_t pos = first_pos[i] + static_cast<int64_t>(t);
+        const float* cs = rope_cos_.data() + pos * half;
+        const float* sn = rope_sin_.data() + pos * half;
+        kernels::rope_rotate_half(s.q.data() + row * Q, c.num_attention_heads, hd, cs, sn);
+        kernels::rope_rotate_half(s.k.data() + row * KV, c.num_key_value_heads, hd, cs, sn);
+        const int32_t block = seq.blocks()[static_cast<size_t>(pos / bs)];
+        const int64_t slot = pos % bs;
+        std::copy_n(s.k.data() + row * KV, KV, cache.keys(block, l) + slot * KV);
+        std::copy_n(s.v.data() + row * KV, KV, cache.values(block, l) + slot * KV);
+      }
+    }
+    row = 0;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      KvSequence& seq = *batch[i].seq;
+      KvCache& cache = seq.cache();
+      kb.clear();
+      vb.clear();
+      for (int32_t b : seq.blocks()) {
+        kb.push_back(cache.keys(b, l));
+        vb.push_back(cache.values(b, l));
+      }
+      const int64_t nt = static_cast<int64_t>(batch[i].tokens.size());
+      kernels::attention(s.q.data() + row * Q, nt, first_pos[i], kernels::KvView{kb.data(), vb.data(), cache.block_size()},
+                         shape, s.att.data() + row * Q, pool);
+      row += nt;
+    }
+    kernels::matmul(L.wo, s.att.data(), n, s.xb.data(), pool);
+    if (!L.bo.empty()) kernels::add_bias(s.xb.data(), L.bo.data(), n, H);
+    kernels::add_inplace(s.x.data(), s.xb.data(), n * H);
+
+    kernels::rms_norm(s.x.data(), L.mlp_norm.data(), n, H, static_cast<float>(c.rms_norm_eps), s.xb.data());
+    kernels::matmul(L.w_gate, s.xb.data(), n, s.gate.data(), pool);
+    kernels::matmul(L.w_up, s.xb.data(), n, s.up.data(), pool);
+    if (!L.b_gate.empty()) {
+      kernels::add_bias(s.gate.data(), L.b_gate.data(), n, I);
+      kernels::add_bias(s.up.data(), L.b_up.data(), n, I);
+    }
+    kernels::silu_mul(s.gate.data(), s.up.data(), n * I);
+    kernels::matmul(L.w_down, s.gate.data(), n, s.xb.data(), pool);
+    if (!L.b_down.empty()) kernels::add_bias(s.xb.data(), L.b_down.data(), n, H);
+    kernels::add_inplace(s.x.data(), s.xb.data(), n * H);
+  }
+
+  // Final norm and lm_head only for the rows whose logits are wanted.
+  row = 0;
+  for (ForwardItem& it : batch) {
+    const int64_t nt = static_cast<int64_t>(it.tokens.size());
+    const int64_t first = it.all_logits ? row : row + nt - 1;
+    const int64_t count = it.all_logits ? nt : 1;
+    kernels::rms_norm(s.x.data() + first * H, final_norm_.data(), count, H, static_cast<float>(c.rms_norm_eps),
+                      s.last.data());
+    if (it.logits != nullptr) kernels::matmul(lm_head_, s.last.data(), count, it.logits, pool);
+    row += nt;
+  }
+}
+
+std::vector<float> Model::forward(KvSequence& seq, std::span<const int32_t> tokens) {
+  std::vector<float> logits(static_cast<size_t>(config_.vocab_size));
+  ForwardItem item{&seq, tokens, logits.data(), false};
+  forward(std::span<ForwardItem>(&item, 1));
+  return logits;
+}
+
+}  // namespace ember::model

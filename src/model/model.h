@@ -1,0 +1,72 @@
+#pragma once
+// A loaded decoder-only transformer (Llama, Mistral, Qwen2, Qwen3) and its forward pass.
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "kernels/thread_pool.h"
+#include "model/config.h"
+#include "model/kv_cache.h"
+#include "model/safetensors.h"
+
+namespace ember::model {
+
+struct LoadOptions {
+  int threads = 0;  // 0: all hardware threads
+  // Called with a short description of each loading stage (for progress display).
+  std::function<void(const std::string&)> progress;
+};
+
+// One sequence's share of a forward pass: `tokens` are appended at positions seq->length() onwards.
+struct ForwardItem {
+  KvSequence* seq = nullptr;
+  std::span<const int32_t> tokens;
+  // Output: logits for the last token ([vocab]), or for every token ([tokens.size()][vocab]) if all_logits.
+  float* logits = nullptr;
+  bool all_logits = false;
+};
+
+class Model {
+ public:
+  static std::unique_ptr<Model> load(const std::string& model_dir, const LoadOptions& options = {});
+  ~Model();
+
+  const ModelConfig& config() const { return config_; }
+  const std::string& dir() const { return dir_; }
+  size_t weight_bytes() const { return checkpoint_.total_bytes(); }
+  kernels::ThreadPool& pool() { return pool_; }
+
+  // A KV cache sized for `max_tokens` positions in total (over all sequences that will share it).
+  std::unique_ptr<KvCache> make_cache(int64_t max_tokens) const;
+
+  // Runs all items as one batch: matrix products over every token of every item, attention per
+  // sequence over its cache. Not reentrant (uses the model's scratch buffers).
+  void forward(std::span<ForwardItem> batch);
+
+  // Convenience: one sequence, logits of the last token.
+  std::vector<float> forward(KvSequence& seq, std::span<const int32_t> tokens);
+
+ private:
+  struct Layer;
+  struct Scratch;
+  Model(std::string dir, ModelConfig config, Checkpoint checkpoint, int threads);
+  void bind_weights();
+  void prepare_rope(int64_t max_pos);
+
+  std::string dir_;
+  ModelConfig config_;
+  Checkpoint checkpoint_;
+  kernels::ThreadPool pool_;
+  kernels::WeightMatrix embed_, lm_head_;
+  std::vector<float> final_norm_;
+  std::vector<Layer> layers_;
+  std::unique_ptr<Scratch> scratch_;
+  // cos/sin tables of RoPE per position ([pos][head_dim/2]); grown on demand.
+  std::vector<float> rope_cos_, rope_sin_;
+  int64_t rope_positions_ = 0, rope_seq_len_ = 0;
+};
+
+}  // namespace ember::model

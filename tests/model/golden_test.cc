@@ -1,0 +1,123 @@
+// Every model in ../shared/models with a golden file in ../shared/testdata/golden: last-position
+// logits within the stated tolerance, greedy continuations exact, and the KV cache consistent.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model/model.h"
+#include "test_paths.h"
+
+namespace ember::model {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+std::vector<std::string> golden_files() {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(test::testdata("golden")))
+    if (e.path().extension() == ".json") out.push_back(e.path().stem().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return json::parse(in);
+}
+
+struct Tolerance {
+  double abs, rel;
+  double bound(const std::vector<float>& g) const {
+    double m = 0;
+    for (float v : g) m = std::max(m, std::fabs(static_cast<double>(v)));
+    return abs + rel * m;
+  }
+};
+
+int32_t argmax(const std::vector<float>& v) {
+  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());  // first max = lowest id
+}
+
+class Golden : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Golden, LogitsAndGreedyIdsMatch) {
+  const json g = read_json(test::testdata("golden/" + GetParam() + ".json"));
+  const Tolerance tol{g["tolerance"]["logits_abs"].get<double>(), g["tolerance"]["logits_rel_to_max"].get<double>()};
+  auto m = Model::load(test::model_dir(g["model"].get<std::string>()), {.threads = 2, .progress = {}});
+  ASSERT_FALSE(g["cases"].empty());
+  for (const auto& cs : g["cases"]) {
+    SCOPED_TRACE(cs["name"].get<std::string>());
+    const auto prompt = cs["prompt_ids"].get<std::vector<int32_t>>();
+    const auto expected = cs["last_logits"].get<std::vector<float>>();
+    auto cache = m->make_cache(static_cast<int64_t>(prompt.size()) + 128);
+    KvSequence seq(*cache);
+    std::vector<float> logits = m->forward(seq, prompt);
+    ASSERT_EQ(logits.size(), expected.size());
+    const double bound = tol.bound(expected);
+    double worst = 0;
+    for (size_t i = 0; i < logits.size(); ++i) worst = std::max(worst, std::fabs(double(logits[i]) - expected[i]));
+    EXPECT_LE(worst, bound) << "last_logits differ";
+    EXPECT_EQ(argmax(logits), cs["last_logits_argmax"].get<int32_t>());
+
+    // Greedy decoding on the KV cache, checking each step's top-5 logits.
+    const auto greedy = cs["greedy_ids"].get<std::vector<int32_t>>();
+    const auto& steps = cs["steps"];
+    for (size_t k = 0; k < greedy.size(); ++k) {
+      SCOPED_TRACE("step " + std::to_string(k));
+      if (k > 0) logits = m->forward(seq, std::span<const int32_t>(&greedy[k - 1], 1));
+      const auto ids = steps[k]["top5_ids"].get<std::vector<int32_t>>();
+      const auto vals = steps[k]["top5_logits"].get<std::vector<float>>();
+      const double b = tol.bound(vals);
+      for (size_t j = 0; j < ids.size(); ++j) EXPECT_LE(std::fabs(double(logits[ids[j]]) - vals[j]), b);
+      ASSERT_EQ(argmax(logits), greedy[k]);
+    }
+  }
+}
+
+// Prefill of a prefix followed by decode (or a second chunk) gives the logits of one full prefill.
+TEST_P(Golden, SplitPrefillMatchesFullPrefill) {
+  const json g = read_json(test::testdata("golden/" + GetParam() + ".json"));
+  auto m = Model::load(test::model_dir(g["model"].get<std::string>()), {.threads = 2, .progress = {}});
+  const json* longest = nullptr;
+  for (const auto& cs : g["cases"])
+    if (longest == nullptr || cs["prompt_ids"].size() > (*longest)["prompt_ids"].size()) longest = &cs;
+  std::vector<int32_t> ids = (*longest)["prompt_ids"].get<std::vector<int32_t>>();
+  const auto greedy = (*longest)["greedy_ids"].get<std::vector<int32_t>>();
+  ids.insert(ids.end(), greedy.begin(), greedy.end());
+  const int64_t n = static_cast<int64_t>(ids.size());
+  const int64_t V = m->config().vocab_size;
+
+  auto cache = m->make_cache(4 * n);
+  KvSequence full(*cache);
+  std::vector<float> all(static_cast<size_t>(n * V));
+  ForwardItem item{&full, ids, all.data(), true};
+  m->forward(std::span<ForwardItem>(&item, 1));
+
+  for (int64_t split : {int64_t{1}, n / 3, n / 2, n - 1}) {
+    SCOPED_TRACE("split " + std::to_string(split));
+    KvSequence seq(*cache);
+    std::vector<float> logits = m->forward(seq, std::span<const int32_t>(ids.data(), split));
+    for (int64_t p = split; p <= n; ++p) {
+      const float* ref = all.data() + (p - 1) * V;
+      double worst = 0;
+      for (int64_t i = 0; i < V; ++i) worst = std::max(worst, std::fabs(double(logits[i]) - ref[i]));
+      ASSERT_LE(worst, 2e-3) << "position " << p - 1;
+      if (p < n) logits = m->forward(seq, std::span<const int32_t>(&ids[p], 1));
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(SharedModels, Golden, ::testing::ValuesIn(golden_files()),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           std::replace_if(s.begin(), s.end(), [](char ch) { return !std::isalnum(ch); }, '_');
+                           return s;
+                         });
+
+}  // namespace
+}  // namespace ember::model
