@@ -1,0 +1,114 @@
+#include "tokenizer/unicode.h"
+
+#include <utf8proc.h>
+
+#include <cstdlib>
+
+#include "base/error.h"
+#include "base/utf8.h"
+
+namespace ember::tokenizer::unicode {
+
+char32_t next(std::string_view s, size_t& pos) { return utf8::decode(s, pos); }
+
+bool is_whitespace(char32_t c) {
+  return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
+         c == 0x3000;
+}
+
+static utf8proc_category_t category(char32_t c) {
+  return utf8proc_category(static_cast<utf8proc_int32_t>(c));
+}
+
+bool is_numeric(char32_t c) {
+  const auto k = category(c);
+  return k == UTF8PROC_CATEGORY_ND || k == UTF8PROC_CATEGORY_NL || k == UTF8PROC_CATEGORY_NO;
+}
+
+bool is_alphanumeric(char32_t c) {
+  const auto k = category(c);
+  return (k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_LO) || is_numeric(c);
+}
+
+bool is_punctuation(char32_t c) {
+  const auto k = category(c);
+  return k >= UTF8PROC_CATEGORY_PC && k <= UTF8PROC_CATEGORY_PO;
+}
+
+bool is_ascii_punctuation(char32_t c) {
+  return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
+         (c >= 0x7B && c <= 0x7E);
+}
+
+bool is_mark(char32_t c) {
+  const auto k = category(c);
+  return k == UTF8PROC_CATEGORY_MN || k == UTF8PROC_CATEGORY_MC || k == UTF8PROC_CATEGORY_ME;
+}
+
+std::string normalize(std::string_view s, Form form) {
+  if (s.empty()) return {};
+  int options = UTF8PROC_STABLE;
+  switch (form) {
+    case Form::NFC: options |= UTF8PROC_COMPOSE; break;
+    case Form::NFD: options |= UTF8PROC_DECOMPOSE; break;
+    case Form::NFKC: options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
+    case Form::NFKD: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+  }
+  utf8proc_uint8_t* out = nullptr;
+  const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
+                              static_cast<utf8proc_ssize_t>(s.size()), &out,
+                              static_cast<utf8proc_option_t>(options));
+  if (n < 0) fail("normalizer", std::string("utf8proc: ") + utf8proc_errmsg(n));
+  std::string result(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
+  std::free(out);
+  return result;
+}
+
+std::string lowercase(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t pos = 0; pos < s.size();) {
+    const char32_t c = next(s, pos);
+    if (c == 0x130) {  // the one unconditional multi-char lowercase mapping
+      out += "i\xCC\x87";
+      continue;
+    }
+    utf8::append(out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(c))));
+  }
+  return out;
+}
+
+std::string from_utf8_lossy(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  size_t pos = 0;
+  while (pos < s.size()) {
+    const auto b0 = static_cast<unsigned char>(s[pos]);
+    if (b0 < 0x80) {
+      out += static_cast<char>(b0);
+      ++pos;
+      continue;
+    }
+    int need = 0;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (b0 >= 0xC2 && b0 <= 0xDF) need = 1;
+    else if (b0 >= 0xE0 && b0 <= 0xEF) need = 2, lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
+    else if (b0 >= 0xF0 && b0 <= 0xF4) need = 3, lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
+    size_t len = 1;
+    bool ok = need > 0;
+    for (int i = 0; ok && i < need; ++i) {
+      if (pos + len >= s.size()) { ok = false; break; }
+      const auto b = static_cast<unsigned char>(s[pos + len]);
+      const unsigned char l = i == 0 ? lo : 0x80, h = i == 0 ? hi : 0xBF;
+      if (b < l || b > h) { ok = false; break; }
+      ++len;
+    }
+    if (ok) out.append(s.substr(pos, len));
+    else out += "\xEF\xBF\xBD";
+    pos += len;
+  }
+  return out;
+}
+
+}  // namespace ember::tokenizer::unicode
