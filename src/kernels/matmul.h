@@ -1,28 +1,43 @@
 #pragma once
-// Matrix products of activations (float32) with weights in their stored dtype.
+// Matrix products of activations (float32) with weights in their stored dtype or quantized blocks.
 #include <cstdint>
 
 #include "base/dtype.h"
+#include "kernels/cpu.h"
 #include "kernels/thread_pool.h"
 
 namespace ember::kernels {
 
-// A row-major weight matrix [rows][cols] in its stored dtype; rows are output features.
+// Block quantization of a weight matrix (see quant.h); None: plain dtype storage.
+enum class QType : uint8_t { None, Q8_0, Q4_0 };
+
+// A weight matrix [rows][cols]; rows are output features. Plain: row-major in `dtype`.
+// Quantized (qtype != None): data points to the blocks and scales to their float16 scales (layout in
+// quant.h); dtype is unused.
 struct WeightMatrix {
   const void* data = nullptr;
   DType dtype = DType::F32;
   int64_t rows = 0;
   int64_t cols = 0;
+  QType qtype = QType::None;
+  const uint16_t* scales = nullptr;
 };
 
-// y[t][r] = sum_c w[r][c] * x[t][c] for t < n_tokens (x: [n_tokens][cols], y: [n_tokens][rows]).
-// Rows are split across the pool's threads; each thread reads its slice of the weights once.
-void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+// Bytes of weight data one product reads (what bounds decode speed).
+int64_t weight_bytes(const WeightMatrix& w);
 
-// Scalar reference of matmul (one thread, sequential sums): the oracle for every SIMD path.
+// y[t][r] = sum_c w[r][c] * x[t][c] for t < n_tokens (x: [n_tokens][cols], y: [n_tokens][rows]).
+// Rows are split across the pool's threads; tokens are processed in cache-sized blocks so each
+// weight tile is reused across many tokens. Quantized weights multiply int8-quantized activations.
+void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
+// The same with an explicit instruction set (tests run every supported one).
+void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, Isa isa);
+
+// Scalar reference of matmul (one thread, sequential sums; quantized weights use the same activation
+// quantization): the oracle for every SIMD path.
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y);
 
-// out[i] = row `row` of w converted to float32 (embedding lookup).
+// out[i] = row `row` of w converted (or dequantized) to float32 (embedding lookup).
 void copy_row(const WeightMatrix& w, int64_t row, float* out);
 
 }  // namespace ember::kernels

@@ -6,34 +6,96 @@
 #include <random>
 #include <vector>
 
+#include "kernels/quant.h"
+
 namespace ember::kernels {
 namespace {
 
-// Every dtype and awkward shape (tails of the SIMD width, token counts around the 4-token block)
-// against the scalar reference.
-TEST(Matmul, MatchesReferenceForAllDtypesAndShapes) {
+std::vector<float> randn(size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// Every dtype, every instruction set this machine has, and awkward shapes (tails of the SIMD
+// width, token counts around the register tiles) against the scalar reference.
+TEST(Matmul, EveryIsaMatchesReferenceForAllDtypesAndShapes) {
   ThreadPool pool(2);
   std::mt19937 rng(7);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  for (DType t : {DType::F32, DType::F16, DType::BF16})
-    for (int64_t rows : {1, 7, 33})
-      for (int64_t cols : {1, 8, 19, 64, 130})
-        for (int64_t n : {1, 3, 4, 9}) {
-          std::vector<float> wf(rows * cols), x(n * cols), y(n * rows), ref(n * rows);
-          std::vector<uint16_t> wh(rows * cols);
-          for (auto& v : wf) v = dist(rng);
-          for (auto& v : x) v = dist(rng);
-          WeightMatrix w{wf.data(), t, rows, cols};
-          if (t != DType::F32) {
-            for (size_t i = 0; i < wf.size(); ++i) wh[i] = t == DType::F16 ? f32_to_f16(wf[i]) : f32_to_bf16(wf[i]);
-            w.data = wh.data();
+  for (Isa isa : supported_isas())
+    for (DType t : {DType::F32, DType::F16, DType::BF16})
+      for (int64_t rows : {1, 7, 33})
+        for (int64_t cols : {1, 8, 19, 64, 130})
+          for (int64_t n : {1, 3, 4, 9, 70}) {
+            std::vector<float> wf = randn(rows * cols, rng), x = randn(n * cols, rng), y(n * rows), ref(n * rows);
+            std::vector<uint16_t> wh(rows * cols);
+            WeightMatrix w{wf.data(), t, rows, cols};
+            if (t != DType::F32) {
+              for (size_t i = 0; i < wf.size(); ++i) wh[i] = t == DType::F16 ? f32_to_f16(wf[i]) : f32_to_bf16(wf[i]);
+              w.data = wh.data();
+            }
+            matmul(w, x.data(), n, y.data(), pool, isa);
+            matmul_reference(w, x.data(), n, ref.data());
+            for (size_t i = 0; i < y.size(); ++i)
+              ASSERT_NEAR(y[i], ref[i], 1e-4 * (1 + std::sqrt(static_cast<float>(cols))))
+                  << isa_name(isa) << " " << dtype_name(t) << " rows=" << rows << " cols=" << cols << " n=" << n;
           }
-          matmul(w, x.data(), n, y.data(), pool);
-          matmul_reference(w, x.data(), n, ref.data());
-          for (size_t i = 0; i < y.size(); ++i)
-            ASSERT_NEAR(y[i], ref[i], 1e-4 * (1 + std::sqrt(static_cast<float>(cols))))
-                << dtype_name(t) << " rows=" << rows << " cols=" << cols << " n=" << n;
+}
+
+// Quantized weights: every instruction set computes the same integer dot products as the scalar
+// reference (only float rounding of the per-block scaling may differ).
+TEST(Matmul, QuantizedEveryIsaMatchesReference) {
+  ThreadPool pool(2);
+  std::mt19937 rng(11);
+  for (QType q : {QType::Q8_0, QType::Q4_0})
+    for (Isa isa : supported_isas())
+      for (int64_t rows : {1, 16, 37})
+        for (int64_t cols : {32, 96, 256})
+          for (int64_t n : {1, 5, 8, 19, 70}) {
+            std::vector<float> wf = randn(rows * cols, rng), x = randn(n * cols, rng), y(n * rows), ref(n * rows);
+            QuantizedMatrix qm = quantize(WeightMatrix{wf.data(), DType::F32, rows, cols}, q, pool);
+            matmul(qm.view(), x.data(), n, y.data(), pool, isa);
+            matmul_reference(qm.view(), x.data(), n, ref.data());
+            for (size_t i = 0; i < y.size(); ++i)
+              ASSERT_NEAR(y[i], ref[i], 1e-5 * (1 + std::fabs(ref[i])) * cols / 32)
+                  << qtype_name(q) << " " << isa_name(isa) << " rows=" << rows << " cols=" << cols << " n=" << n;
+          }
+}
+
+// Quantization error stays within what the formats allow: q8_0 at most half a step (amax/254 of its
+// block); q4_0 half a step (amax/16) except that the side opposite the largest value ends at 7 steps,
+// so up to amax/8; plus the float16 rounding of the scale (amax * 2^-10 covers it).
+TEST(Quantize, RoundTripErrorWithinHalfAStep) {
+  ThreadPool pool(1);
+  std::mt19937 rng(3);
+  const int64_t rows = 21, cols = 128;
+  std::vector<float> wf = randn(rows * cols, rng);
+  for (QType q : {QType::Q8_0, QType::Q4_0}) {
+    QuantizedMatrix qm = quantize(WeightMatrix{wf.data(), DType::F32, rows, cols}, q, pool);
+    EXPECT_EQ(qm.bytes(), quantized_bytes(q, rows, cols));
+    std::vector<float> row(cols);
+    for (int64_t r = 0; r < rows; ++r) {
+      copy_row(qm.view(), r, row.data());
+      for (int64_t b = 0; b < cols / kQBlock; ++b) {
+        float amax = 0;
+        for (int64_t k = 0; k < kQBlock; ++k) amax = std::max(amax, std::fabs(wf[r * cols + b * kQBlock + k]));
+        const float bound = q == QType::Q8_0 ? amax / 254 : amax / 8;
+        for (int64_t k = 0; k < kQBlock; ++k) {
+          const int64_t c = b * kQBlock + k;
+          ASSERT_LE(std::fabs(row[c] - wf[r * cols + c]), bound + amax / 1024 + 1e-6f) << qtype_name(q) << " r=" << r << " c=" << c;
         }
+      }
+    }
+  }
+}
+
+TEST(Quantize, RejectsPartialBlocksAndUnknownNames) {
+  ThreadPool pool(1);
+  std::vector<float> wf(2 * 40, 1.0f);
+  EXPECT_ANY_THROW(quantize(WeightMatrix{wf.data(), DType::F32, 2, 40}, QType::Q8_0, pool));
+  EXPECT_ANY_THROW(parse_qtype("q5_k"));
+  EXPECT_EQ(parse_qtype("q4_0"), QType::Q4_0);
 }
 
 }  // namespace

@@ -1,0 +1,130 @@
+#include "kernels/quant.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/error.h"
+
+namespace ember::kernels {
+
+const char* qtype_name(QType q) {
+  switch (q) {
+    case QType::None: return "none";
+    case QType::Q8_0: return "q8_0";
+    case QType::Q4_0: return "q4_0";
+  }
+  return "?";
+}
+
+QType parse_qtype(const std::string& s) {
+  if (s == "none") return QType::None;
+  if (s == "q8_0") return QType::Q8_0;
+  if (s == "q4_0") return QType::Q4_0;
+  fail("quantize", "unknown quantization '" + s + "' (supported: none, q8_0, q4_0)");
+}
+
+int64_t quantized_bytes(QType q, int64_t rows, int64_t cols) {
+  const int64_t groups = (rows + kQGroupRows - 1) / kQGroupRows, blocks = cols / kQBlock;
+  return groups * blocks * (qblock_bytes(q) + kQGroupRows * 2);
+}
+
+namespace {
+
+// Byte offset of weight (i, k) of one (group, block) tile: 4-byte units of 16 rows per vector.
+inline int64_t unit_offset(int64_t i, int64_t k) { return ((k / 4) * kQGroupRows + i) * 4 + k % 4; }
+
+}  // namespace
+
+QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool) {
+  if (q == QType::None || w.qtype != QType::None) fail("quantize", "needs a plain float matrix and a quantized type");
+  if (!quantizable(w.cols)) fail("quantize", "columns (" + std::to_string(w.cols) + ") must be a multiple of 32");
+  const int64_t nb = w.cols / kQBlock, ng = (w.rows + kQGroupRows - 1) / kQGroupRows, bb = qblock_bytes(q);
+  QuantizedMatrix m;
+  m.n_quant_bytes_ = ng * nb * bb;
+  m.n_scales_ = ng * nb * kQGroupRows;
+  m.quants_.reset(new uint8_t[static_cast<size_t>(m.n_quant_bytes_)]());
+  m.scales_.reset(new uint16_t[static_cast<size_t>(m.n_scales_)]());
+  uint8_t* quants = m.quants_.get();
+  uint16_t* scales = m.scales_.get();
+  pool.parallel_for(ng, 1, [&](int64_t g0, int64_t g1) {
+    std::vector<float> row(static_cast<size_t>(w.cols));
+    for (int64_t g = g0; g < g1; ++g)
+      for (int64_t i = 0; i < kQGroupRows; ++i) {
+        const int64_t r = g * kQGroupRows + i;
+        if (r >= w.rows) {
+          if (q == QType::Q4_0)  // padding rows: value 0 is nibble 8
+            for (int64_t b = 0; b < nb; ++b)
+              for (int64_t k = 0; k < 16; ++k) quants[(g * nb + b) * bb + unit_offset(i, k)] = 0x88;
+          continue;
+        }
+        copy_row(w, r, row.data());
+        for (int64_t b = 0; b < nb; ++b) {
+          const float* v = row.data() + b * kQBlock;
+          uint8_t* tile = quants + (g * nb + b) * bb;
+          float d;
+          if (q == QType::Q8_0) {
+            float amax = 0.0f;
+            for (int64_t k = 0; k < kQBlock; ++k) amax = std::max(amax, std::fabs(v[k]));
+            d = amax / 127.0f;
+            const float id = d != 0.0f ? 1.0f / d : 0.0f;
+            for (int64_t k = 0; k < kQBlock; ++k)
+              tile[unit_offset(i, k)] = static_cast<uint8_t>(static_cast<int8_t>(std::nearbyint(v[k] * id)));
+          } else {
+            float amax = 0.0f, mx = 0.0f;
+            for (int64_t k = 0; k < kQBlock; ++k)
+              if (std::fabs(v[k]) > amax) amax = std::fabs(v[k]), mx = v[k];
+            d = mx / -8.0f;
+            const float id = d != 0.0f ? 1.0f / d : 0.0f;
+            for (int64_t k = 0; k < 16; ++k) {
+              const int lo = std::min(15, static_cast<int>(v[k] * id + 8.5f));
+              const int hi = std::min(15, static_cast<int>(v[k + 16] * id + 8.5f));
+              tile[unit_offset(i, k)] = static_cast<uint8_t>(lo | (hi << 4));
+            }
+          }
+          scales[(g * nb + b) * kQGroupRows + i] = f32_to_f16(d);
+        }
+      }
+  });
+  m.view_ = WeightMatrix{quants, DType::F32, w.rows, w.cols, q, scales};
+  return m;
+}
+
+int quant_at(const WeightMatrix& w, int64_t r, int64_t c) {
+  const int64_t nb = w.cols / kQBlock, g = r / kQGroupRows, i = r % kQGroupRows, b = c / kQBlock, k = c % kQBlock;
+  const uint8_t* tile = static_cast<const uint8_t*>(w.data) + (g * nb + b) * qblock_bytes(w.qtype);
+  if (w.qtype == QType::Q8_0) return static_cast<int8_t>(tile[unit_offset(i, k)]);
+  const uint8_t byte = tile[unit_offset(i, k % 16)];
+  return (k < 16 ? (byte & 0x0F) : (byte >> 4)) - 8;
+}
+
+float scale_at(const WeightMatrix& w, int64_t r, int64_t block) {
+  const int64_t nb = w.cols / kQBlock;
+  return f16_to_f32(w.scales[((r / kQGroupRows) * nb + block) * kQGroupRows + r % kQGroupRows]);
+}
+
+void quantize_acts(const float* x, int64_t n, int64_t cols, QuantizedActs& out) {
+  const int64_t nb = cols / kQBlock;
+  out.n = n;
+  out.cols = cols;
+  out.n_blocks = nb;
+  out.q.resize(static_cast<size_t>(n * cols));
+  out.d.resize(static_cast<size_t>(n * nb));
+  out.s.resize(static_cast<size_t>(n * nb));
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t b = 0; b < nb; ++b) {
+      const float* v = x + t * cols + b * kQBlock;
+      int8_t* q = out.q.data() + t * cols + b * kQBlock;
+      float amax = 0.0f;
+      for (int64_t k = 0; k < kQBlock; ++k) amax = std::max(amax, std::fabs(v[k]));
+      const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+      int32_t sum = 0;
+      for (int64_t k = 0; k < kQBlock; ++k) {
+        q[k] = static_cast<int8_t>(std::nearbyint(v[k] * id));
+        sum += q[k];
+      }
+      out.d[t * nb + b] = d;
+      out.s[t * nb + b] = sum;
+    }
+}
+
+}  // namespace ember::kernels

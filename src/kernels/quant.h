@@ -1,0 +1,67 @@
+#pragma once
+// 8-bit and 4-bit block-quantized weights (llama.cpp's Q8_0 / Q4_0 numerics: 32 weights share one
+// float16 scale) in a layout made for int8 dot products, and int8 quantized activations.
+//
+// Layout: rows are padded to groups of 16. For group g and block b (columns 32b..32b+31), the
+// quants of the 16 rows are interleaved in 4-byte units so that one 64-byte vector holds 4
+// consecutive weights of each of the 16 rows:
+//   Q8_0: 512 bytes; byte (j*16 + i)*4 + m = q[16g+i][32b+4j+m] (signed, -127..127), j < 8.
+//   Q4_0: 256 bytes; byte (j*16 + i)*4 + m holds q[16g+i][32b+4j+m] + 8 in its low nibble and
+//         q[16g+i][32b+16+4j+m] + 8 in its high nibble, j < 4.
+// Scales: float16 at (g * n_blocks + b) * 16 + i. The weight is scale * q.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/matmul.h"
+
+namespace ember::kernels {
+
+constexpr int64_t kQBlock = 32;     // weights per scale
+constexpr int64_t kQGroupRows = 16;  // rows interleaved together
+
+const char* qtype_name(QType q);
+QType parse_qtype(const std::string& s);  // "none", "q8_0", "q4_0"; throws ember::Error otherwise
+
+// Whether a matrix with this many columns can be quantized (whole blocks only).
+inline bool quantizable(int64_t cols) { return cols > 0 && cols % kQBlock == 0; }
+// Bytes of quants per (16-row group, block).
+inline int64_t qblock_bytes(QType q) { return q == QType::Q8_0 ? 512 : 256; }
+// Bytes a quantized matrix occupies (quants and scales).
+int64_t quantized_bytes(QType q, int64_t rows, int64_t cols);
+
+// A quantized copy of a weight matrix; owns its memory.
+class QuantizedMatrix {
+ public:
+  QuantizedMatrix() = default;
+  const WeightMatrix& view() const { return view_; }
+  int64_t bytes() const { return n_quant_bytes_ + n_scales_ * 2; }
+
+ private:
+  friend QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool);
+  std::unique_ptr<uint8_t[]> quants_;
+  std::unique_ptr<uint16_t[]> scales_;
+  int64_t n_quant_bytes_ = 0, n_scales_ = 0;
+  WeightMatrix view_;
+};
+
+// Quantizes a float matrix (F32/F16/BF16) with round-to-nearest per block: Q8_0 scale = amax/127,
+// Q4_0 scale = -(value of largest magnitude)/8 as llama.cpp does. Requires quantizable(w.cols).
+QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool);
+
+// The quantized value (before scaling) of weight [r][c] and the scale of its block.
+int quant_at(const WeightMatrix& w, int64_t r, int64_t c);
+float scale_at(const WeightMatrix& w, int64_t r, int64_t block);
+
+// Activations quantized per 32-value block to int8 with a float scale (amax/127), as the int8 dot
+// products need; s holds the sum of each block's quants (for the unsigned-offset correction).
+struct QuantizedActs {
+  int64_t n = 0, cols = 0, n_blocks = 0;
+  std::vector<int8_t> q;    // [n][cols]
+  std::vector<float> d;     // [n][n_blocks]
+  std::vector<int32_t> s;   // [n][n_blocks]
+};
+void quantize_acts(const float* x, int64_t n, int64_t cols, QuantizedActs& out);
+
+}  // namespace ember::kernels
