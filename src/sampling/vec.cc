@@ -1,0 +1,205 @@
+#include "sampling/vec.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <functional>
+
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+#define EMBER_SAMPLING_AVX2 1
+#endif
+
+namespace ember::sampling::vec {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kLog2e = 1.44269504088896341f;
+// ln 2 split so that n * kLn2Hi is exact (Cody-Waite range reduction).
+constexpr float kLn2Hi = 0.693359375f;
+constexpr float kLn2Lo = -2.12194440e-4f;
+constexpr float kExpMin = -87.0f;  // below this the result is flushed to 0
+constexpr float kExpMax = 88.0f;
+// Taylor coefficients 1/k!, k = 7..2; on |r| <= ln2/2 the truncation error is below 1e-8.
+constexpr float kC[] = {1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f};
+
+// Lane sums are reduced in this one order by both paths.
+float reduce8(const float* a) { return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])); }
+
+#ifdef EMBER_SAMPLING_AVX2
+// The vector twin of exp_det: same operations, same order.
+__m256 exp8(__m256 x) {
+  const __m256 keep = _mm256_cmp_ps(x, _mm256_set1_ps(kExpMin), _CMP_GE_OQ);
+  x = _mm256_min_ps(x, _mm256_set1_ps(kExpMax));
+  x = _mm256_max_ps(x, _mm256_set1_ps(kExpMin));
+  const __m256 n =
+      _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Hi), x);
+  r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Lo), r);
+  __m256 p = _mm256_set1_ps(kC[0]);
+  for (int i = 1; i < 6; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kC[i]));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
+}
+
+// Loads up to 8 floats from p (n of them), padding with `pad`.
+__m256 load_partial(const float* p, size_t n, float pad) {
+  alignas(32) float buf[8];
+  for (size_t i = 0; i < 8; ++i) buf[i] = i < n ? p[i] : pad;
+  return _mm256_load_ps(buf);
+}
+#endif
+
+}  // namespace
+
+float exp_det(float x) {
+  if (!(x >= kExpMin)) return 0.0f;
+  x = std::min(x, kExpMax);
+  const float n = std::nearbyint(x * kLog2e);
+  float r = std::fma(n, -kLn2Hi, x);
+  r = std::fma(n, -kLn2Lo, r);
+  float p = kC[0];
+  for (int i = 1; i < 6; ++i) p = std::fma(p, r, kC[i]);
+  p = std::fma(p, r, 1.0f);
+  p = std::fma(p, r, 1.0f);
+  const auto e = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
+  return p * std::bit_cast<float>(e);
+}
+
+float max_value(std::span<const float> x) {
+  // max(v, acc) keeps acc when v is NaN, in both paths.
+  float lanes[8];
+  std::fill(lanes, lanes + 8, -kInf);
+  size_t i = 0;
+#ifdef EMBER_SAMPLING_AVX2
+  __m256 acc = _mm256_set1_ps(-kInf);
+  for (; i + 8 <= x.size(); i += 8) acc = _mm256_max_ps(_mm256_loadu_ps(x.data() + i), acc);
+  _mm256_storeu_ps(lanes, acc);
+#endif
+  for (; i < x.size(); ++i) lanes[i % 8] = x[i] > lanes[i % 8] ? x[i] : lanes[i % 8];
+  float m = -kInf;
+  for (float v : lanes) m = v > m ? v : m;
+  return m;
+}
+
+int32_t argmax(std::span<const float> x) {
+  const float m = max_value(x);
+  if (m == -kInf) return -1;
+  size_t i = 0;
+#ifdef EMBER_SAMPLING_AVX2
+  const __m256 mv = _mm256_set1_ps(m);
+  for (; i + 8 <= x.size(); i += 8) {
+    const int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x.data() + i), mv, _CMP_EQ_OQ));
+    if (mask) return static_cast<int32_t>(i + std::countr_zero(static_cast<unsigned>(mask)));
+  }
+#endif
+  for (; i < x.size(); ++i)
+    if (x[i] == m) return static_cast<int32_t>(i);
+  return -1;
+}
+
+float sum_exp(std::span<const float> x, float temperature, float shift, float floor, std::span<float> out) {
+  const size_t n = x.size();
+  const bool store = !out.empty();
+  alignas(32) float lanes[8] = {};
+  size_t i = 0;
+#ifdef EMBER_SAMPLING_AVX2
+  const __m256 t = _mm256_set1_ps(temperature), s = _mm256_set1_ps(shift), f = _mm256_set1_ps(floor);
+  __m256 acc = _mm256_setzero_ps();
+  auto step = [&](__m256 v) {
+    const __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_div_ps(v, t), s)), _mm256_cmp_ps(v, f, _CMP_GE_OQ));
+    acc = _mm256_add_ps(acc, e);
+    return e;
+  };
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = step(_mm256_loadu_ps(x.data() + i));
+    if (store) _mm256_storeu_ps(out.data() + i, e);
+  }
+  if (i < n) {
+    alignas(32) float e[8];
+    _mm256_store_ps(e, step(load_partial(x.data() + i, n - i, -kInf)));
+    if (store) std::copy(e, e + (n - i), out.data() + i);
+    i = n;
+  }
+  _mm256_store_ps(lanes, acc);
+#endif
+  for (; i < n; ++i) {
+    const float v = x[i];
+    const float e = v >= floor ? exp_det(v / temperature - shift) : 0.0f;
+    lanes[i % 8] += e;
+    if (store) out[i] = e;
+  }
+  return reduce8(lanes);
+}
+
+float sum_where_at_least(std::span<const float> w, std::span<const float> x, float threshold) {
+  const size_t n = x.size();
+  alignas(32) float lanes[8] = {};
+  size_t i = 0;
+#ifdef EMBER_SAMPLING_AVX2
+  const __m256 th = _mm256_set1_ps(threshold);
+  __m256 acc = _mm256_setzero_ps();
+  for (; i + 8 <= n; i += 8) {
+    const __m256 keep = _mm256_cmp_ps(_mm256_loadu_ps(x.data() + i), th, _CMP_GE_OQ);
+    acc = _mm256_add_ps(acc, _mm256_and_ps(_mm256_loadu_ps(w.data() + i), keep));
+  }
+  _mm256_store_ps(lanes, acc);
+#endif
+  for (; i < n; ++i) lanes[i % 8] += x[i] >= threshold ? w[i] : 0.0f;
+  return reduce8(lanes);
+}
+
+size_t indices_at_least(std::span<const float> x, float threshold, int32_t* out) {
+  size_t count = 0, i = 0;
+#ifdef EMBER_SAMPLING_AVX2
+  const __m256 th = _mm256_set1_ps(threshold);
+  for (; i + 8 <= x.size(); i += 8) {
+    auto mask = static_cast<unsigned>(
+        _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x.data() + i), th, _CMP_GE_OQ)));
+    while (mask) {
+      out[count++] = static_cast<int32_t>(i + std::countr_zero(mask));
+      mask &= mask - 1;
+    }
+  }
+#endif
+  for (; i < x.size(); ++i)
+    if (x[i] >= threshold) out[count++] = static_cast<int32_t>(i);
+  return count;
+}
+
+float kth_largest(std::span<const float> x, size_t k, std::vector<float>& heap) {
+  heap.clear();
+  const auto greater = std::greater<float>();  // min-heap: the front is the k-th largest so far
+  size_t i = 0;
+  for (; i < x.size() && heap.size() < k; ++i) {
+    if (x[i] > -kInf) {
+      heap.push_back(x[i]);
+      std::push_heap(heap.begin(), heap.end(), greater);
+    }
+  }
+  if (heap.empty()) return -kInf;
+  auto offer = [&](float v) {
+    if (v > heap.front()) {
+      std::pop_heap(heap.begin(), heap.end(), greater);
+      heap.back() = v;
+      std::push_heap(heap.begin(), heap.end(), greater);
+    }
+  };
+#ifdef EMBER_SAMPLING_AVX2
+  for (; i + 8 <= x.size(); i += 8) {
+    const __m256 v = _mm256_loadu_ps(x.data() + i);
+    auto mask = static_cast<unsigned>(
+        _mm256_movemask_ps(_mm256_cmp_ps(v, _mm256_set1_ps(heap.front()), _CMP_GT_OQ)));
+    while (mask) {
+      offer(x[i + std::countr_zero(mask)]);
+      mask &= mask - 1;
+    }
+  }
+#endif
+  for (; i < x.size(); ++i) offer(x[i]);
+  return heap.front();
+}
+
+}  // namespace ember::sampling::vec
