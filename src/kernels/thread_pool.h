@@ -1,12 +1,12 @@
 #pragma once
 // A fixed set of worker threads that run data-parallel loops. The calling thread takes part, so a
-// pool of size 1 runs everything inline. Workers spin briefly, then sleep, between loops: decode
-// steps issue many short loops and thread wake-up latency would dominate them.
+// pool of size 1 runs everything inline. Chunks are claimed dynamically and the caller waits for
+// chunks, not for threads: a worker that has no core (another process keeps it busy) simply claims
+// nothing and the caller finishes the loop alone. Waiting threads spin briefly (decode issues many
+// short loops), then sleep on a futex (std::atomic::wait) so they never steal a busy core for long.
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -26,19 +26,21 @@ class ThreadPool {
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
-  void worker_loop(int index);
-  void run_chunks();
+  void worker_loop();
+  // Claims and runs chunks of loop `gen` until none is left.
+  void run_chunks(uint32_t gen);
 
   std::vector<std::thread> workers_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
-  std::atomic<int64_t> next_chunk_{0};
+  // (generation << 32) | (chunk count << 16) | next chunk: one word, so a late claim of a finished
+  // loop's chunk fails its generation check.
+  std::atomic<uint64_t> claim_{0};
+  std::atomic<uint32_t> generation_{0};  // bumped per loop; workers sleep on it
+  std::atomic<uint32_t> done_{0};        // chunks finished in the current loop; the caller sleeps on it
   std::atomic<bool> stop_{false};
-  // The current loop (valid while pending_ > 0).
+  // The current loop; written before generation_ is bumped, read only by holders of a claimed chunk.
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
-  int64_t n_ = 0, chunk_ = 1, n_chunks_ = 0;
+  int64_t n_ = 0, chunk_ = 1;
+  uint32_t n_chunks_ = 0;
 };
 
 }  // namespace ember::kernels
