@@ -459,6 +459,9 @@ Value f_truncate(Interpreter&, const Value& v, CallArgs& args) {
   const int64_t length = int_param(a[0], 255, "length");
   const std::string end = a[2] ? soft_str(*a[2]) : "...";
   const int64_t leeway = int_param(a[3], 5, "leeway");
+  if (length < static_cast<int64_t>(pystr::length(end)))
+    throw RenderError("expected length >= " + std::to_string(pystr::length(end)) + ", got " + std::to_string(length));
+  if (leeway < 0) throw RenderError("expected leeway >= 0, got " + std::to_string(leeway));
   const std::u32string u = pystr::decode(s);
   const int64_t n = static_cast<int64_t>(u.size());
   if (n <= length + leeway) return Value(s);
