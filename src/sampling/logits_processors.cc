@@ -158,11 +158,13 @@ size_t top_k(std::span<Candidate> c, size_t k) {
   return keep_also(c, k, [kth](const Candidate& x) { return x.logit >= kth; });
 }
 
-size_t top_p(std::span<Candidate> c, float top_p, double total) {
+size_t top_p(std::span<Candidate> c, float top_p, double total, double above) {
   if (c.empty()) return 0;
   if (top_p >= 1.0f) return c.size();
   if (total <= 0) total = exponentiate(c);
-  return std::max<size_t>(1, select_mass(c, top_p * total, ranks_before));
+  const double target = top_p * total - above;
+  const size_t kept = target > 0 ? select_mass(c, target, ranks_before) : 0;
+  return above > 0 ? kept : std::max<size_t>(1, kept);
 }
 
 size_t min_p(std::span<Candidate> c, float min_p) {

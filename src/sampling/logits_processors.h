@@ -48,9 +48,10 @@ size_t top_k(std::span<Candidate> c, size_t k);
 // Keeps the smallest set of best candidates whose probability reaches top_p (the candidate that crosses
 // it included; at least one). The probability mass is relative to `total` (sum of exp(logit - max)
 // over the whole current set) when it is given, else to the candidates themselves: the Sampler passes
-// it when it has already dropped candidates that provably fall outside. With `total`, c[i].p must hold
-// exp(logit - max) for that same max.
-size_t top_p(std::span<Candidate> c, float top_p, double total = 0);
+// it when it has already set aside candidates that provably fall outside or inside. With `total`,
+// c[i].p must hold exp(logit - max) for that same max. `above` is the mass of candidates already kept
+// that rank before all of c (then none of c need survive).
+size_t top_p(std::span<Candidate> c, float top_p, double total = 0, double above = 0);
 
 // Keeps candidates whose probability is at least min_p times the largest one's.
 size_t min_p(std::span<Candidate> c, float min_p);

@@ -119,8 +119,8 @@ bool Sampler::warp(std::span<const float> row) {
   const float t = p.temperature;
   max_ = vec::max_value(row);
   if (max_ == -kInf) fail("sampler", "no token has a finite logit");
-  const float shift = max_ / t;
   bool list = false;
+  p_set_ = false;
   auto cands = [&] { return std::span<Candidate>(cand_.data(), n_); };
 
   if (p.top_k > 0 && static_cast<size_t>(p.top_k) < row.size()) {
@@ -131,20 +131,10 @@ bool Sampler::warp(std::span<const float> row) {
   if (p.top_p < 1.0f) {
     if (list) {
       n_ = top_p(cands(), p.top_p);
+      p_set_ = true;
     } else {
-      // Lower a logit threshold until the tokens above it hold the nucleus' mass: every token below
-      // it has at least that much mass ranked before it, so top-p would drop it anyway.
-      const float total = vec::sum_exp(row, t, shift, -kInf, weights_);
-      const double target = static_cast<double>(p.top_p) * total * (1 + 1e-4);
-      float threshold = -kInf;
-      for (float d = t; d / t < 87.0f; d *= 2) {
-        if (vec::sum_where_at_least(weights_, row, max_ - d) >= target) {
-          threshold = max_ - d;
-          break;
-        }
-      }
-      n_ = materialize(row, threshold, true);
-      n_ = top_p(cands(), p.top_p, total);
+      n_ = dense_top_p(row);
+      p_set_ = true;
       list = true;
     }
   }
@@ -157,14 +147,70 @@ bool Sampler::warp(std::span<const float> row) {
   if (p.typical_p < 1.0f) {
     if (!list) n_ = materialize(row, -kInf, false);
     n_ = typical_p(cands(), p.typical_p);
+    p_set_ = true;
     list = true;
   }
   return list;
 }
 
+size_t Sampler::dense_top_p(std::span<const float> row) {
+  const float t = params_.temperature;
+  const float total = vec::sum_exp(row, t, max_ / t, -kInf, weights_);
+  const double target = static_cast<double>(params_.top_p) * total;
+  // The tokens at or above a threshold holding more than the nucleus' mass include the nucleus (each
+  // token below has that much mass ranked before it); those above one holding less are all in it.
+  // Margins keep float sums on the safe side; only the band between is ranked one by one.
+  const double up = target * (1 + 1e-4), down = target * (1 - 1e-4);
+  float lo = -kInf, hi = kInf;
+  size_t count_lo = row.size(), count_hi = 0, count = 0;
+  auto mass = [&](float threshold) { return vec::sum_where_at_least(weights_, row, threshold, &count); };
+  for (float d = 0; d / t < 87.0f; d = d == 0 ? t : 2 * d) {
+    const double f = mass(max_ - d);
+    if (f >= up) {
+      lo = max_ - d;
+      count_lo = count;
+      break;
+    }
+    if (f < down) {
+      hi = max_ - d;
+      count_hi = count;
+    }
+  }
+  constexpr size_t kBand = 256;  // small enough to rank; more passes would cost more than they save
+  for (int i = 0; i < 24 && lo > -kInf && hi < kInf && count_lo - count_hi > kBand; ++i) {
+    const float mid = lo + (hi - lo) / 2;
+    if (mid <= lo || mid >= hi) break;
+    const double f = mass(mid);
+    if (f >= up) {
+      lo = mid;
+      count_lo = count;
+    } else if (f < down) {
+      hi = mid;
+      count_hi = count;
+    } else {
+      break;
+    }
+  }
+  const size_t n = materialize(row, lo, true);
+  size_t sure = 0;
+  double above = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (row[cand_[i].id] >= hi) {
+      above += cand_[i].p;
+      std::swap(cand_[sure++], cand_[i]);
+    }
+  }
+  return sure + top_p(std::span<Candidate>(cand_.data() + sure, n - sure), params_.top_p, total, above);
+}
+
 int32_t Sampler::draw_list() {
   std::span<Candidate> c(cand_.data(), n_);
-  const double total = exponentiate(c);
+  double total = 0;
+  if (p_set_) {
+    for (const Candidate& x : c) total += x.p;
+  } else {
+    total = exponentiate(c);
+  }
   double acc = 0;
   size_t i = 0;
   if (!walk(c.size(), acc, rng_.uniform() * total, [&](size_t j) { return c[j].p; }, i))

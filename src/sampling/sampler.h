@@ -65,6 +65,7 @@ class Sampler {
   int32_t greedy(std::span<const float> row) const;
   bool warp(std::span<const float> row);  // true: survivors in cand_[0, n_); false: the whole row
   size_t materialize(std::span<const float> row, float threshold, bool with_p);
+  size_t dense_top_p(std::span<const float> row);
   int32_t draw_list();
   int32_t draw_dense(std::span<const float> row);
   void compute_logprobs(std::span<const float> logits, int32_t token);
@@ -84,6 +85,7 @@ class Sampler {
   std::vector<float> heap_;
   std::vector<double> block_sums_;
   size_t n_ = 0;
+  bool p_set_ = false;  // cand_[i].p holds exp(logit - max) for the survivors
   TokenLogprobs logprobs_;
 };
 

@@ -28,7 +28,7 @@ float reduce8(const float* a) { return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] 
 
 #ifdef EMBER_SAMPLING_AVX2
 // The vector twin of exp_det: same operations, same order.
-__m256 exp8(__m256 x) {
+[[gnu::always_inline]] inline __m256 exp8(__m256 x) {
   const __m256 keep = _mm256_cmp_ps(x, _mm256_set1_ps(kExpMin), _CMP_GE_OQ);
   x = _mm256_min_ps(x, _mm256_set1_ps(kExpMax));
   x = _mm256_max_ps(x, _mm256_set1_ps(kExpMin));
@@ -108,8 +108,10 @@ float sum_exp(std::span<const float> x, float temperature, float shift, float fl
 #ifdef EMBER_SAMPLING_AVX2
   const __m256 t = _mm256_set1_ps(temperature), s = _mm256_set1_ps(shift), f = _mm256_set1_ps(floor);
   __m256 acc = _mm256_setzero_ps();
+  const bool unit = temperature == 1.0f;  // x / 1 == x: skip the costly division
   auto step = [&](__m256 v) {
-    const __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(_mm256_div_ps(v, t), s)), _mm256_cmp_ps(v, f, _CMP_GE_OQ));
+    const __m256 scaled = unit ? v : _mm256_div_ps(v, t);
+    const __m256 e = _mm256_and_ps(exp8(_mm256_sub_ps(scaled, s)), _mm256_cmp_ps(v, f, _CMP_GE_OQ));
     acc = _mm256_add_ps(acc, e);
     return e;
   };
@@ -134,20 +136,25 @@ float sum_exp(std::span<const float> x, float temperature, float shift, float fl
   return reduce8(lanes);
 }
 
-float sum_where_at_least(std::span<const float> w, std::span<const float> x, float threshold) {
+float sum_where_at_least(std::span<const float> w, std::span<const float> x, float threshold, size_t* count) {
   const size_t n = x.size();
   alignas(32) float lanes[8] = {};
-  size_t i = 0;
+  size_t i = 0, hits = 0;
 #ifdef EMBER_SAMPLING_AVX2
   const __m256 th = _mm256_set1_ps(threshold);
   __m256 acc = _mm256_setzero_ps();
   for (; i + 8 <= n; i += 8) {
     const __m256 keep = _mm256_cmp_ps(_mm256_loadu_ps(x.data() + i), th, _CMP_GE_OQ);
     acc = _mm256_add_ps(acc, _mm256_and_ps(_mm256_loadu_ps(w.data() + i), keep));
+    hits += static_cast<size_t>(std::popcount(static_cast<unsigned>(_mm256_movemask_ps(keep))));
   }
   _mm256_store_ps(lanes, acc);
 #endif
-  for (; i < n; ++i) lanes[i % 8] += x[i] >= threshold ? w[i] : 0.0f;
+  for (; i < n; ++i) {
+    lanes[i % 8] += x[i] >= threshold ? w[i] : 0.0f;
+    hits += x[i] >= threshold;
+  }
+  if (count) *count = hits;
   return reduce8(lanes);
 }
 

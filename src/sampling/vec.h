@@ -26,8 +26,10 @@ int32_t argmax(std::span<const float> x);
 float sum_exp(std::span<const float> x, float temperature, float shift,
               float floor = -std::numeric_limits<float>::infinity(), std::span<float> out = {});
 
-// Sum of w[i] over the i with x[i] >= threshold (w and x of the same length).
-float sum_where_at_least(std::span<const float> w, std::span<const float> x, float threshold);
+// Sum of w[i] over the i with x[i] >= threshold (w and x of the same length); their number goes to
+// *count when count is not null.
+float sum_where_at_least(std::span<const float> w, std::span<const float> x, float threshold,
+                         size_t* count = nullptr);
 
 // Writes the indices i with x[i] >= threshold to out (room for x.size()), ascending; returns the count.
 size_t indices_at_least(std::span<const float> x, float threshold, int32_t* out);

@@ -116,7 +116,7 @@ double bernstein_bound(double p, int n) {
 }
 
 TEST(Sampler, EmpiricalDistributionMatchesTheExactOne) {
-  constexpr int kDraws = 200000;
+  constexpr int kDraws = 100000;
   // Spread over several dense-draw blocks, peaked enough that hundreds of tokens matter.
   const auto logits = random_logits(10000, 5, 10.0);
   for (const Case& c : warper_cases()) {
