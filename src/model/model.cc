@@ -48,6 +48,12 @@ std::vector<float> vec(const TensorInfo& t) {
 
 }  // namespace
 
+// Where bind_weights finds tensors: a mapped checkpoint or in-memory weights.
+struct Model::Source {
+  std::function<const TensorInfo*(const std::string&)> find;
+  std::function<const TensorInfo&(const std::string&, const std::vector<int64_t>&)> require;
+};
+
 Model::Model(std::string dir, ModelConfig config, Checkpoint checkpoint, int threads)
     : dir_(std::move(dir)), config_(std::move(config)), checkpoint_(std::move(checkpoint)), pool_(threads),
       scratch_(std::make_unique<Scratch>()) {}
@@ -64,13 +70,64 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   Checkpoint cp = Checkpoint::open(dir);
   std::unique_ptr<Model> m(new Model(dir, std::move(config), std::move(cp), options.threads));
   progress("checking tensors");
-  m->bind_weights();
+  const Checkpoint& ck = m->checkpoint_;
+  m->bind_weights(Source{[&](const std::string& n) { return ck.find(n); },
+                         [&](const std::string& n, const std::vector<int64_t>& shape) -> const TensorInfo& {
+                           return ck.require(n, shape);
+                         }});
+  if (options.quantize != kernels::QType::None) {
+    progress(std::string("quantizing weights to ") + kernels::qtype_name(options.quantize));
+    m->quantize_weights(options.quantize);
+  }
   return m;
 }
 
-void Model::bind_weights() {
+std::unique_ptr<Model> Model::from_memory(ModelConfig config, InMemoryWeights weights, const LoadOptions& options) {
+  std::unique_ptr<Model> m(new Model("", std::move(config), Checkpoint{}, options.threads));
+  m->memory_ = std::move(weights);
+  const auto& tensors = m->memory_.tensors;
+  auto find = [&](const std::string& n) -> const TensorInfo* {
+    auto it = tensors.find(n);
+    return it == tensors.end() ? nullptr : &it->second;
+  };
+  m->bind_weights(Source{find, [&](const std::string& n, const std::vector<int64_t>& shape) -> const TensorInfo& {
+                           const TensorInfo* t = find(n);
+                           if (t == nullptr || t->shape != shape) fail("in-memory weights", "tensor " + n + " is missing or mis-shaped");
+                           return *t;
+                         }});
+  if (options.quantize != kernels::QType::None) {
+    if (options.progress) options.progress(std::string("quantizing weights to ") + kernels::qtype_name(options.quantize));
+    m->quantize_weights(options.quantize);
+  }
+  return m;
+}
+
+void Model::quantize_weights(kernels::QType q) {
+  auto convert = [&](WeightMatrix& w, kernels::QType type) {
+    if (!kernels::quantizable(w.cols) || w.qtype != kernels::QType::None) return;
+    const void* source = w.data;
+    quantized_.push_back(kernels::quantize(w, type, pool_));
+    w = quantized_.back().view();
+    // In-memory sources are freed once nothing else (the embedding lookup) uses them.
+    if (source == embed_.data) return;
+    for (auto& [name, t] : memory_.tensors)
+      if (t.data == source) memory_.data.erase(name);
+  };
+  quantized_.reserve(layers_.size() * 7 + 1);
+  for (Layer& L : layers_)
+    for (WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) convert(*w, q);
+  convert(lm_head_, kernels::QType::Q8_0);
+}
+
+int64_t Model::decode_weight_bytes() const {
+  int64_t total = kernels::weight_bytes(lm_head_);
+  for (const Layer& L : layers_)
+    for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) total += kernels::weight_bytes(*w);
+  return total;
+}
+
+void Model::bind_weights(const Source& cp) {
   const ModelConfig& c = config_;
-  const Checkpoint& cp = checkpoint_;
   const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
   // Tied checkpoints store the shared matrix under either name.
   const TensorInfo* embed = cp.find("model.embed_tokens.weight");

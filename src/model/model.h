@@ -1,12 +1,14 @@
 #pragma once
 // A loaded decoder-only transformer (Llama, Mistral, Qwen2, Qwen3) and its forward pass.
 #include <functional>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "kernels/matmul.h"
+#include "kernels/quant.h"
 #include "kernels/thread_pool.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
@@ -18,6 +20,17 @@ struct LoadOptions {
   int threads = 0;  // 0: all hardware threads
   // Called with a short description of each loading stage (for progress display).
   std::function<void(const std::string&)> progress;
+  // Quantize weight matrices at load time (Q8_0 or Q4_0 blocks held by the Model; matrices whose
+  // width is not a multiple of 32 stay as stored). With Q4_0 the output projection gets Q8_0, as
+  // llama.cpp keeps it at higher precision. The embedding table stays as stored.
+  kernels::QType quantize = kernels::QType::None;
+};
+
+// Weights held in memory rather than mapped from files (e.g. a synthetic random model): tensors by
+// Hugging Face name, their bytes in `data` under the same name.
+struct InMemoryWeights {
+  std::map<std::string, TensorInfo> tensors;
+  std::map<std::string, std::vector<uint8_t>> data;
 };
 
 // One sequence's share of a forward pass: `tokens` are appended at positions seq->length() onwards.
@@ -32,11 +45,16 @@ struct ForwardItem {
 class Model {
  public:
   static std::unique_ptr<Model> load(const std::string& model_dir, const LoadOptions& options = {});
+  // A model from a config and in-memory weights (moved in; quantized sources are freed).
+  static std::unique_ptr<Model> from_memory(ModelConfig config, InMemoryWeights weights, const LoadOptions& options = {});
   ~Model();
 
   const ModelConfig& config() const { return config_; }
   const std::string& dir() const { return dir_; }
   size_t weight_bytes() const { return checkpoint_.total_bytes(); }
+  // Bytes of weights one decode step reads (every layer matrix and the output projection, as held
+  // in memory after any quantization): what bounds decode speed.
+  int64_t decode_weight_bytes() const;
   kernels::ThreadPool& pool() { return pool_; }
 
   // A KV cache sized for `max_tokens` positions in total (over all sequences that will share it).
@@ -52,13 +70,17 @@ class Model {
  private:
   struct Layer;
   struct Scratch;
+  struct Source;
   Model(std::string dir, ModelConfig config, Checkpoint checkpoint, int threads);
-  void bind_weights();
+  void bind_weights(const Source& src);
+  void quantize_weights(kernels::QType q);
   void prepare_rope(int64_t max_pos);
 
   std::string dir_;
   ModelConfig config_;
   Checkpoint checkpoint_;
+  InMemoryWeights memory_;                              // weights of from_memory models
+  std::vector<kernels::QuantizedMatrix> quantized_;  // storage of quantized matrices
   kernels::ThreadPool pool_;
   kernels::WeightMatrix embed_, lm_head_;
   std::vector<float> final_norm_;

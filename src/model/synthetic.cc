@@ -1,0 +1,142 @@
+#include "model/synthetic.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "base/error.h"
+
+namespace ember::model {
+
+namespace {
+
+struct Shape {
+  const char* name;
+  const char* model_type;
+  int64_t hidden, layers, heads, kv_heads, intermediate, vocab;
+  bool qkv_bias, tied;
+  double rope_theta;
+};
+
+constexpr Shape kShapes[] = {
+    {"llama-1b", "llama", 2048, 16, 32, 8, 8192, 2048, false, true, 500000.0},
+    {"llama-1b-128k", "llama", 2048, 16, 32, 8, 8192, 128256, false, true, 500000.0},
+    {"smollm-360m", "llama", 960, 32, 15, 5, 2560, 49152, false, true, 100000.0},
+    {"qwen-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, true, true, 1000000.0},
+};
+
+// splitmix64: a fast generator whose streams are independent per seed.
+inline uint64_t mix(uint64_t& s) {
+  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+void add_tensor(InMemoryWeights& w, const std::string& name, std::vector<int64_t> shape, DType dtype, float range,
+                uint64_t seed, kernels::ThreadPool& pool) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<uint8_t> bytes(static_cast<size_t>(n) * dtype_size(dtype));
+  uint8_t* out = bytes.data();
+  constexpr int64_t kChunk = 1 << 16;
+  pool.parallel_for((n + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      uint64_t s = seed * 0x100000001B3ull + static_cast<uint64_t>(c);
+      for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
+        // range < 0 means a constant |range| (norm weights).
+        const float u = static_cast<float>(mix(s) >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f;
+        const float v = range < 0 ? -range : u * range;
+        switch (dtype) {
+          case DType::F32: std::memcpy(out + i * 4, &v, 4); break;
+          case DType::F16: { const uint16_t h = f32_to_f16(v); std::memcpy(out + i * 2, &h, 2); break; }
+          case DType::BF16: { const uint16_t h = f32_to_bf16(v); std::memcpy(out + i * 2, &h, 2); break; }
+        }
+      }
+    }
+  });
+  TensorInfo t;
+  t.name = name;
+  t.dtype = dtype;
+  t.shape = std::move(shape);
+  t.data = bytes.data();
+  t.size_bytes = bytes.size();
+  t.file = "synthetic";
+  w.data[name] = std::move(bytes);
+  w.tensors[name] = std::move(t);
+}
+
+}  // namespace
+
+std::vector<std::string> synthetic_shape_names() {
+  std::vector<std::string> out;
+  for (const Shape& s : kShapes) out.push_back(s.name);
+  return out;
+}
+
+ModelConfig synthetic_config(const std::string& name) {
+  for (const Shape& s : kShapes) {
+    if (name != s.name) continue;
+    ModelConfig c;
+    c.model_type = s.model_type;
+    c.hidden_size = s.hidden;
+    c.intermediate_size = s.intermediate;
+    c.num_hidden_layers = s.layers;
+    c.num_attention_heads = s.heads;
+    c.num_key_value_heads = s.kv_heads;
+    c.head_dim = s.hidden / s.heads;
+    c.vocab_size = s.vocab;
+    c.max_position_embeddings = 8192;
+    c.rms_norm_eps = 1e-5;
+    c.rope.theta = s.rope_theta;
+    c.tie_word_embeddings = s.tied;
+    c.attention_bias = s.qkv_bias;
+    c.bos_token_id = 1;
+    c.eos_token_ids = {2};
+    return c;
+  }
+  std::string known;
+  for (const Shape& s : kShapes) known += std::string(known.empty() ? "" : ", ") + s.name;
+  fail("synthetic model", "unknown shape '" + name + "' (known: " + known + ")");
+}
+
+InMemoryWeights synthetic_weights(const ModelConfig& c, DType dtype, uint64_t seed, kernels::ThreadPool& pool) {
+  InMemoryWeights w;
+  const int64_t H = c.hidden_size, I = c.intermediate_size;
+  uint64_t k = seed;
+  auto mat = [&](const std::string& name, int64_t rows, int64_t cols) {
+    add_tensor(w, name, {rows, cols}, dtype, std::sqrt(3.0f / static_cast<float>(cols)), ++k, pool);
+  };
+  auto vec = [&](const std::string& name, int64_t n, float range) { add_tensor(w, name, {n}, DType::F32, range, ++k, pool); };
+  mat("model.embed_tokens.weight", c.vocab_size, H);
+  if (!c.tie_word_embeddings) mat("lm_head.weight", c.vocab_size, H);
+  vec("model.norm.weight", H, -1.0f);
+  for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    vec(p + "input_layernorm.weight", H, -1.0f);
+    vec(p + "post_attention_layernorm.weight", H, -1.0f);
+    mat(p + "self_attn.q_proj.weight", c.q_dim(), H);
+    mat(p + "self_attn.k_proj.weight", c.kv_dim(), H);
+    mat(p + "self_attn.v_proj.weight", c.kv_dim(), H);
+    mat(p + "self_attn.o_proj.weight", H, c.q_dim());
+    mat(p + "mlp.gate_proj.weight", I, H);
+    mat(p + "mlp.up_proj.weight", I, H);
+    mat(p + "mlp.down_proj.weight", H, I);
+    if (c.attention_bias) {
+      vec(p + "self_attn.q_proj.bias", c.q_dim(), 0.1f);
+      vec(p + "self_attn.k_proj.bias", c.kv_dim(), 0.1f);
+      vec(p + "self_attn.v_proj.bias", c.kv_dim(), 0.1f);
+    }
+  }
+  return w;
+}
+
+std::unique_ptr<Model> make_synthetic_model(const std::string& shape, DType dtype, const LoadOptions& options,
+                                            uint64_t seed) {
+  ModelConfig c = synthetic_config(shape);
+  if (options.progress) options.progress("generating random " + std::string(dtype_name(dtype)) + " weights for " + shape);
+  kernels::ThreadPool pool(options.threads);
+  InMemoryWeights w = synthetic_weights(c, dtype, seed, pool);
+  return Model::from_memory(std::move(c), std::move(w), options);
+}
+
+}  // namespace ember::model
