@@ -130,9 +130,11 @@ void quant_groups_avx2(const WeightMatrix& w, const QuantizedActs& a, float* y, 
   const bool q8 = w.qtype == QType::Q8_0;
   const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(0x0F);
   const uint8_t* base = static_cast<const uint8_t*>(w.data);
-  for (int64_t t = 0; t < a.n; ++t) {
-    const int8_t* xq = a.q.data() + t * a.cols;
-    for (int64_t g = g0; g < g1; ++g)
+  // Token blocks outermost: a group's weights stay in L2 while a block of tokens reuses them.
+  for (int64_t tb = 0; tb < a.n; tb += kTokenBlock)
+  for (int64_t g = g0; g < g1; ++g)
+    for (int64_t t = tb; t < std::min(a.n, tb + kTokenBlock); ++t) {
+      const int8_t* xq = a.q.data() + t * a.cols;
       for (int64_t h = 0; h < 2; ++h) {
         __m256 acc = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {

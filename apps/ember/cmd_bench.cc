@@ -1,0 +1,166 @@
+// ember bench: prefill and decode speed, time to first token, peak memory, and the decode roofline
+// (weight + KV bytes per token over the measured read bandwidth) of a model folder or a synthetic shape.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "apps/ember/commands.h"
+#include "base/error.h"
+#include "kernels/membw.h"
+#include "kernels/quant.h"
+#include "model/model.h"
+#include "model/synthetic.h"
+
+namespace ember::app {
+
+namespace {
+
+struct BenchArgs {
+  std::string model_dir, synthetic, dtype = "bf16";
+  int threads = 0, reps = 3;
+  int64_t prompt = 512, gen = 128;
+  bool json = false;
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// kB values of /proc/self/status (VmHWM: peak resident, VmRSS: current).
+double status_mib(const char* key) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(key, 0) == 0) return std::stod(line.substr(std::string(key).size() + 1)) / 1024.0;
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<double>(ru.ru_maxrss) / 1024.0;
+}
+
+int run_bench(const BenchArgs& a) {
+  using clock = std::chrono::steady_clock;
+  auto secs = [](clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); };
+  auto note = [](const std::string& s) { std::fprintf(stderr, "[bench] %s\n", s.c_str()); };
+  if (a.model_dir.empty() == a.synthetic.empty()) fail("bench", "give exactly one of -m DIR and --synthetic SHAPE");
+  if (a.prompt < 1 || a.gen < 1 || a.reps < 1) fail("bench", "-p, -n and --reps must be at least 1");
+
+  model::LoadOptions opt;
+  opt.threads = a.threads;
+  opt.progress = note;
+  DType float_type = DType::BF16;
+  if (a.dtype == "q8_0" || a.dtype == "q4_0") opt.quantize = kernels::parse_qtype(a.dtype);
+  else if (auto t = parse_dtype(a.dtype == "f32" ? "F32" : a.dtype == "f16" ? "F16" : a.dtype == "bf16" ? "BF16" : ""))
+    float_type = *t;
+  else fail("bench", "--dtype must be f32, bf16, f16, q8_0 or q4_0 (got '" + a.dtype + "')");
+
+  const auto t_load = clock::now();
+  std::unique_ptr<model::Model> m = a.synthetic.empty() ? model::Model::load(a.model_dir, opt)
+                                                        : model::make_synthetic_model(a.synthetic, float_type, opt);
+  const double load_s = secs(t_load);
+  const model::ModelConfig& c = m->config();
+  const int threads = m->pool().size();
+
+  note("measuring memory read bandwidth (" + std::to_string(threads) + " threads)");
+  const double bw = kernels::read_bandwidth(m->pool());
+
+  // Decode reads every weight once plus the KV cache so far (float32, mean context over the run).
+  const double kv_bytes = 2.0 * c.num_hidden_layers * c.kv_dim() * 4.0 * (a.prompt + a.gen / 2.0);
+  const double bytes_per_token = static_cast<double>(m->decode_weight_bytes()) + kv_bytes;
+  const double roofline = bw / bytes_per_token;
+
+  std::mt19937 rng(42);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(c.vocab_size - 1));
+  std::vector<int32_t> prompt(static_cast<size_t>(a.prompt));
+  for (auto& t : prompt) t = tok(rng);
+
+  std::vector<double> prefill, decode, ttft;
+  auto cache = m->make_cache(a.prompt + a.gen);
+  for (int r = 0; r < a.reps; ++r) {
+    note("rep " + std::to_string(r + 1) + "/" + std::to_string(a.reps) + ": prefill " + std::to_string(a.prompt) + " tokens");
+    model::KvSequence seq(*cache);
+    auto t0 = clock::now();
+    std::vector<float> logits = m->forward(seq, prompt);
+    int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    const double tp = secs(t0);
+    ttft.push_back(tp);
+    prefill.push_back(static_cast<double>(a.prompt) / tp);
+    note("rep " + std::to_string(r + 1) + ": decode " + std::to_string(a.gen) + " tokens");
+    t0 = clock::now();
+    for (int64_t i = 0; i < a.gen; ++i) {
+      logits = m->forward(seq, std::span<const int32_t>(&next, 1));
+      next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+    }
+    decode.push_back(static_cast<double>(a.gen) / secs(t0));
+  }
+  const double pf = median(prefill), dc = median(decode), tt = median(ttft);
+  const double peak = status_mib("VmHWM:"), rss = status_mib("VmRSS:");
+
+  if (a.json) {
+    nlohmann::ordered_json j;
+    j["model"] = a.synthetic.empty() ? a.model_dir : "synthetic:" + a.synthetic;
+    j["dtype"] = a.dtype;
+    j["threads"] = threads;
+    j["isa"] = kernels::isa_name(kernels::best_isa());
+    j["prompt_tokens"] = a.prompt;
+    j["gen_tokens"] = a.gen;
+    j["reps"] = a.reps;
+    j["load_s"] = load_s;
+    j["prefill_tok_s"] = prefill;
+    j["decode_tok_s"] = decode;
+    j["ttft_s"] = ttft;
+    j["prefill_tok_s_median"] = pf;
+    j["decode_tok_s_median"] = dc;
+    j["ttft_s_median"] = tt;
+    j["read_bandwidth_gb_s"] = bw / 1e9;
+    j["decode_bytes_per_token"] = bytes_per_token;
+    j["decode_roofline_tok_s"] = roofline;
+    j["decode_roofline_fraction"] = dc / roofline;
+    j["peak_rss_mib"] = peak;
+    j["rss_mib"] = rss;
+    std::printf("%s\n", j.dump().c_str());
+  } else {
+    std::printf("model %s  dtype %s  threads %d  isa %s  (median of %d reps; load %.1f s)\n",
+                a.synthetic.empty() ? a.model_dir.c_str() : ("synthetic:" + a.synthetic).c_str(), a.dtype.c_str(),
+                threads, kernels::isa_name(kernels::best_isa()), a.reps, load_s);
+    std::printf("%-28s %12s\n", "metric", "value");
+    std::printf("%-28s %12.2f\n", ("prefill tok/s (p=" + std::to_string(a.prompt) + ")").c_str(), pf);
+    std::printf("%-28s %12.2f\n", ("decode tok/s (n=" + std::to_string(a.gen) + ")").c_str(), dc);
+    std::printf("%-28s %12.3f\n", "time to first token s", tt);
+    std::printf("%-28s %12.2f\n", "read bandwidth GB/s", bw / 1e9);
+    std::printf("%-28s %12.1f\n", "decode MB read per token", bytes_per_token / 1e6);
+    std::printf("%-28s %12.2f\n", "decode roofline tok/s", roofline);
+    std::printf("%-28s %11.1f%%\n", "decode / roofline", 100.0 * dc / roofline);
+    std::printf("%-28s %12.0f\n", "peak RSS MiB", peak);
+    std::printf("%-28s %12.0f\n", "RSS MiB (end)", rss);
+  }
+  return 0;
+}
+
+}  // namespace
+
+Run add_bench_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("bench", "Measure prefill/decode speed, time to first token and memory");
+  auto a = std::make_shared<BenchArgs>();
+  cmd->add_option("-m,--model", a->model_dir, "Model folder");
+  std::string shapes;
+  for (const auto& s : model::synthetic_shape_names()) shapes += (shapes.empty() ? "" : ", ") + s;
+  cmd->add_option("--synthetic", a->synthetic, "Random-weight model of a named shape: " + shapes);
+  cmd->add_option("--dtype", a->dtype, "f32, bf16, f16 (synthetic weights), q8_0, q4_0 (quantize at load)");
+  cmd->add_option("-t,--threads", a->threads, "Threads (default: all cores)");
+  cmd->add_option("-p,--prompt", a->prompt, "Prompt tokens for prefill");
+  cmd->add_option("-n,--gen", a->gen, "Tokens to decode");
+  cmd->add_option("--reps", a->reps, "Repetitions (the median is reported)");
+  cmd->add_flag("--json", a->json, "One JSON object on stdout");
+  return [a] { return run_bench(*a); };
+}
+
+}  // namespace ember::app

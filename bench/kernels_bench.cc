@@ -1,0 +1,69 @@
+// Micro-benchmarks of the matmul kernels: decode (one token, bandwidth-bound: bytes/s of weights) and
+// prefill (64 tokens, compute-bound: FLOP/s), per weight type and instruction set.
+#include <benchmark/benchmark.h>
+
+#include <random>
+#include <vector>
+
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
+
+namespace ember::kernels {
+namespace {
+
+// Weight types: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0.
+struct Fixture {
+  std::vector<float> wf;
+  std::vector<uint16_t> wh;
+  QuantizedMatrix qm;
+  WeightMatrix w;
+  Fixture(int kind, int64_t rows, int64_t cols, ThreadPool& pool) : wf(rows * cols) {
+    std::mt19937 rng(1);
+    std::uniform_real_distribution<float> d(-1, 1);
+    for (auto& v : wf) v = d(rng);
+    w = WeightMatrix{wf.data(), DType::F32, rows, cols};
+    if (kind == 1 || kind == 2) {
+      wh.resize(wf.size());
+      for (size_t i = 0; i < wf.size(); ++i) wh[i] = kind == 1 ? f32_to_f16(wf[i]) : f32_to_bf16(wf[i]);
+      w = WeightMatrix{wh.data(), kind == 1 ? DType::F16 : DType::BF16, rows, cols};
+    }
+    if (kind >= 3) {
+      qm = quantize(w, kind == 3 ? QType::Q8_0 : QType::Q4_0, pool);
+      w = qm.view();
+    }
+  }
+};
+
+void BM_Matmul(benchmark::State& state) {
+  const int kind = static_cast<int>(state.range(0));
+  const int64_t n = state.range(1), rows = 2048, cols = 8192;
+  const Isa isa = static_cast<Isa>(state.range(2));
+  if (!isa_supported(isa)) {
+    state.SkipWithError("instruction set not supported here");
+    return;
+  }
+  ThreadPool pool(static_cast<int>(state.range(3)));
+  Fixture f(kind, rows, cols, pool);
+  std::vector<float> x(n * cols, 0.5f), y(n * rows);
+  for (auto _ : state) {
+    matmul(f.w, x.data(), n, y.data(), pool, isa);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["bytes/s"] = benchmark::Counter(static_cast<double>(weight_bytes(f.w)) * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * rows * cols * n * state.iterations(), benchmark::Counter::kIsRate);
+}
+
+void Args(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"type", "tokens", "isa", "threads"});
+  for (int isa : {1, 2})
+    for (int kind = 0; kind < 5; ++kind)
+      for (int n : {1, 64}) b->Args({kind, n, isa, 1});
+  for (int kind = 0; kind < 5; ++kind) b->Args({kind, 1, 2, 2});
+}
+
+BENCHMARK(BM_Matmul)->Apply(Args)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+}  // namespace
+}  // namespace ember::kernels
+
+BENCHMARK_MAIN();
