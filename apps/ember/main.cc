@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
     commands.emplace_back(app.get_subcommands({})[before], std::move(run));
   };
   // add(ember::app::add_<name>_command); one line per subcommand
+  add(ember::app::add_bench_command);
 
   CLI11_PARSE(app, argc, argv);
   try {
