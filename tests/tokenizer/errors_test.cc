@@ -1,0 +1,135 @@
+// Load-time and use-time errors: unsupported components are named, malformed JSON is reported,
+// bad ids and invalid UTF-8 are refused.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "base/error.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer_cases.h"
+
+namespace ember::tokenizer {
+namespace {
+
+nlohmann::json gpt2_json() {
+  std::ifstream in(test::tokenizer_dir("gpt2") + "/tokenizer.json");
+  return nlohmann::json::parse(in);
+}
+
+// The message of the ember::Error that loading `j` throws ("" if it loads).
+std::string load_error(const nlohmann::json& j) {
+  try {
+    Tokenizer::from_json(j.dump());
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(TokenizerErrors, UnsupportedComponentsAreNamed) {
+  struct Case {
+    const char* section;
+    nlohmann::json value;
+    const char* type;
+  };
+  const std::vector<Case> cases = {
+      {"normalizer", {{"type", "Precompiled"}, {"precompiled_charsmap", "AAAA"}}, "Precompiled"},
+      {"normalizer", {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "Nmt"}}}}}, "Nmt"},
+      {"pre_tokenizer", {{"type", "UnicodeScripts"}}, "UnicodeScripts"},
+      {"post_processor", {{"type", "FancyProcessing"}}, "FancyProcessing"},
+      {"decoder", {{"type", "CTC"}, {"pad_token", "<pad>"}}, "CTC"},
+  };
+  for (const auto& c : cases) {
+    auto j = gpt2_json();
+    j[c.section] = c.value;
+    const std::string msg = load_error(j);
+    EXPECT_NE(msg.find(c.type), std::string::npos) << c.section << ": " << msg;
+    EXPECT_NE(msg.find(c.section), std::string::npos) << msg;
+  }
+  auto j = gpt2_json();
+  j["model"] = {{"type", "Unigram"}, {"vocab", nlohmann::json::array()}};
+  EXPECT_NE(load_error(j).find("Unigram"), std::string::npos);
+  j["model"] = {{"type", "WordPiece"}, {"vocab", nlohmann::json::object()}};
+  EXPECT_NE(load_error(j).find("WordPiece"), std::string::npos);
+}
+
+TEST(TokenizerErrors, MalformedJson) {
+  std::ifstream in(test::tokenizer_dir("gpt2") + "/tokenizer.json");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string text = ss.str();
+  EXPECT_THROW(Tokenizer::from_json(text.substr(0, text.size() / 2)), Error);
+  EXPECT_THROW(Tokenizer::from_json("[]"), Error);
+  EXPECT_THROW(Tokenizer::from_json("{}"), Error);
+  EXPECT_THROW(Tokenizer::from_json(text, "{not json"), Error);
+
+  auto j = gpt2_json();
+  j["model"]["merges"].push_back("nosuchtoken x");
+  EXPECT_NE(load_error(j).find("nosuchtoken"), std::string::npos);
+  j = gpt2_json();
+  j["model"]["merges"][0] = "a b c";
+  EXPECT_NE(load_error(j).find("merges[0]"), std::string::npos);
+  j = gpt2_json();
+  j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "(unclosed"}}}, {"behavior", "Isolated"}};
+  EXPECT_NE(load_error(j).find("(unclosed"), std::string::npos);
+  j = gpt2_json();
+  j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "a"}}}, {"behavior", "Sideways"}};
+  EXPECT_NE(load_error(j).find("Sideways"), std::string::npos);
+  EXPECT_THROW(Tokenizer::from_folder(test::shared_dir() + "/no-such-folder"), Error);
+}
+
+TEST(TokenizerErrors, BadIdsAndInvalidUtf8) {
+  const Tokenizer tok = Tokenizer::from_folder(test::tokenizer_dir("gpt2"));
+  const std::vector<int32_t> bad = {15496, tok.vocab_size()};
+  try {
+    tok.decode(bad, false);
+    FAIL() << "decode accepted an id past the vocabulary";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(tok.vocab_size())), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(tok.decode(std::vector<int32_t>{-1}, false), Error);
+  EXPECT_THROW(tok.id_to_token(-5), Error);
+  StreamDecoder stream(tok, false);
+  EXPECT_THROW(stream.push(tok.vocab_size() + 10), Error);
+  EXPECT_THROW(tok.encode("abc\xFF", false), Error);
+}
+
+TEST(TokenizerConfig, FieldsAndChatTemplate) {
+  const Tokenizer tok = Tokenizer::from_folder(test::tokenizer_dir("tinyllama-1.1b-chat"));
+  std::ifstream in(test::tokenizer_dir("tinyllama-1.1b-chat") + "/tokenizer_config.json");
+  const auto raw = nlohmann::ordered_json::parse(in);
+  EXPECT_EQ(tok.config().bos_token, token_content(raw["bos_token"]));
+  EXPECT_EQ(tok.config().eos_token, token_content(raw["eos_token"]));
+  EXPECT_EQ(tok.config().chat_template, raw.value("chat_template", ""));
+  EXPECT_EQ(tok.config().raw, raw);
+  const auto cfg = parse_tokenizer_config(
+      R"({"bos_token": {"content": "<b>"}, "add_bos_token": true,
+          "chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}]})");
+  EXPECT_EQ(cfg.bos_token, "<b>");
+  EXPECT_EQ(cfg.add_bos_token, std::optional<bool>(true));
+  EXPECT_FALSE(cfg.add_eos_token.has_value());
+  EXPECT_EQ(cfg.chat_template, "D");
+  EXPECT_EQ(parse_tokenizer_config("{}", "FILE").chat_template, "FILE");
+}
+
+TEST(Tokenizer, CopiesShareStateAndEncodeConcurrently) {
+  const Tokenizer tok = Tokenizer::from_folder(test::tokenizer_dir("qwen3"));
+  const std::string text = "Concurrent encoding: 你好, world! 12345 \xF0\x9F\x91\x8D";
+  const auto expected = tok.encode(text, true);
+  std::vector<std::thread> threads;
+  std::vector<int> ok(4, 0);
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t, copy = tok] {
+      int good = 0;
+      for (int i = 0; i < 200; ++i) good += copy.encode(text + std::to_string(i % 7), true).size() > 0 &&
+                                            copy.encode(text, true) == expected;
+      ok[static_cast<size_t>(t)] = good;
+    });
+  for (auto& th : threads) th.join();
+  for (int v : ok) EXPECT_EQ(v, 200);
+}
+
+}  // namespace
+}  // namespace ember::tokenizer
