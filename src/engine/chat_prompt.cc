@@ -1,0 +1,47 @@
+#include "engine/chat_prompt.h"
+
+#include "chat/reasoning.h"
+
+namespace ember::engine {
+
+ChatPromptBuilder::ChatPromptBuilder(const tokenizer::Tokenizer& tokenizer, const std::string& model_dir)
+    : tokenizer_(tokenizer), template_(chat::load_chat_template(model_dir)) {
+  const auto& cfg = tokenizer.config();
+  special_tokens_ = nlohmann::ordered_json::object();
+  for (const auto& [key, value] : {std::pair{"bos_token", cfg.bos_token}, {"eos_token", cfg.eos_token},
+                                   {"unk_token", cfg.unk_token}, {"pad_token", cfg.pad_token}})
+    if (!value.empty()) special_tokens_[key] = value;
+}
+
+ChatPrompt ChatPromptBuilder::build(const nlohmann::ordered_json& messages, const ChatOptions& options) const {
+  chat::TemplateInputs in;
+  in.messages = messages;
+  in.tools = options.tools;
+  in.add_generation_prompt = true;
+  in.variables = special_tokens_;
+  for (auto it = options.extra_variables.begin(); it != options.extra_variables.end(); ++it)
+    in.variables[it.key()] = it.value();
+  if (options.enable_thinking) in.variables["enable_thinking"] = *options.enable_thinking;
+  ChatPrompt p;
+  {
+    std::lock_guard lock(mu_);
+    p.text = template_.render(in);
+  }
+  p.ids = tokenizer_.encode(p.text, /*add_special_tokens=*/false);
+  p.opens_reasoning = chat::prompt_opens_reasoning(p.text);
+
+  const auto open_id = tokenizer_.token_to_id("<think>");
+  if (options.think_budget >= 0 && open_id) {
+    std::vector<int32_t> close_ids;
+    if (auto close = tokenizer_.token_to_id("</think>")) close_ids = {*close};
+    else close_ids = tokenizer_.encode("</think>", false);
+    if (options.think_budget == 0 && p.opens_reasoning) {  // no thought at all: close it in the prompt
+      p.ids.insert(p.ids.end(), close_ids.begin(), close_ids.end());
+      p.opens_reasoning = false;
+    }
+    p.think_budget.emplace(*open_id, close_ids, options.think_budget, p.opens_reasoning);
+  }
+  return p;
+}
+
+}  // namespace ember::engine

@@ -1,0 +1,40 @@
+#pragma once
+// The prompt of a chat request, exactly as ChatSession builds it: the model's chat template with the
+// special-token variables transformers passes, encoded without adding special tokens, plus the
+// thinking state (does the prompt leave <think> open, a thinking budget). Thread-safe.
+#include <cstdint>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "chat/chat_template.h"
+#include "chat/thinking_budget.h"
+#include "engine/chat_session.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ember::engine {
+
+struct ChatPrompt {
+  std::string text;
+  std::vector<int32_t> ids;
+  bool opens_reasoning = false;
+  std::optional<chat::ThinkingBudget> think_budget;
+};
+
+class ChatPromptBuilder {
+ public:
+  ChatPromptBuilder(const tokenizer::Tokenizer& tokenizer, const std::string& model_dir);
+
+  // Throws ember::Error when the template fails (e.g. raise_exception on a bad role order).
+  ChatPrompt build(const nlohmann::ordered_json& messages, const ChatOptions& options) const;
+
+ private:
+  const tokenizer::Tokenizer& tokenizer_;
+  chat::ChatTemplate template_;
+  nlohmann::ordered_json special_tokens_;
+  mutable std::mutex mu_;  // the template interpreter is not promised to be reentrant
+};
+
+}  // namespace ember::engine

@@ -1,0 +1,12 @@
+# cmake -DINPUT=file -DOUTPUT=file.cc -DFUNCTION=name -P embed.cmake
+# Writes a C++ source defining `std::string_view ember::server::web::<FUNCTION>()` with the file's bytes.
+file(READ "${INPUT}" hex HEX)
+string(REGEX REPLACE "([0-9a-f][0-9a-f])" "'\\\\x\\1'," bytes "${hex}")
+file(WRITE "${OUTPUT}.tmp"
+  "// Generated from ${INPUT} by embed.cmake; do not edit.\n"
+  "#include \"server/web_assets.h\"\n\nnamespace ember::server::web {\n"
+  "namespace {\nconstexpr char kData[] = {${bytes} '\\0'};\n}  // namespace\n"
+  "std::string_view ${FUNCTION}() { return {kData, sizeof(kData) - 1}; }\n"
+  "}  // namespace ember::server::web\n")
+file(COPY_FILE "${OUTPUT}.tmp" "${OUTPUT}" ONLY_IF_DIFFERENT)
+file(REMOVE "${OUTPUT}.tmp")

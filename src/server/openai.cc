@@ -1,0 +1,246 @@
+#include "server/openai.h"
+
+#include <cmath>
+
+namespace ember::server {
+
+namespace {
+
+[[noreturn]] void bad(const std::string& field, const std::string& what) {
+  throw ApiError(400, "'" + field + "' " + what, field, "invalid_value");
+}
+
+const ordered_json* field(const ordered_json& body, const char* name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+double number(const ordered_json& body, const char* name, double lo, double hi) {
+  const ordered_json& v = *field(body, name);
+  if (!v.is_number()) bad(name, "must be a number");
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || x < lo || x > hi)
+    bad(name, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  return x;
+}
+
+int64_t integer(const ordered_json& body, const char* name, int64_t lo, int64_t hi) {
+  const ordered_json& v = *field(body, name);
+  if (!v.is_number_integer()) bad(name, "must be an integer");
+  const int64_t x = v.get<int64_t>();
+  if (x < lo || x > hi) bad(name, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+  return x;
+}
+
+bool boolean(const ordered_json& body, const char* name) {
+  const ordered_json& v = *field(body, name);
+  if (!v.is_boolean()) bad(name, "must be a boolean");
+  return v.get<bool>();
+}
+
+// Fills the sampling fields shared by /v1/chat/completions and /v1/completions.
+void parse_common(const ordered_json& body, const sampling::SamplingParams& defaults, CompletionRequest& r) {
+  sampling::SamplingParams& p = r.params;
+  p = defaults;
+  if (field(body, "model")) {
+    if (!body["model"].is_string()) bad("model", "must be a string");
+    r.model = body["model"].get<std::string>();
+  }
+  if (field(body, "n") && integer(body, "n", 1, 128) != 1) bad("n", "must be 1: Ember returns one choice");
+  if (field(body, "stream")) r.stream = boolean(body, "stream");
+  if (const auto* so = field(body, "stream_options")) {
+    if (!so->is_object()) bad("stream_options", "must be an object");
+    if (field(*so, "include_usage")) r.include_usage = boolean(*so, "include_usage");
+  }
+  bool temperature_given = false;
+  if (field(body, "temperature")) {
+    p.temperature = static_cast<float>(number(body, "temperature", 0, 2));
+    p.do_sample = p.temperature > 0;
+    temperature_given = true;
+  }
+  // A sampling knob without a temperature turns sampling on, as the CLI does.
+  if (field(body, "top_p")) {
+    p.top_p = static_cast<float>(number(body, "top_p", 0, 1));
+    p.do_sample = p.do_sample || !temperature_given;
+  }
+  if (field(body, "top_k")) {
+    p.top_k = static_cast<int32_t>(integer(body, "top_k", 0, 1 << 20));
+    p.do_sample = p.do_sample || !temperature_given;
+  }
+  if (field(body, "min_p")) {
+    p.min_p = static_cast<float>(number(body, "min_p", 0, 1));
+    p.do_sample = p.do_sample || !temperature_given;
+  }
+  if (field(body, "frequency_penalty")) p.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", -2, 2));
+  if (field(body, "presence_penalty")) p.presence_penalty = static_cast<float>(number(body, "presence_penalty", -2, 2));
+  if (field(body, "repetition_penalty"))
+    p.repetition_penalty = static_cast<float>(number(body, "repetition_penalty", 0.01, 100));
+  if (const auto* lb = field(body, "logit_bias")) {
+    if (!lb->is_object()) bad("logit_bias", "must be an object of token id -> bias");
+    for (auto it = lb->begin(); it != lb->end(); ++it) {
+      size_t used = 0;
+      int32_t id = -1;
+      try {
+        id = std::stoi(it.key(), &used);
+      } catch (const std::exception&) {
+      }
+      if (used != it.key().size() || id < 0) bad("logit_bias", "keys must be token ids");
+      if (!it.value().is_number()) bad("logit_bias", "values must be numbers");
+      p.logit_bias[id] = it.value().get<float>();
+    }
+  }
+  if (field(body, "seed")) {
+    const ordered_json& v = body["seed"];
+    if (!v.is_number_integer()) bad("seed", "must be an integer");
+    p.seed = v.is_number_unsigned() ? v.get<uint64_t>() : static_cast<uint64_t>(v.get<int64_t>());
+  }
+  for (const char* name : {"max_tokens", "max_completion_tokens"})
+    if (field(body, name)) p.max_new_tokens = static_cast<int32_t>(integer(body, name, 0, 1 << 30));
+  if (const auto* stop = field(body, "stop")) {
+    if (stop->is_string()) {
+      p.stop_strings.push_back(stop->get<std::string>());
+    } else if (stop->is_array()) {
+      for (const auto& s : *stop) {
+        if (!s.is_string()) bad("stop", "must be a string or a list of strings");
+        p.stop_strings.push_back(s.get<std::string>());
+      }
+    } else {
+      bad("stop", "must be a string or a list of strings");
+    }
+    for (const auto& s : p.stop_strings)
+      if (s.empty()) bad("stop", "must not contain an empty string");
+  }
+  if (field(body, "user") && !body["user"].is_string()) bad("user", "must be a string");
+}
+
+void parse_logprobs(const ordered_json& body, CompletionRequest& r, bool chat) {
+  if (chat) {
+    if (field(body, "logprobs")) r.params.logprobs = boolean(body, "logprobs");
+    if (field(body, "top_logprobs")) {
+      r.top_logprobs = static_cast<int32_t>(integer(body, "top_logprobs", 0, 20));
+      if (!r.params.logprobs && r.top_logprobs > 0) bad("top_logprobs", "needs 'logprobs': true");
+    }
+  } else if (field(body, "logprobs")) {  // legacy completions: an integer count of alternatives
+    r.top_logprobs = static_cast<int32_t>(integer(body, "logprobs", 0, 5));
+    r.params.logprobs = true;
+  }
+  r.params.top_logprobs = r.top_logprobs;
+}
+
+// Message content: a string, or a list of {"type": "text", "text"} parts joined.
+ordered_json normalise_message(const ordered_json& m, size_t i) {
+  const std::string where = "messages[" + std::to_string(i) + "]";
+  if (!m.is_object()) bad(where, "must be an object");
+  if (!m.contains("role") || !m["role"].is_string()) bad(where + ".role", "must be a string");
+  ordered_json out = m;
+  if (m.contains("content")) {
+    const ordered_json& c = m["content"];
+    if (c.is_array()) {
+      std::string text;
+      for (const auto& part : c) {
+        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
+          bad(where + ".content", "parts must be {\"type\": \"text\", \"text\": string}");
+        text += part["text"].get<std::string>();
+      }
+      out["content"] = text;
+    } else if (!c.is_string() && !c.is_null()) {
+      bad(where + ".content", "must be a string, a list of text parts or null");
+    }
+  } else if (m["role"] != "assistant") {
+    bad(where + ".content", "is required");
+  }
+  return out;
+}
+
+}  // namespace
+
+ApiError::ApiError(int status_, std::string message, std::string param_, std::string code_)
+    : std::runtime_error(std::move(message)), status(status_), param(std::move(param_)), code(std::move(code_)) {}
+
+ordered_json error_body(int status, const std::string& message, const std::string& param, const std::string& code) {
+  const char* type = "invalid_request_error";
+  if (status == 401) type = "authentication_error";
+  else if (status == 404) type = "not_found_error";
+  else if (status == 429) type = "rate_limit_error";
+  else if (status >= 500) type = "server_error";
+  ordered_json e{{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
+  if (!param.empty()) e["param"] = param;
+  if (!code.empty()) e["code"] = code;
+  return ordered_json{{"error", e}};
+}
+
+ordered_json parse_body(const std::string& text) {
+  ordered_json body;
+  try {
+    body = ordered_json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what(), {}, "invalid_json");
+  }
+  if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object", {}, "invalid_json");
+  return body;
+}
+
+ChatRequest parse_chat_request(const ordered_json& body, const sampling::SamplingParams& defaults) {
+  ChatRequest r;
+  parse_common(body, defaults, r);
+  parse_logprobs(body, r, /*chat=*/true);
+  const auto* msgs = field(body, "messages");
+  if (msgs == nullptr) bad("messages", "is required");
+  if (!msgs->is_array() || msgs->empty()) bad("messages", "must be a non-empty array");
+  r.messages = ordered_json::array();
+  for (size_t i = 0; i < msgs->size(); ++i) r.messages.push_back(normalise_message((*msgs)[i], i));
+  if (const auto* kw = field(body, "chat_template_kwargs")) {
+    if (!kw->is_object()) bad("chat_template_kwargs", "must be an object");
+    r.options.extra_variables = *kw;
+  }
+  if (const auto* tools = field(body, "tools")) {
+    if (!tools->is_array()) bad("tools", "must be an array");
+    r.options.tools = *tools;
+  }
+  return r;
+}
+
+TextRequest parse_text_request(const ordered_json& body, const sampling::SamplingParams& defaults) {
+  TextRequest r;
+  parse_common(body, defaults, r);
+  parse_logprobs(body, r, /*chat=*/false);
+  const auto* prompt = field(body, "prompt");
+  if (prompt == nullptr) bad("prompt", "is required");
+  if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) r.prompt = (*prompt)[0].get<std::string>();
+  else if (prompt->is_string()) r.prompt = prompt->get<std::string>();
+  else bad("prompt", "must be a string (one prompt per request)");
+  return r;
+}
+
+const char* finish_reason(engine::FinishReason r) { return engine::finish_reason_name(r); }
+
+ordered_json logprobs_json(const tokenizer::Tokenizer& tok, const std::vector<engine::GeneratedToken>& tokens,
+                           bool with_top) {
+  auto entry = [&](int32_t id, float logprob) {
+    const std::string text = tok.decode(std::vector<int32_t>{id}, false);
+    ordered_json bytes = ordered_json::array();
+    for (unsigned char c : text) bytes.push_back(static_cast<int>(c));
+    return ordered_json{{"token", text}, {"logprob", logprob}, {"bytes", bytes}};
+  };
+  ordered_json out = ordered_json::array();
+  for (const auto& t : tokens) {
+    if (!t.logprobs) continue;  // forced tokens were not sampled
+    ordered_json e = entry(t.id, t.logprobs->chosen.logprob);
+    ordered_json top = ordered_json::array();
+    if (with_top)
+      for (const auto& alt : t.logprobs->top) top.push_back(entry(alt.token, alt.logprob));
+    e["top_logprobs"] = top;
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+ordered_json usage_json(const engine::StreamUpdate& u) {
+  return ordered_json{{"prompt_tokens", u.prompt_tokens},
+                      {"completion_tokens", u.completion_tokens},
+                      {"total_tokens", u.prompt_tokens + u.completion_tokens},
+                      {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
+}
+
+}  // namespace ember::server

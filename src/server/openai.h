@@ -1,0 +1,63 @@
+#pragma once
+// OpenAI's API shapes: request bodies checked field by field into Ember's structs, and the JSON of
+// responses, stream chunks and errors. No HTTP here, so all of it is testable without a socket.
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+
+#include "engine/chat_session.h"
+#include "engine/scheduler.h"
+#include "sampling/generation_config.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ember::server {
+
+using nlohmann::ordered_json;
+
+// An error the client caused or must know about, with its HTTP status and OpenAI error type.
+struct ApiError : std::runtime_error {
+  ApiError(int status, std::string message, std::string param = {}, std::string code = {});
+  int status;
+  std::string param, code;
+};
+
+// {"error": {"message", "type", "param", "code"}} with the type OpenAI uses for `status`.
+ordered_json error_body(int status, const std::string& message, const std::string& param = {},
+                        const std::string& code = {});
+
+// The fields common to chat and text completions.
+struct CompletionRequest {
+  sampling::SamplingParams params;
+  bool stream = false;
+  bool include_usage = false;
+  int32_t top_logprobs = 0;  // with params.logprobs
+  std::string model;
+};
+
+struct ChatRequest : CompletionRequest {
+  ordered_json messages;
+  engine::ChatOptions options;
+};
+
+struct TextRequest : CompletionRequest {
+  std::string prompt;
+};
+
+// `defaults`: the model's generation_config (eos ids merged). Throws ApiError(400) naming the field.
+ChatRequest parse_chat_request(const ordered_json& body, const sampling::SamplingParams& defaults);
+TextRequest parse_text_request(const ordered_json& body, const sampling::SamplingParams& defaults);
+
+// Parses a request body; throws ApiError(400) for malformed JSON or a non-object.
+ordered_json parse_body(const std::string& text);
+
+// OpenAI's finish_reason for an engine finish.
+const char* finish_reason(engine::FinishReason r);
+
+// {"token", "logprob", "bytes", "top_logprobs"} entries of the generated tokens.
+ordered_json logprobs_json(const tokenizer::Tokenizer& tok, const std::vector<engine::GeneratedToken>& tokens,
+                           bool with_top);
+
+ordered_json usage_json(const engine::StreamUpdate& final_update);
+
+}  // namespace ember::server

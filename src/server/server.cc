@@ -1,0 +1,427 @@
+#include "server/server.h"
+
+#include <httplib.h>
+
+#include <sys/socket.h>
+
+#include <filesystem>
+#include <sstream>
+#include <thread>
+
+#include "base/error.h"
+#include "server/web_assets.h"
+
+namespace ember::server {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+void send_json(httplib::Response& res, int status, const ordered_json& body) {
+  res.status = status;
+  res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
+}
+
+void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param = {},
+                const std::string& code = {}) {
+  send_json(res, status, error_body(status, message, param, code));
+}
+
+std::string sse(const ordered_json& j) {
+  return "data: " + j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+}
+
+// Which methods each route answers; a known path with another method is a 405.
+const std::map<std::string, std::string>& allowed_methods() {
+  static const std::map<std::string, std::string> routes{
+      {"/", "GET"},          {"/health", "GET"},           {"/metrics", "GET"},
+      {"/v1/models", "GET"}, {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}};
+  return routes;
+}
+
+// The legacy /v1/completions logprobs object.
+ordered_json legacy_logprobs(const ordered_json& entries, size_t& text_offset) {
+  ordered_json out{{"tokens", ordered_json::array()},
+                   {"token_logprobs", ordered_json::array()},
+                   {"top_logprobs", ordered_json::array()},
+                   {"text_offset", ordered_json::array()}};
+  for (const auto& e : entries) {
+    out["tokens"].push_back(e["token"]);
+    out["token_logprobs"].push_back(e["logprob"]);
+    ordered_json top = ordered_json::object();
+    for (const auto& alt : e["top_logprobs"]) top[alt["token"].get<std::string>()] = alt["logprob"];
+    out["top_logprobs"].push_back(top);
+    out["text_offset"].push_back(text_offset);
+    text_offset += e["token"].get<std::string>().size();
+  }
+  return out;
+}
+
+}  // namespace
+
+// httplib listens with a backlog of 5, which drops connections of a burst of clients before the
+// accept loop takes them; listen() again on the bound socket widens the queue.
+class HttpServer : public httplib::Server {
+ public:
+  void widen_backlog(int backlog) { ::listen(svr_sock_, backlog); }
+};
+
+// One response in flight: the scheduler's stream and what the client has been sent.
+struct Server::Stream {
+  std::shared_ptr<engine::RequestStream> rs;
+  bool chat = true, include_usage = false, logprobs = false, with_top = false;
+  std::string id, model;
+  int64_t created = 0;
+  Clock::time_point deadline;
+  bool sent_role = false, ended = false;
+  size_t text_offset = 0;
+
+  // The choice object of a chunk or of the whole response carrying `u`'s text.
+  ordered_json choice(const tokenizer::Tokenizer& tok, const engine::StreamUpdate& u, bool streaming) {
+    ordered_json c{{"index", 0}};
+    if (chat) {
+      ordered_json msg = ordered_json::object();
+      if (!streaming || !sent_role) msg["role"] = "assistant";
+      sent_role = true;
+      if (!streaming || !u.content.empty() || msg.contains("role")) msg["content"] = u.content;
+      if (!u.reasoning.empty()) msg["reasoning_content"] = u.reasoning;
+      c[streaming ? "delta" : "message"] = msg;
+    } else {
+      c["text"] = u.content;
+    }
+    c["logprobs"] = nullptr;
+    if (logprobs && !u.tokens.empty()) {
+      ordered_json entries = logprobs_json(tok, u.tokens, with_top);
+      c["logprobs"] = chat ? ordered_json{{"content", entries}} : legacy_logprobs(entries, text_offset);
+    }
+    c["finish_reason"] = u.finished ? ordered_json(finish_reason(u.finish)) : ordered_json(nullptr);
+    return c;
+  }
+
+  ordered_json envelope(bool streaming) const {
+    return ordered_json{{"id", id},
+                        {"object", chat ? (streaming ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
+                        {"created", created},
+                        {"model", model}};
+  }
+
+  // Waits for the next update, cancelling the request once its deadline passed.
+  bool next(engine::StreamUpdate& u) {
+    if (Clock::now() > deadline) rs->cancel();
+    return rs->next(u, std::chrono::milliseconds(200));
+  }
+};
+
+Server::Server(model::Model& model, const tokenizer::Tokenizer& tokenizer, engine::SchedulerOptions scheduler,
+               ServerOptions options)
+    : model_(model),
+      tokenizer_(tokenizer),
+      options_(std::move(options)),
+      defaults_(sampling::from_generation_config(model.dir())),
+      prompts_(tokenizer, model.dir()),
+      created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+                   .count()) {
+  sampling::merge_eos(defaults_, model.config().eos_token_ids);
+  if (options_.model_name.empty())
+    options_.model_name = std::filesystem::path(model.dir()).lexically_normal().filename().string();
+  if (options_.model_name.empty())
+    options_.model_name = std::filesystem::path(model.dir()).lexically_normal().parent_path().filename().string();
+  scheduler_ = std::make_unique<engine::Scheduler>(model, tokenizer, scheduler);
+  http_ = std::make_unique<HttpServer>();
+  const size_t threads = options_.http_threads > 0
+                             ? static_cast<size_t>(options_.http_threads)
+                             : static_cast<size_t>(scheduler.max_parallel + scheduler.max_queue + 8);
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http_->set_payload_max_length(options_.max_body_bytes);
+  http_->set_read_timeout(30, 0);
+  http_->set_write_timeout(30, 0);
+  routes();
+}
+
+Server::~Server() {
+  stop();
+}
+
+int Server::bind() {
+  int port = options_.port;
+  if (port == 0) port = http_->bind_to_any_port(options_.host);
+  else if (!http_->bind_to_port(options_.host, port)) port = -1;
+  if (port <= 0) throw Error("cannot listen on " + options_.host + ":" + std::to_string(options_.port));
+  static_cast<HttpServer&>(*http_).widen_backlog(1024);
+  options_.port = port;
+  return port;
+}
+
+void Server::run() { http_->listen_after_bind(); }
+
+void Server::stop() {
+  std::call_once(stop_once_, [&] {
+    draining_.store(true);
+    const auto grace_end = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                              std::chrono::duration<double>(options_.shutdown_grace_s));
+    while (Clock::now() < grace_end) {
+      const auto s = scheduler_->stats();
+      if (s.running == 0 && s.queued == 0) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    scheduler_->shutdown(/*cancel=*/true);
+    // Let the streams write their last chunks before the connections close.
+    const auto flush_end = Clock::now() + std::chrono::seconds(2);
+    while (open_streams_.load() > 0 && Clock::now() < flush_end)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    http_->stop();
+  });
+}
+
+bool Server::check_access(const httplib::Request& req, httplib::Response& res) {
+  const auto& routes = allowed_methods();
+  if (auto it = routes.find(req.path); it != routes.end() && it->second != req.method) {
+    res.set_header("Allow", it->second);
+    send_error(res, 405, "method " + req.method + " is not allowed on " + req.path + " (use " + it->second + ")");
+    return false;
+  }
+  if (!options_.api_key.empty() && req.path.rfind("/v1/", 0) == 0 &&
+      req.get_header_value("Authorization") != "Bearer " + options_.api_key) {
+    send_error(res, 401, "missing or wrong API key: send \"Authorization: Bearer <key>\"", {}, "invalid_api_key");
+    return false;
+  }
+  if (draining_.load() && req.method == "POST") {
+    send_error(res, 503, "the server is shutting down");
+    return false;
+  }
+  return true;
+}
+
+void Server::routes() {
+  using httplib::Request, httplib::Response;
+  http_->set_pre_routing_handler([this](const Request& req, Response& res) {
+    return check_access(req, res) ? httplib::Server::HandlerResponse::Unhandled
+                                  : httplib::Server::HandlerResponse::Handled;
+  });
+  // Errors httplib raises itself (unknown route, body too large, bad request line) in OpenAI's shape.
+  http_->set_error_handler(httplib::Server::HandlerWithResponse([](const Request& req, Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    std::string message = "HTTP error " + std::to_string(res.status);
+    if (res.status == 400) message = "malformed HTTP request";
+    if (res.status == 404) message = "no route " + req.method + " " + req.path;
+    if (res.status == 413) message = "the request body is too large";
+    send_error(res, res.status, message);
+    return httplib::Server::HandlerResponse::Handled;
+  }));
+  http_->set_exception_handler([](const Request&, Response& res, std::exception_ptr ep) {
+    try {
+      std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      send_error(res, 500, std::string("internal error: ") + e.what());
+    } catch (...) {
+      send_error(res, 500, "internal error");
+    }
+  });
+  http_->set_logger([this](const Request&, const Response& res) {
+    std::lock_guard lock(counters_mu_);
+    ++responses_by_status_[res.status];
+  });
+
+  http_->Get("/", [](const Request&, Response& res) {
+    res.set_content(std::string(web::index_html()), "text/html; charset=utf-8");
+  });
+  http_->Get("/health", [this](const Request&, Response& res) {
+    if (draining_.load()) send_json(res, 503, {{"status", "shutting down"}});
+    else send_json(res, 200, {{"status", "ok"}});
+  });
+  http_->Get("/metrics", [this](const Request&, Response& res) {
+    res.set_content(metrics_text(), "text/plain; version=0.0.4");
+  });
+  http_->Get("/v1/models", [this](const Request&, Response& res) {
+    send_json(res, 200,
+              {{"object", "list"},
+               {"data", ordered_json::array({ordered_json{{"id", options_.model_name},
+                                                          {"object", "model"},
+                                                          {"created", created_},
+                                                          {"owned_by", "ember"},
+                                                          {"max_model_len", scheduler_->context()}}})}});
+  });
+  auto guarded = [this](void (Server::*fn)(const Request&, Response&)) {
+    return [this, fn](const Request& req, Response& res) {
+      try {
+        (this->*fn)(req, res);
+      } catch (const ApiError& e) {
+        send_error(res, e.status, e.what(), e.param, e.code);
+      } catch (const engine::QueueFull& e) {
+        res.set_header("Retry-After", "1");
+        send_error(res, 429, std::string("the server is busy: ") + e.what(), {}, "rate_limit_exceeded");
+      } catch (const Error& e) {
+        send_error(res, 400, e.what());
+      }
+    };
+  };
+  http_->Post("/v1/chat/completions", guarded(&Server::handle_chat));
+  http_->Post("/v1/completions", guarded(&Server::handle_text));
+}
+
+void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
+  const ChatRequest cr = parse_chat_request(parse_body(req.body), defaults_);
+  engine::ChatPrompt prompt;
+  try {
+    prompt = prompts_.build(cr.messages, cr.options);
+  } catch (const Error& e) {
+    throw ApiError(400, std::string("the chat template failed: ") + e.what(), "messages");
+  }
+  engine::GenerationRequest g;
+  g.prompt = std::move(prompt.ids);
+  g.params = cr.params;
+  g.split_reasoning = true;
+  g.starts_in_reasoning = prompt.opens_reasoning;
+  g.think_budget = std::move(prompt.think_budget);
+  respond(res, std::move(g), /*chat=*/true, cr);
+}
+
+void Server::handle_text(const httplib::Request& req, httplib::Response& res) {
+  const TextRequest tr = parse_text_request(parse_body(req.body), defaults_);
+  engine::GenerationRequest g;
+  g.prompt = tokenizer_.encode(tr.prompt, /*add_special_tokens=*/true);
+  g.params = tr.params;
+  respond(res, std::move(g), /*chat=*/false, tr);
+}
+
+void Server::respond(httplib::Response& res, engine::GenerationRequest g, bool chat, const CompletionRequest& cr) {
+  if (static_cast<int64_t>(g.prompt.size()) >= scheduler_->context())
+    throw ApiError(400,
+                   "the prompt has " + std::to_string(g.prompt.size()) + " tokens but the context holds " +
+                       std::to_string(scheduler_->context()),
+                   chat ? "messages" : "prompt", "context_length_exceeded");
+  auto st = std::make_shared<Stream>();
+  st->chat = chat;
+  st->include_usage = cr.include_usage;
+  st->logprobs = cr.params.logprobs;
+  st->with_top = cr.top_logprobs > 0;
+  st->id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(created_) + "-" + std::to_string(next_id_++);
+  st->model = options_.model_name;
+  st->created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+                    .count();
+  st->deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                    std::chrono::duration<double>(options_.request_timeout_s));
+  st->rs = scheduler_->submit(std::move(g));
+
+  if (!cr.stream) {
+    engine::StreamUpdate all, u;
+    while (!all.finished) {
+      if (!st->next(u)) continue;
+      all.content += u.content;
+      all.reasoning += u.reasoning;
+      all.tokens.insert(all.tokens.end(), u.tokens.begin(), u.tokens.end());
+      if (u.finished) {
+        u.content = std::move(all.content);
+        u.reasoning = std::move(all.reasoning);
+        u.tokens = std::move(all.tokens);
+        all = std::move(u);
+      }
+    }
+    if (!all.error.empty()) return send_error(res, 500, "generation failed: " + all.error);
+    ordered_json body = st->envelope(false);
+    body["choices"] = ordered_json::array({st->choice(tokenizer_, all, false)});
+    body["usage"] = usage_json(all);
+    return send_json(res, 200, body);
+  }
+
+  ++open_streams_;
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");  // nginx: pass events through at once
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [this, st](size_t, httplib::DataSink& sink) {
+        engine::StreamUpdate u;
+        std::string out;
+        if (!st->sent_role && st->chat) {  // OpenAI's first chunk: the role alone
+          ordered_json c = st->envelope(true);
+          c["choices"] = ordered_json::array({st->choice(tokenizer_, u, true)});
+          if (st->include_usage) c["usage"] = nullptr;
+          out += sse(c);
+        }
+        if (st->next(u)) {
+          if (!u.error.empty()) {
+            out += sse(error_body(500, "generation failed: " + u.error));
+          } else if (!u.content.empty() || !u.reasoning.empty() || (st->logprobs && !u.tokens.empty()) ||
+                     u.finished) {
+            const bool finished = u.finished;
+            engine::StreamUpdate text = u;
+            text.finished = false;
+            if (!text.content.empty() || !text.reasoning.empty() || (st->logprobs && !text.tokens.empty())) {
+              ordered_json c = st->envelope(true);
+              c["choices"] = ordered_json::array({st->choice(tokenizer_, text, true)});
+              if (st->include_usage) c["usage"] = nullptr;
+              out += sse(c);
+            }
+            if (finished) {  // the finish_reason chunk has an empty delta
+              engine::StreamUpdate last;
+              last.finished = true;
+              last.finish = u.finish;
+              ordered_json c = st->envelope(true);
+              c["choices"] = ordered_json::array({st->choice(tokenizer_, last, true)});
+              if (st->include_usage) c["usage"] = nullptr;
+              out += sse(c);
+            }
+          }
+          if (u.finished) {
+            if (st->include_usage) {
+              ordered_json c = st->envelope(true);
+              c["choices"] = ordered_json::array();
+              c["usage"] = usage_json(u);
+              out += sse(c);
+            }
+            out += "data: [DONE]\n\n";
+            st->ended = true;
+          }
+        }
+        if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+        if (st->ended) sink.done();
+        return true;
+      },
+      [this, st](bool) {
+        if (!st->ended) st->rs->cancel();  // the client went away: free its sequence
+        --open_streams_;
+      });
+}
+
+std::string Server::metrics_text() const {
+  const engine::SchedulerStats s = scheduler_->stats();
+  std::ostringstream o;
+  auto metric = [&](const char* name, const char* type, const char* help, double value) {
+    o << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n' << name << ' ' << value << '\n';
+  };
+  metric("ember_requests_submitted_total", "counter", "Generation requests accepted into the queue.",
+         static_cast<double>(s.requests_submitted));
+  metric("ember_requests_finished_total", "counter", "Requests that finished normally.",
+         static_cast<double>(s.requests_finished));
+  metric("ember_requests_cancelled_total", "counter", "Requests cancelled (client gone, timeout, shutdown).",
+         static_cast<double>(s.requests_cancelled));
+  metric("ember_requests_failed_total", "counter", "Requests that failed inside the engine.",
+         static_cast<double>(s.requests_failed));
+  metric("ember_requests_rejected_total", "counter", "Requests refused with 429 because the queue was full.",
+         static_cast<double>(s.requests_rejected));
+  metric("ember_prompt_tokens_total", "counter", "Prompt tokens of admitted requests.", static_cast<double>(s.prompt_tokens));
+  metric("ember_prompt_tokens_reused_total", "counter", "Prompt tokens whose KV cache was reused (prefix hits).",
+         static_cast<double>(s.reused_tokens));
+  metric("ember_prefill_tokens_total", "counter", "Prompt tokens computed.", static_cast<double>(s.prefilled_tokens));
+  metric("ember_completion_tokens_total", "counter", "Generated tokens.", static_cast<double>(s.completion_tokens));
+  metric("ember_steps_total", "counter", "Batched forward passes.", static_cast<double>(s.steps));
+  metric("ember_queue_length", "gauge", "Requests waiting for a free slot.", static_cast<double>(s.queued));
+  metric("ember_running_sequences", "gauge", "Sequences being prefilled or decoded.", static_cast<double>(s.running));
+  metric("ember_cached_sequences", "gauge", "Finished sequences kept for prefix reuse.",
+         static_cast<double>(s.cached_sequences));
+  metric("ember_tokens_per_second", "gauge", "Generated tokens per second over the last 5 seconds.",
+         s.tokens_per_second);
+  metric("ember_kv_cache_blocks_total", "gauge", "KV cache blocks in the pool.", static_cast<double>(s.kv_blocks_total));
+  metric("ember_kv_cache_blocks_used", "gauge", "KV cache blocks in use (running and cached sequences).",
+         static_cast<double>(s.kv_blocks_total - s.kv_blocks_free));
+  metric("ember_kv_cache_blocks_running", "gauge", "KV cache blocks held by running sequences.",
+         static_cast<double>(s.kv_blocks_held_by_running));
+  o << "# HELP ember_http_responses_total HTTP responses by status code.\n"
+       "# TYPE ember_http_responses_total counter\n";
+  std::lock_guard lock(counters_mu_);
+  for (const auto& [status, n] : responses_by_status_)
+    o << "ember_http_responses_total{code=\"" << status << "\"} " << n << '\n';
+  return o.str();
+}
+
+}  // namespace ember::server

@@ -1,0 +1,82 @@
+#pragma once
+// `ember serve`: the OpenAI-compatible HTTP API and the web chat page over one Scheduler.
+//
+// Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,
+// GET /metrics (Prometheus text), GET / (the chat page). Errors use OpenAI's JSON error shape.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "engine/chat_prompt.h"
+#include "engine/scheduler.h"
+#include "model/model.h"
+#include "server/openai.h"
+#include "tokenizer/tokenizer.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace ember::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;                       // 0: any free port (see Server::bind)
+  std::string api_key;                   // non-empty: /v1/* needs "Authorization: Bearer KEY"
+  size_t max_body_bytes = 4u << 20;      // larger bodies get 413
+  int http_threads = 0;                  // 0: enough for every running and queued request
+  double request_timeout_s = 600;        // a request running longer is cancelled
+  double shutdown_grace_s = 10;          // on stop(), running requests get this long to finish
+  std::string model_name;                // "": the model folder's name
+};
+
+class Server {
+ public:
+  Server(model::Model& model, const tokenizer::Tokenizer& tokenizer, engine::SchedulerOptions scheduler,
+         ServerOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Binds the listening socket; returns the port. Throws ember::Error when it cannot.
+  int bind();
+  // Serves until stop(). Returns once every connection handler has finished.
+  void run();
+  // Stops accepting requests, lets running ones finish within the grace period, cancels the rest and
+  // makes run() return. Safe from any thread, more than once.
+  void stop();
+
+  engine::Scheduler& scheduler() { return *scheduler_; }
+  std::string metrics_text() const;
+
+ private:
+  struct Stream;
+  void routes();
+  void handle_chat(const httplib::Request& req, httplib::Response& res);
+  void handle_text(const httplib::Request& req, httplib::Response& res);
+  void respond(httplib::Response& res, engine::GenerationRequest g, bool chat, const CompletionRequest& cr);
+  bool check_access(const httplib::Request& req, httplib::Response& res);
+
+  model::Model& model_;
+  const tokenizer::Tokenizer& tokenizer_;
+  ServerOptions options_;
+  sampling::SamplingParams defaults_;
+  engine::ChatPromptBuilder prompts_;
+  std::unique_ptr<engine::Scheduler> scheduler_;
+  std::unique_ptr<httplib::Server> http_;
+  std::atomic<bool> draining_{false};
+  std::atomic<int64_t> open_streams_{0};
+  std::atomic<uint64_t> next_id_{1};
+  std::once_flag stop_once_;
+  const int64_t created_;
+  mutable std::mutex counters_mu_;
+  std::map<int, int64_t> responses_by_status_;
+};
+
+}  // namespace ember::server

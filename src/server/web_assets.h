@@ -1,0 +1,9 @@
+#pragma once
+// Files of the web chat page, compiled into the binary (generated from src/server/web/ at build time).
+#include <string_view>
+
+namespace ember::server::web {
+
+std::string_view index_html();
+
+}  // namespace ember::server::web

@@ -1,0 +1,429 @@
+// `ember serve` in-process on a loopback port, driven by httplib::Client: greedy answers equal
+// engine::ChatSession's, streaming equals non-streaming, concurrent requests equal sequential ones,
+// and bad requests get OpenAI-shaped errors without disturbing the server.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+
+#include "../engine/chat_skills_eval.h"
+#include "engine/chat_session.h"
+#include "http_helpers.h"
+
+namespace ember::test {
+namespace {
+
+struct Reference {
+  ordered_json messages;
+  bool enable_thinking = false;
+  std::string content, reasoning;
+  size_t completion_tokens = 0;
+  std::string finish;
+};
+
+constexpr int kMaxTokens = 200;
+
+class ServeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(model_dir("chat-skills"));
+    model_ = model::Model::load(*dir_, {.threads = 2, .progress = {}}).release();
+    tok_ = new tokenizer::Tokenizer(tokenizer::Tokenizer::from_folder(*dir_));
+    auto params = sampling::from_generation_config(*dir_);
+    sampling::merge_eos(params, model_->config().eos_token_ids);
+    params.max_new_tokens = kMaxTokens;
+    refs_ = new std::vector<Reference>;
+    const auto cases = read_jsonl(testdata("chat_skills/eval.jsonl"));
+    // A spread of the evaluation cases (every skill appears), answered one-shot by ChatSession.
+    for (size_t i = 0; i < cases.size(); i += 9) {
+      Reference r;
+      r.messages = cases[i]["messages"];
+      r.enable_thinking = cases[i]["enable_thinking"].get<bool>();
+      engine::ChatSession chat(*model_, *tok_, *dir_);
+      engine::ChatOptions o;
+      o.enable_thinking = r.enable_thinking;
+      const auto reply = chat.reply(r.messages, params, o);
+      r.content = reply.content;
+      r.reasoning = reply.reasoning_content;
+      r.completion_tokens = reply.generation.tokens.size();
+      r.finish = engine::finish_reason_name(reply.generation.finish);
+      refs_->push_back(std::move(r));
+    }
+  }
+  static void TearDownTestSuite() {
+    delete refs_;
+    delete tok_;
+    delete model_;
+    delete dir_;
+  }
+
+  static std::unique_ptr<RunningServer> start(engine::SchedulerOptions so = {}, server::ServerOptions o = {}) {
+    if (so.max_parallel == 8) so.max_parallel = 4;
+    return std::make_unique<RunningServer>(*model_, *tok_, so, o);
+  }
+
+  static ordered_json chat_body(const Reference& r, bool stream) {
+    return ordered_json{{"model", "chat-skills"},
+                        {"messages", r.messages},
+                        {"max_tokens", kMaxTokens},
+                        {"stream", stream},
+                        {"chat_template_kwargs", {{"enable_thinking", r.enable_thinking}}}};
+  }
+
+  static httplib::Result post(httplib::Client& c, const std::string& path, const ordered_json& body) {
+    return c.Post(path.c_str(), body.dump(), "application/json");
+  }
+
+  // Content, reasoning and finish reason of a streamed chat completion; checks the chunk format.
+  static Reference collect_stream(const std::string& body) {
+    const SseEvents ev = parse_sse(body);
+    EXPECT_TRUE(ev.done) << "no data: [DONE]";
+    Reference got;
+    bool first = true;
+    for (const auto& c : ev.chunks) {
+      EXPECT_EQ(c["object"], "chat.completion.chunk");
+      if (c["choices"].empty()) continue;
+      const auto& ch = c["choices"][0];
+      if (first) {
+        EXPECT_EQ(ch["delta"]["role"], "assistant");
+      }
+      first = false;
+      if (ch["delta"].contains("content")) got.content += ch["delta"]["content"].get<std::string>();
+      if (ch["delta"].contains("reasoning_content")) got.reasoning += ch["delta"]["reasoning_content"].get<std::string>();
+      if (!ch["finish_reason"].is_null()) got.finish = ch["finish_reason"].get<std::string>();
+    }
+    return got;
+  }
+
+  static inline std::string* dir_ = nullptr;
+  static inline model::Model* model_ = nullptr;
+  static inline tokenizer::Tokenizer* tok_ = nullptr;
+  static inline std::vector<Reference>* refs_ = nullptr;
+};
+
+TEST_F(ServeTest, NonStreamingChatEqualsChatSession) {
+  auto srv = start();
+  auto c = srv->client();
+  ASSERT_FALSE(refs_->empty());
+  for (const auto& r : *refs_) {
+    auto res = post(c, "/v1/chat/completions", chat_body(r, false));
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+    const auto j = ordered_json::parse(res->body);
+    EXPECT_EQ(j["object"], "chat.completion");
+    const auto& msg = j["choices"][0]["message"];
+    EXPECT_EQ(msg["role"], "assistant");
+    EXPECT_EQ(msg["content"], r.content);
+    EXPECT_EQ(msg.value("reasoning_content", std::string()), r.reasoning);
+    EXPECT_EQ(j["choices"][0]["finish_reason"], r.finish);
+    EXPECT_EQ(j["usage"]["completion_tokens"].get<size_t>(), r.completion_tokens);
+    EXPECT_EQ(j["usage"]["total_tokens"].get<int64_t>(),
+              j["usage"]["prompt_tokens"].get<int64_t>() + j["usage"]["completion_tokens"].get<int64_t>());
+  }
+}
+
+TEST_F(ServeTest, StreamingChatEqualsChatSession) {
+  auto srv = start();
+  auto c = srv->client();
+  for (const auto& r : *refs_) {
+    ordered_json body = chat_body(r, true);
+    body["stream_options"] = {{"include_usage", true}};
+    auto res = post(c, "/v1/chat/completions", body);
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 200) << res->body;
+    EXPECT_NE(res->get_header_value("Content-Type").find("text/event-stream"), std::string::npos);
+    const Reference got = collect_stream(res->body);
+    EXPECT_EQ(got.content, r.content);
+    EXPECT_EQ(got.reasoning, r.reasoning);
+    EXPECT_EQ(got.finish, r.finish);
+    const SseEvents ev = parse_sse(res->body);
+    ASSERT_FALSE(ev.chunks.empty());
+    const auto& usage = ev.chunks.back()["usage"];  // include_usage: a last chunk with no choices
+    ASSERT_TRUE(usage.is_object()) << ev.chunks.back().dump();
+    EXPECT_TRUE(ev.chunks.back()["choices"].empty());
+    EXPECT_EQ(usage["completion_tokens"].get<size_t>(), r.completion_tokens);
+  }
+}
+
+// Continuous batching: many clients at once get exactly their sequential answers.
+TEST_F(ServeTest, ConcurrentRequestsEqualSequentialAnswers) {
+  auto srv = start({.max_parallel = 6, .prefill_chunk = 32});
+  const int clients = 12;
+  std::vector<std::future<Reference>> futures;
+  for (int i = 0; i < clients; ++i)
+    futures.push_back(std::async(std::launch::async, [&, i] {
+      const Reference& r = (*refs_)[static_cast<size_t>(i) % refs_->size()];
+      auto c = srv->client();
+      const bool stream = i % 2 == 1;
+      auto res = post(c, "/v1/chat/completions", chat_body(r, stream));
+      Reference got;
+      if (!res || res->status != 200) {
+        got.finish = "http error " + (res ? std::to_string(res->status) + res->body : std::string("none"));
+        return got;
+      }
+      if (stream) return collect_stream(res->body);
+      const auto j = ordered_json::parse(res->body);
+      got.content = j["choices"][0]["message"]["content"];
+      got.reasoning = j["choices"][0]["message"].value("reasoning_content", std::string());
+      got.finish = j["choices"][0]["finish_reason"];
+      return got;
+    }));
+  for (int i = 0; i < clients; ++i) {
+    const Reference& r = (*refs_)[static_cast<size_t>(i) % refs_->size()];
+    const Reference got = futures[static_cast<size_t>(i)].get();
+    EXPECT_EQ(got.finish, r.finish) << "client " << i;
+    EXPECT_EQ(got.content, r.content) << "client " << i;
+    EXPECT_EQ(got.reasoning, r.reasoning) << "client " << i;
+  }
+  const std::string m = srv->server().metrics_text();
+  EXPECT_EQ(metric(m, "ember_requests_finished_total"), clients);
+  EXPECT_LT(metric(m, "ember_steps_total"), metric(m, "ember_completion_tokens_total"))
+      << "decode steps were not batched";
+}
+
+// The next turn of a conversation reuses the KV cache of the previous one.
+TEST_F(ServeTest, NextTurnReusesCachedPrefix) {
+  auto srv = start();
+  auto c = srv->client();
+  const Reference& r = refs_->front();
+  ordered_json body = chat_body(r, false);
+  auto first = post(c, "/v1/chat/completions", body);
+  ASSERT_TRUE(first);
+  ASSERT_EQ(first->status, 200);
+  const auto j1 = ordered_json::parse(first->body);
+  body["messages"].push_back({{"role", "assistant"}, {"content", j1["choices"][0]["message"]["content"]}});
+  body["messages"].push_back({{"role", "user"}, {"content", "Thank you."}});
+  auto second = post(c, "/v1/chat/completions", body);
+  ASSERT_TRUE(second);
+  ASSERT_EQ(second->status, 200);
+  const auto j2 = ordered_json::parse(second->body);
+  const int64_t cached = j2["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>();
+  EXPECT_GE(cached, j1["usage"]["prompt_tokens"].get<int64_t>() / 2) << j2.dump();
+  EXPECT_LT(cached, j2["usage"]["prompt_tokens"].get<int64_t>());
+  EXPECT_GT(metric(srv->server().metrics_text(), "ember_prompt_tokens_reused_total"), 0);
+}
+
+TEST_F(ServeTest, TextCompletionEqualsSession) {
+  auto srv = start();
+  auto c = srv->client();
+  const std::string prompt = "Once upon a time";
+  auto params = sampling::from_generation_config(*dir_);
+  sampling::merge_eos(params, model_->config().eos_token_ids);
+  params.max_new_tokens = 40;
+  engine::Session session(*model_, *tok_);
+  const auto expected = session.generate(tok_->encode(prompt, true), params);
+  auto res = post(c, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 40}});
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const auto j = ordered_json::parse(res->body);
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["choices"][0]["text"], expected.text);
+  auto streamed = post(c, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 40}, {"stream", true}});
+  ASSERT_TRUE(streamed);
+  const SseEvents ev = parse_sse(streamed->body);
+  EXPECT_TRUE(ev.done);
+  std::string text;
+  for (const auto& ch : ev.chunks) text += ch["choices"][0]["text"].get<std::string>();
+  EXPECT_EQ(text, expected.text);
+}
+
+TEST_F(ServeTest, LogprobsAndStopStrings) {
+  auto srv = start();
+  auto c = srv->client();
+  const Reference& r = refs_->front();
+  ordered_json body = chat_body(r, false);
+  body["logprobs"] = true;
+  body["top_logprobs"] = 3;
+  auto res = post(c, "/v1/chat/completions", body);
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const auto j = ordered_json::parse(res->body);
+  const auto& lp = j["choices"][0]["logprobs"]["content"];
+  ASSERT_EQ(lp.size(), j["usage"]["completion_tokens"].get<size_t>());
+  for (const auto& e : lp) {
+    EXPECT_LE(e["logprob"].get<double>(), 0.0);
+    ASSERT_EQ(e["top_logprobs"].size(), 3u);
+    EXPECT_EQ(e["top_logprobs"][0]["logprob"], e["logprob"]);  // greedy: the chosen one is the best
+  }
+  // A stop string cuts the answer before it.
+  ASSERT_GT(r.content.size(), 4u);
+  const std::string stop = r.content.substr(r.content.size() / 2, 2);
+  body = chat_body(r, false);
+  body["stop"] = ordered_json::array({stop});
+  res = post(c, "/v1/chat/completions", body);
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const auto k = ordered_json::parse(res->body);
+  EXPECT_EQ(k["choices"][0]["message"]["content"], r.content.substr(0, r.content.find(stop)));
+  EXPECT_EQ(k["choices"][0]["finish_reason"], "stop");
+}
+
+// Bad requests get OpenAI's error shape with the right status, and the server keeps serving.
+TEST_F(ServeTest, ErrorsHaveOpenAiShapeAndStatus) {
+  server::ServerOptions o;
+  o.max_body_bytes = 64 * 1024;
+  auto srv = start({}, o);
+  auto c = srv->client();
+  auto expect_error = [&](const httplib::Result& res, int status, const std::string& what) {
+    ASSERT_TRUE(res) << what;
+    EXPECT_EQ(res->status, status) << what << ": " << res->body;
+    const auto j = ordered_json::parse(res->body, nullptr, false);
+    ASSERT_TRUE(j.is_object() && j.contains("error")) << what << ": " << res->body;
+    EXPECT_TRUE(j["error"]["message"].is_string()) << what;
+    EXPECT_TRUE(j["error"]["type"].is_string()) << what;
+  };
+  expect_error(c.Post("/v1/chat/completions", "{\"messages\": [", "application/json"), 400, "malformed JSON");
+  expect_error(c.Post("/v1/chat/completions", "[1, 2]", "application/json"), 400, "not an object");
+  const ordered_json msgs = ordered_json::array({{{"role", "user"}, {"content", "Hi"}}});
+  expect_error(post(c, "/v1/chat/completions", {{"messages", "hello"}}), 400, "messages not an array");
+  expect_error(post(c, "/v1/chat/completions", {{"messages", msgs}, {"temperature", "hot"}}), 400, "temperature type");
+  expect_error(post(c, "/v1/chat/completions", {{"messages", msgs}, {"max_tokens", 1.5}}), 400, "max_tokens type");
+  expect_error(post(c, "/v1/chat/completions", {{"messages", msgs}, {"stop", 5}}), 400, "stop type");
+  expect_error(post(c, "/v1/chat/completions", {{"messages", msgs}, {"n", 2}}), 400, "n=2");
+  expect_error(post(c, "/v1/chat/completions", {{"messages", ordered_json::array({{{"content", "x"}}})}}), 400,
+               "message without role");
+  expect_error(post(c, "/v1/completions", {{"prompt", 12}}), 400, "prompt type");
+  {
+    auto res = post(c, "/v1/chat/completions", {{"messages", msgs}, {"temperature", "hot"}});
+    ASSERT_TRUE(res);
+    EXPECT_EQ(ordered_json::parse(res->body)["error"]["param"], "temperature");
+  }
+  std::string long_text;
+  for (int i = 0; i < 600; ++i) long_text += "The cat sat on the mat. ";
+  {
+    auto res = post(c, "/v1/completions", {{"prompt", long_text}});
+    expect_error(res, 400, "prompt longer than the context");
+    EXPECT_EQ(ordered_json::parse(res->body)["error"]["code"], "context_length_exceeded");
+  }
+  expect_error(c.Post("/v1/chat/completions", std::string(200 * 1024, 'x'), "application/json"), 413, "body too large");
+  expect_error(c.Get("/v1/nothing"), 404, "unknown route");
+  {
+    auto res = c.Get("/v1/chat/completions");
+    expect_error(res, 405, "wrong method");
+    EXPECT_EQ(res->get_header_value("Allow"), "POST");
+  }
+  expect_error(c.Delete("/v1/models"), 405, "wrong method on a GET route");
+  // Still healthy and serving.
+  auto ok = post(c, "/v1/chat/completions", chat_body(refs_->front(), false));
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(ordered_json::parse(ok->body)["choices"][0]["message"]["content"], refs_->front().content);
+}
+
+TEST_F(ServeTest, ApiKeyIsRequiredWhenSet) {
+  server::ServerOptions o;
+  o.api_key = "sesame";
+  auto srv = start({}, o);
+  auto c = srv->client();
+  auto res = c.Get("/v1/models");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 401);
+  EXPECT_EQ(ordered_json::parse(res->body)["error"]["type"], "authentication_error");
+  c.set_bearer_token_auth("wrong");
+  EXPECT_EQ(c.Get("/v1/models")->status, 401);
+  c.set_bearer_token_auth("sesame");
+  res = c.Get("/v1/models");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_EQ(ordered_json::parse(res->body)["data"][0]["id"], "chat-skills");
+  EXPECT_EQ(c.Get("/health")->status, 200);  // health and metrics stay open for probes
+}
+
+TEST_F(ServeTest, HealthModelsMetricsAndPage) {
+  auto srv = start();
+  auto c = srv->client();
+  auto health = c.Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(ordered_json::parse(health->body)["status"], "ok");
+  auto models = c.Get("/v1/models");
+  ASSERT_TRUE(models);
+  EXPECT_EQ(ordered_json::parse(models->body)["object"], "list");
+  auto page = c.Get("/");
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->status, 200);
+  EXPECT_NE(page->get_header_value("Content-Type").find("text/html"), std::string::npos);
+  EXPECT_NE(page->body.find("/v1/chat/completions"), std::string::npos);
+  auto metrics = c.Get("/metrics");
+  ASSERT_TRUE(metrics);
+  for (const char* name : {"ember_requests_submitted_total", "ember_prompt_tokens_total", "ember_completion_tokens_total",
+                           "ember_queue_length", "ember_tokens_per_second", "ember_kv_cache_blocks_used",
+                           "ember_kv_cache_blocks_total"})
+    EXPECT_GE(metric(metrics->body, name), 0) << name;
+}
+
+// Prompt of a long generation: end tokens are banned so that it runs until max_tokens.
+ordered_json endless(int max_tokens, bool stream) {
+  return ordered_json{{"prompt", "Once upon a time"},
+                      {"max_tokens", max_tokens},
+                      {"stream", stream},
+                      {"logit_bias", {{"2049", -100}, {"2", -100}}}};
+}
+
+TEST_F(ServeTest, ClientDisconnectMidStreamCancelsAndFreesBlocks) {
+  auto srv = start();
+  {
+    RawSocket s(srv->port());
+    ASSERT_TRUE(s.ok());
+    const std::string body = endless(900, true).dump();
+    ASSERT_TRUE(s.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
+    std::string got;
+    while (got.find("data: ") == std::string::npos) {
+      const std::string part = s.recv_some();
+      ASSERT_FALSE(part.empty());
+      got += part;
+    }
+  }  // closed mid-stream
+  auto c = srv->client();
+  std::string m;
+  for (int i = 0; i < 500; ++i) {
+    m = c.Get("/metrics")->body;
+    if (metric(m, "ember_running_sequences") == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(metric(m, "ember_running_sequences"), 0) << m;
+  EXPECT_EQ(metric(m, "ember_kv_cache_blocks_running"), 0) << m;
+  EXPECT_EQ(metric(m, "ember_kv_cache_blocks_used"), 0) << "a cancelled sequence's blocks are freed\n" << m;
+  EXPECT_EQ(metric(m, "ember_requests_cancelled_total"), 1) << m;
+  EXPECT_LT(metric(m, "ember_completion_tokens_total"), 900);
+  auto ok = post(c, "/v1/chat/completions", chat_body(refs_->front(), false));
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+}
+
+TEST_F(ServeTest, BurstOverQueueLimitGets429ThenRecovers) {
+  auto srv = start({.max_parallel = 2, .max_queue = 4});
+  const int burst = 100;
+  std::atomic<int> ok{0}, busy{0}, other{0}, retry_after{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < burst; ++i)
+    threads.emplace_back([&] {
+      auto c = srv->client();
+      auto res = post(c, "/v1/completions", endless(16, false));
+      if (res && res->status == 200) ++ok;
+      else if (res && res->status == 429) {
+        ++busy;
+        if (!res->get_header_value("Retry-After").empty()) ++retry_after;
+      } else {
+        ++other;
+        ADD_FAILURE() << (res ? std::to_string(res->status) + " " + res->body : httplib::to_string(res.error()));
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(other.load(), 0);
+  EXPECT_GT(busy.load(), 0);
+  EXPECT_EQ(retry_after.load(), busy.load());
+  EXPECT_GE(ok.load(), 2);
+  auto c = srv->client();
+  const std::string m = c.Get("/metrics")->body;
+  EXPECT_EQ(metric(m, "ember_requests_rejected_total"), busy.load());
+  EXPECT_EQ(metric(m, "ember_running_sequences"), 0);
+  EXPECT_EQ(metric(m, "ember_queue_length"), 0);
+  auto after = post(c, "/v1/chat/completions", chat_body(refs_->front(), false));
+  ASSERT_TRUE(after);
+  EXPECT_EQ(after->status, 200);
+  EXPECT_EQ(ordered_json::parse(after->body)["choices"][0]["message"]["content"], refs_->front().content);
+}
+
+}  // namespace
+}  // namespace ember::test
