@@ -1,0 +1,112 @@
+// Load test of `ember serve` on loopback: C concurrent streaming chat clients (chat-skills model, end
+// tokens banned so every reply has the same length). Reports aggregate generated tokens/s and the mean
+// time to first token. Run: serve_bench [--benchmark_filter=...]
+#include <benchmark/benchmark.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "server/server.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::ordered_json;
+
+constexpr int kTokens = 64;
+
+struct Fixture {
+  std::string dir = std::string(EMBER_SHARED_DIR) + "/models/chat-skills";
+  std::unique_ptr<ember::model::Model> model = ember::model::Model::load(dir, {});
+  ember::tokenizer::Tokenizer tok = ember::tokenizer::Tokenizer::from_folder(dir);
+};
+
+struct ClientResult {
+  double ttft = 0;
+  int64_t tokens = 0;
+  bool ok = false;
+};
+
+ClientResult stream_chat(int port, int i) {
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(300, 0);
+  const ordered_json body{
+      {"messages", {{{"role", "user"}, {"content", "Tell me a story about a cat number " + std::to_string(i) + "."}}}},
+      {"max_tokens", kTokens},
+      {"stream", true},
+      {"stream_options", {{"include_usage", true}}},
+      {"logit_bias", {{"2049", -100}, {"2", -100}}}};
+  ClientResult r;
+  const auto t0 = Clock::now();
+  std::string buffer;
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/chat/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+    buffer.append(data, len);
+    for (size_t at; (at = buffer.find("\n\n")) != std::string::npos; buffer.erase(0, at + 2)) {
+      const std::string ev = buffer.substr(0, at);
+      if (ev.rfind("data: {", 0) != 0) continue;
+      const auto j = ordered_json::parse(ev.substr(6));
+      if (j.contains("usage") && j["usage"].is_object()) r.tokens = j["usage"]["completion_tokens"].get<int64_t>();
+      if (r.ttft == 0 && !j["choices"].empty()) {
+        const auto& d = j["choices"][0]["delta"];
+        if (d.contains("content") && !d["content"].get<std::string>().empty())
+          r.ttft = std::chrono::duration<double>(Clock::now() - t0).count();
+        if (d.contains("reasoning_content")) r.ttft = std::chrono::duration<double>(Clock::now() - t0).count();
+      }
+    }
+    return true;
+  };
+  auto res = c.send(req);
+  r.ok = res && res->status == 200 && r.tokens > 0;
+  return r;
+}
+
+void BM_ConcurrentStreamingChats(benchmark::State& state) {
+  static Fixture fx;
+  std::signal(SIGPIPE, SIG_IGN);
+  const int clients = static_cast<int>(state.range(0));
+  ember::engine::SchedulerOptions so;
+  so.max_parallel = 16;
+  ember::server::ServerOptions o;
+  o.port = 0;
+  ember::server::Server srv(*fx.model, fx.tok, so, o);
+  const int port = srv.bind();
+  std::thread runner([&] { srv.run(); });
+  double ttft_sum = 0;
+  int64_t tokens = 0, requests = 0, errors = 0;
+  for (auto _ : state) {
+    std::vector<ClientResult> results(static_cast<size_t>(clients));
+    const auto t0 = Clock::now();
+    std::vector<std::thread> threads;
+    for (int i = 0; i < clients; ++i)
+      threads.emplace_back([&, i] { results[static_cast<size_t>(i)] = stream_chat(port, i); });
+    for (auto& t : threads) t.join();
+    state.SetIterationTime(std::chrono::duration<double>(Clock::now() - t0).count());
+    for (const auto& r : results) {
+      errors += r.ok ? 0 : 1;
+      tokens += r.tokens;
+      ttft_sum += r.ttft;
+      ++requests;
+    }
+  }
+  srv.stop();
+  runner.join();
+  state.counters["tokens_per_s"] = benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsRate);
+  state.counters["ttft_ms"] = requests ? 1000.0 * ttft_sum / static_cast<double>(requests) : 0;
+  state.counters["errors"] = static_cast<double>(errors);
+  if (errors > 0) state.SkipWithError("some requests failed");
+}
+BENCHMARK(BM_ConcurrentStreamingChats)->Arg(1)->Arg(4)->Arg(16)->UseManualTime()->Unit(benchmark::kMillisecond)
+    ->MinTime(2.0);
+
+}  // namespace
+
+BENCHMARK_MAIN();
