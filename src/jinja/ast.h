@@ -183,6 +183,8 @@ struct SetBlockStmt : Stmt {
 struct MacroParams {
   std::vector<std::string> names;
   std::vector<ExprPtr> defaults;  // aligned with names; null where there is none
+  // Whether the body mentions varargs / kwargs / caller: Jinja2 refuses extra arguments otherwise.
+  bool uses_varargs = false, uses_kwargs = false, uses_caller = false;
 };
 
 struct MacroStmt : Stmt {

@@ -379,6 +379,8 @@ Value Interpreter::make_macro(std::string name, const MacroParams* params, const
     auto scope = std::make_shared<Scope>(Scope{{}, parent});
     const auto& names = params->names;
     List varargs;
+    if (args.positional.size() > names.size() && !params->uses_varargs)
+      throw RenderError("macro '" + name + "' takes not more than " + std::to_string(names.size()) + " argument(s)");
     for (size_t k = 0; k < args.positional.size(); ++k) {
       if (k < names.size()) scope->vars[names[k]] = args.positional[k];
       else varargs.push_back(args.positional[k]);
@@ -392,10 +394,11 @@ Value Interpreter::make_macro(std::string name, const MacroParams* params, const
           scope->vars[key] = v;
           found = true;
         }
-      if (!found) {
-        if (key == "caller") scope->vars["caller"] = v;
-        else kwargs.set(Value(key), v);
-      }
+      if (found) continue;
+      if (key == "caller" ? !params->uses_caller : !params->uses_kwargs)
+        throw RenderError("macro '" + name + "' takes no keyword argument '" + key + "'");
+      if (key == "caller") scope->vars["caller"] = v;
+      else kwargs.set(Value(key), v);
     }
     for (size_t k = 0; k < names.size(); ++k) {
       if (scope->vars.count(names[k])) continue;

@@ -207,7 +207,9 @@ class Parser {
     s->name = expect_name().text;
     s->params = parse_signature();
     expect_block_end();
+    const size_t body_start = i_;
     s->body = subparse({"endmacro"});
+    note_special_names(s->params, body_start);
     end_block("endmacro");
     return s;
   }
@@ -220,7 +222,9 @@ class Parser {
     if (e->type != ExprType::Call) fail(cur(), "expected call");
     s->call.reset(static_cast<CallExpr*>(e.release()));
     expect_block_end();
+    const size_t body_start = i_;
     s->body = subparse({"endcall"});
+    note_special_names(s->params, body_start);
     end_block("endcall");
     return s;
   }
@@ -248,6 +252,16 @@ class Parser {
     s->body = subparse({"endwith"});
     end_block("endwith");
     return s;
+  }
+
+  // Records which of varargs, kwargs and caller the body just parsed (tokens from `start`) names.
+  void note_special_names(MacroParams& params, size_t start) const {
+    for (size_t k = start; k < i_; ++k) {
+      if (toks_[k].type != Tok::Name) continue;
+      params.uses_varargs = params.uses_varargs || toks_[k].text == "varargs";
+      params.uses_kwargs = params.uses_kwargs || toks_[k].text == "kwargs";
+      params.uses_caller = params.uses_caller || toks_[k].text == "caller";
+    }
   }
 
   MacroParams parse_signature() {

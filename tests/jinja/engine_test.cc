@@ -201,6 +201,15 @@ TEST(JinjaEngine, MacrosSeeLaterTopLevelAssignments) {
   EXPECT_EQ(render("{% macro m() %}{{ y }}{% endmacro %}{% set y = 3 %}{{ m() }}"), "3");
 }
 
+TEST(JinjaEngine, MacrosRefuseArgumentsTheyCannotTake) {
+  EXPECT_NE(error_of("{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, 2) }}").find("macro 'm' takes not more than 1 argument(s)"),
+            std::string::npos);
+  EXPECT_NE(error_of("{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, k=2) }}").find("takes no keyword argument 'k'"),
+            std::string::npos);
+  EXPECT_FALSE(error_of("{% macro m(a) %}{{ a }}{% endmacro %}{% call m(1) %}x{% endcall %}").empty());
+  EXPECT_EQ(render("{% macro m() %}{{ varargs | length }}{{ kwargs.k }}{% endmacro %}{{ m(1, 2, k=3) }}"), "23");
+}
+
 TEST(JinjaEngine, TemplateIsReusable) {
   const Template t = Template::parse("{{ a }}-{{ b | default('none') }}");
   EXPECT_EQ(t.render({{"a", 1}}), "1-none");
