@@ -10,6 +10,7 @@ namespace ember::app {
 using Run = std::function<int()>;
 
 Run add_bench_command(CLI::App& app);
+Run add_template_command(CLI::App& app);
 
 
 }  // namespace ember::app

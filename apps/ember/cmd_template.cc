@@ -1,0 +1,78 @@
+// ember template (-m DIR | --template FILE) --jsonl: renders conversations with a chat template.
+#include <ctime>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "apps/ember/commands.h"
+#include "apps/ember/jsonl.h"
+#include "base/error.h"
+#include "chat/chat_template.h"
+
+namespace ember::app {
+
+namespace {
+
+std::time_t parse_now(const std::string& text) {
+  std::tm tm{};
+  const char* end = strptime(text.c_str(), "%Y-%m-%d %H:%M:%S", &tm);
+  if (!end || *end != '\0') throw Error("--now: expected \"YYYY-MM-DD HH:MM:SS\", got \"" + text + "\"");
+  tm.tm_isdst = -1;
+  return std::mktime(&tm);
+}
+
+}  // namespace
+
+Run add_template_command(CLI::App& app) {
+  struct Opts {
+    std::string model, template_file, now;
+    bool jsonl = false;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = app.add_subcommand("template", "Render conversations with a model's chat template");
+  auto* m = cmd->add_option("-m,--model", o->model, "Model or tokenizer folder (tokenizer_config.json or chat_template.jinja)");
+  auto* t = cmd->add_option("--template", o->template_file, "A Jinja chat template file");
+  m->excludes(t);
+  cmd->add_flag("--jsonl", o->jsonl,
+                "Read {\"messages\", \"add_generation_prompt\", \"tools\", \"documents\", \"variables\"} lines, "
+                "write {\"rendered\": str} or {\"error\": str} lines")
+      ->required();
+  cmd->add_option("--now", o->now, "Clock for strftime_now, \"YYYY-MM-DD HH:MM:SS\" local time (default: now)");
+  return [o] {
+    if (o->model.empty() && o->template_file.empty()) throw Error("template: give -m DIR or --template FILE");
+    std::string source;
+    nlohmann::ordered_json defaults = nlohmann::ordered_json::object();
+    if (!o->model.empty()) {
+      source = chat::load_chat_template(o->model);
+      defaults = chat::load_special_tokens(o->model);
+    } else {
+      std::ifstream f(o->template_file, std::ios::binary);
+      if (!f) throw Error(o->template_file + ": cannot open");
+      std::ostringstream ss;
+      ss << f.rdbuf();
+      source = ss.str();
+    }
+    const chat::ChatTemplate tmpl(source);
+    jinja::RenderOptions opts;
+    if (!o->now.empty()) opts.now = parse_now(o->now);
+    return run_jsonl(std::cin, std::cout, [&](const nlohmann::ordered_json& line) {
+      if (!line.is_object()) throw Error("each line must be a JSON object");
+      chat::TemplateInputs in;
+      if (line.contains("messages")) in.messages = line["messages"];
+      if (line.contains("tools")) in.tools = line["tools"];
+      if (line.contains("documents")) in.documents = line["documents"];
+      if (line.contains("add_generation_prompt")) {
+        if (!line["add_generation_prompt"].is_boolean()) throw Error("\"add_generation_prompt\" must be a boolean");
+        in.add_generation_prompt = line["add_generation_prompt"].get<bool>();
+      }
+      in.variables = defaults;
+      if (line.contains("variables")) {
+        if (!line["variables"].is_object()) throw Error("\"variables\" must be an object");
+        for (const auto& [k, v] : line["variables"].items()) in.variables[k] = v;
+      }
+      return nlohmann::ordered_json{{"rendered", tmpl.render(in, opts)}};
+    });
+  };
+}
+
+}  // namespace ember::app
