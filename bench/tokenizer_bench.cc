@@ -3,11 +3,10 @@
 // to about 1 MB.
 #include <benchmark/benchmark.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 

@@ -11,6 +11,8 @@ using Run = std::function<int()>;
 
 Run add_bench_command(CLI::App& app);
 Run add_template_command(CLI::App& app);
+Run add_tokenize_command(CLI::App& app);
+Run add_detokenize_command(CLI::App& app);
 
 
 }  // namespace ember::app

@@ -23,6 +23,8 @@ int main(int argc, char** argv) {
   // add(ember::app::add_<name>_command); one line per subcommand
   add(ember::app::add_bench_command);
   add(ember::app::add_template_command);
+  add(ember::app::add_tokenize_command);
+  add(ember::app::add_detokenize_command);
 
   CLI11_PARSE(app, argc, argv);
   try {

@@ -115,7 +115,8 @@ void BpeModel::tokenize(std::string_view word, std::vector<int32_t>& out) const 
   merge_word(word, out);
   if (word.size() < kCacheMaxWord) {
     std::lock_guard lock(cache_mutex_);
-    if (cache_.size() < kCacheCapacity) cache_.emplace(std::string(word), std::vector<int32_t>(out.begin() + first, out.end()));
+    if (cache_.size() < kCacheCapacity)
+      cache_.emplace(std::string(word), std::vector<int32_t>(out.begin() + first, out.end()));
   }
 }
 

@@ -65,8 +65,10 @@ class ByteLevelDecoder final : public Decoder {
       bool ok = true;
       for (size_t pos = 0; pos < t.size() && ok;) {
         const auto it = char_to_byte_.find(unicode::next(t, pos));
-        if (it == char_to_byte_.end()) ok = false;
-        else bytes += static_cast<char>(it->second);
+        if (it == char_to_byte_.end())
+          ok = false;
+        else
+          bytes += static_cast<char>(it->second);
       }
       if (!ok) bytes.resize(mark), bytes += t;  // a token outside the byte alphabet stays as it is
     }
@@ -87,8 +89,10 @@ class MetaspaceDecoder final : public Decoder {
       for (size_t pos = 0; pos < t.size();) {
         const size_t start = pos;
         const char32_t c = unicode::next(t, pos);
-        if (c != replacement_) out.append(t, start, pos - start);
-        else if (!(i == 0 && strip_first_)) out += ' ';
+        if (c != replacement_)
+          out.append(t, start, pos - start);
+        else if (!(i == 0 && strip_first_))
+          out += ' ';
       }
       tokens[i] = std::move(out);
     }
@@ -107,7 +111,8 @@ class ByteFallbackDecoder final : public Decoder {
     std::string pending;
     auto flush = [&] {
       if (pending.empty()) return;
-      if (utf8::is_valid(pending)) out.push_back(pending);
+      if (utf8::is_valid(pending))
+        out.push_back(pending);
       else
         for (size_t i = 0; i < pending.size(); ++i) out.push_back(kReplacementChar);
       pending.clear();
@@ -179,15 +184,9 @@ char32_t single_char(const std::string& s, const std::string& where) {
 std::unique_ptr<const Decoder> make_decoder(const json& j, const std::string& where) {
   if (j.is_null()) return nullptr;
   const std::string type = component_type(j, where);
-  if (type == "Sequence") {
-    std::vector<std::unique_ptr<const Decoder>> parts;
-    const json list = field<json>(j, "decoders", where);
-    for (size_t i = 0; i < list.size(); ++i) {
-      auto p = make_decoder(list[i], where + ".decoders[" + std::to_string(i) + "]");
-      if (p) parts.push_back(std::move(p));
-    }
-    return std::make_unique<SequenceDecoder>(std::move(parts));
-  }
+  if (type == "Sequence")
+    return std::make_unique<SequenceDecoder>(make_sequence<Decoder>(
+        j, "decoders", where, [](const json& item, const std::string& w) { return make_decoder(item, w); }));
   if (type == "ByteLevel") return std::make_unique<ByteLevelDecoder>();
   if (type == "Metaspace") {
     bool strip_first = true;
@@ -196,13 +195,15 @@ std::unique_ptr<const Decoder> make_decoder(const json& j, const std::string& wh
     else
       strip_first = field_or<bool>(j, "add_prefix_space", true, where);
     return std::make_unique<MetaspaceDecoder>(
-        single_char(field_or<std::string>(j, "replacement", "\xE2\x96\x81", where), where + ".replacement"), strip_first);
+        single_char(field_or<std::string>(j, "replacement", "\xE2\x96\x81", where), where + ".replacement"),
+        strip_first);
   }
   if (type == "ByteFallback") return std::make_unique<ByteFallbackDecoder>();
   if (type == "Fuse") return std::make_unique<FuseDecoder>();
   if (type == "Strip")
     return std::make_unique<StripDecoder>(single_char(field<std::string>(j, "content", where), where + ".content"),
-                                          field_or<size_t>(j, "start", 0, where), field_or<size_t>(j, "stop", 0, where));
+                                          field_or<size_t>(j, "start", 0, where),
+                                          field_or<size_t>(j, "stop", 0, where));
   if (type == "Replace")
     return std::make_unique<ReplaceDecoder>(Pattern::from_json(field<json>(j, "pattern", where), where),
                                             field<std::string>(j, "content", where));

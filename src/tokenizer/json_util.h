@@ -1,8 +1,9 @@
 #pragma once
 // Small accessors for tokenizer.json fields that report the component and field at fault.
+#include <memory>
 #include <nlohmann/json.hpp>
-
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 
@@ -33,6 +34,18 @@ template <typename T>
 T field(const json& j, const char* key, const std::string& where) {
   if (!j.contains(key) || j[key].is_null()) fail("tokenizer.json", where + ": missing field \"" + key + "\"");
   return field_or<T>(j, key, T{}, where);
+}
+
+// The components listed in array field `key` of a Sequence, made by make(item, where); nulls skipped.
+template <typename T, typename Make>
+std::vector<std::unique_ptr<const T>> make_sequence(const json& j, const char* key, const std::string& where,
+                                                    Make make) {
+  const json& list = field<json>(j, key, where);
+  if (!list.is_array()) fail("tokenizer.json", where + "." + key + ": expected an array");
+  std::vector<std::unique_ptr<const T>> parts;
+  for (size_t i = 0; i < list.size(); ++i)
+    if (auto p = make(list[i], where + "." + key + "[" + std::to_string(i) + "]")) parts.push_back(std::move(p));
+  return parts;
 }
 
 [[noreturn]] inline void unsupported(const std::string& where, const std::string& type) {

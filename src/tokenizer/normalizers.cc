@@ -75,7 +75,8 @@ class StripAccentsNormalizer final : public Normalizer {
 
 class ReplaceNormalizer final : public Normalizer {
  public:
-  ReplaceNormalizer(Pattern pattern, std::string content) : pattern_(std::move(pattern)), content_(std::move(content)) {}
+  ReplaceNormalizer(Pattern pattern, std::string content)
+      : pattern_(std::move(pattern)), content_(std::move(content)) {}
   void normalize(std::string& s) const override { s = pattern_.replace_all(s, content_); }
 
  private:
@@ -99,15 +100,9 @@ class PrependNormalizer final : public Normalizer {
 std::unique_ptr<const Normalizer> make_normalizer(const json& j, const std::string& where) {
   if (j.is_null()) return nullptr;
   const std::string type = component_type(j, where);
-  if (type == "Sequence") {
-    std::vector<std::unique_ptr<const Normalizer>> parts;
-    const json list = field<json>(j, "normalizers", where);
-    for (size_t i = 0; i < list.size(); ++i) {
-      auto p = make_normalizer(list[i], where + ".normalizers[" + std::to_string(i) + "]");
-      if (p) parts.push_back(std::move(p));
-    }
-    return std::make_unique<SequenceNormalizer>(std::move(parts));
-  }
+  if (type == "Sequence")
+    return std::make_unique<SequenceNormalizer>(make_sequence<Normalizer>(
+        j, "normalizers", where, [](const json& item, const std::string& w) { return make_normalizer(item, w); }));
   if (type == "NFC") return std::make_unique<UnicodeNormalizer>(unicode::Form::NFC);
   if (type == "NFD") return std::make_unique<UnicodeNormalizer>(unicode::Form::NFD);
   if (type == "NFKC") return std::make_unique<UnicodeNormalizer>(unicode::Form::NFKC);

@@ -32,23 +32,29 @@ std::vector<ByteRange> apply_behavior(const std::vector<Span>& spans, SplitBehav
       break;
     case SplitBehavior::Contiguous:
       for (const auto& s : spans) {
-        if (s.is_match == previous_match && !out.empty()) out.back().second = s.range.second;
-        else out.push_back(s.range);
+        if (s.is_match == previous_match && !out.empty())
+          out.back().second = s.range.second;
+        else
+          out.push_back(s.range);
         previous_match = s.is_match;
       }
       break;
     case SplitBehavior::MergedWithPrevious:
       for (const auto& s : spans) {
-        if (s.is_match && !previous_match && !out.empty()) out.back().second = s.range.second;
-        else out.push_back(s.range);
+        if (s.is_match && !previous_match && !out.empty())
+          out.back().second = s.range.second;
+        else
+          out.push_back(s.range);
         previous_match = s.is_match;
       }
       break;
     case SplitBehavior::MergedWithNext:
       for (size_t i = spans.size(); i-- > 0;) {
         const auto& s = spans[i];
-        if (s.is_match && !previous_match && !out.empty()) out.back().first = s.range.first;
-        else out.push_back(s.range);
+        if (s.is_match && !previous_match && !out.empty())
+          out.back().first = s.range.first;
+        else
+          out.push_back(s.range);
         previous_match = s.is_match;
       }
       std::reverse(out.begin(), out.end());

@@ -36,7 +36,8 @@ std::unique_ptr<const PostProcessor> make_template(const json& j, const std::str
     }
     if (!piece.contains("SpecialToken")) fail("tokenizer.json", w + ": expected SpecialToken or Sequence");
     const auto name = field<std::string>(piece["SpecialToken"], "id", w + ".SpecialToken");
-    if (!specials.contains(name)) fail("tokenizer.json", w + ": special token \"" + name + "\" missing from special_tokens");
+    if (!specials.contains(name))
+      fail("tokenizer.json", w + ": special token \"" + name + "\" missing from special_tokens");
     const auto ids = field<std::vector<int32_t>>(specials[name], "ids", where + ".special_tokens[\"" + name + "\"]");
     auto& dst = seen_a ? after : before;
     dst.insert(dst.end(), ids.begin(), ids.end());
@@ -60,15 +61,9 @@ std::unique_ptr<const PostProcessor> make_cls_sep(const json& j, const std::stri
 std::unique_ptr<const PostProcessor> make_post_processor(const json& j, const std::string& where) {
   if (j.is_null()) return nullptr;
   const std::string type = component_type(j, where);
-  if (type == "Sequence") {
-    std::vector<std::unique_ptr<const PostProcessor>> parts;
-    const json list = field<json>(j, "processors", where);
-    for (size_t i = 0; i < list.size(); ++i) {
-      auto p = make_post_processor(list[i], where + ".processors[" + std::to_string(i) + "]");
-      if (p) parts.push_back(std::move(p));
-    }
-    return std::make_unique<SequenceProcessor>(std::move(parts));
-  }
+  if (type == "Sequence")
+    return std::make_unique<SequenceProcessor>(make_sequence<PostProcessor>(
+        j, "processors", where, [](const json& item, const std::string& w) { return make_post_processor(item, w); }));
   if (type == "ByteLevel") return std::make_unique<WrapProcessor>(std::vector<int32_t>{}, std::vector<int32_t>{});
   if (type == "TemplateProcessing") return make_template(j, where);
   if (type == "BertProcessing" || type == "RobertaProcessing") return make_cls_sep(j, where);

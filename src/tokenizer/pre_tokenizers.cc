@@ -50,9 +50,8 @@ class CharSplitPre final : public PreTokenizer {
  public:
   CharSplitPre(Pred pred, SplitBehavior behavior) : pred_(pred), behavior_(behavior) {}
   void pre_tokenize(std::vector<Piece>& pieces) const override {
-    split_pieces(pieces, [&](std::string_view s) {
-      return apply_behavior(cover(s.size(), char_matches(s, pred_)), behavior_);
-    });
+    split_pieces(
+        pieces, [&](std::string_view s) { return apply_behavior(cover(s.size(), char_matches(s, pred_)), behavior_); });
   }
 
  private:
@@ -96,7 +95,9 @@ class ByteLevelPre final : public PreTokenizer {
       for (auto& p : pieces)
         if (p.added_id < 0 && !p.text.empty() && p.text[0] != ' ') p.text.insert(0, 1, ' ');
     if (regex_)
-      split_pieces(pieces, [&](std::string_view s) { return apply_behavior(cover(s.size(), regex_->find_all(s)), SplitBehavior::Isolated); });
+      split_pieces(pieces, [&](std::string_view s) {
+        return apply_behavior(cover(s.size(), regex_->find_all(s)), SplitBehavior::Isolated);
+      });
     const auto& table = byte_chars();
     for (auto& p : pieces) {
       if (p.added_id >= 0) continue;
@@ -154,15 +155,9 @@ class MetaspacePre final : public PreTokenizer {
 std::unique_ptr<const PreTokenizer> make_pre_tokenizer(const json& j, const std::string& where) {
   if (j.is_null()) return nullptr;
   const std::string type = component_type(j, where);
-  if (type == "Sequence") {
-    std::vector<std::unique_ptr<const PreTokenizer>> parts;
-    const json list = field<json>(j, "pretokenizers", where);
-    for (size_t i = 0; i < list.size(); ++i) {
-      auto p = make_pre_tokenizer(list[i], where + ".pretokenizers[" + std::to_string(i) + "]");
-      if (p) parts.push_back(std::move(p));
-    }
-    return std::make_unique<SequencePre>(std::move(parts));
-  }
+  if (type == "Sequence")
+    return std::make_unique<SequencePre>(make_sequence<PreTokenizer>(
+        j, "pretokenizers", where, [](const json& item, const std::string& w) { return make_pre_tokenizer(item, w); }));
   if (type == "ByteLevel")
     return std::make_unique<ByteLevelPre>(field_or<bool>(j, "add_prefix_space", true, where),
                                           field_or<bool>(j, "use_regex", true, where));

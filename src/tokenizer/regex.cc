@@ -16,9 +16,12 @@ std::string onig_to_pcre2(std::string_view p) {
     if (c == '\\' && i + 1 < p.size()) {
       const char e = p[i + 1];
       ++i;
-      if (e == 's') out += in_class ? "\\s\\x{85}" : "[\\s\\x{85}]";
-      else if (e == 'S' && !in_class) out += "[^\\s\\x{85}]";
-      else out += '\\', out += e;
+      if (e == 's')
+        out += in_class ? "\\s\\x{85}" : "[\\s\\x{85}]";
+      else if (e == 'S' && !in_class)
+        out += "[^\\s\\x{85}]";
+      else
+        out += '\\', out += e;
       continue;
     }
     if (c == '[' && !in_class) {
@@ -39,13 +42,12 @@ Regex::Regex(const std::string& pattern, const std::string& where) {
   const std::string p = onig_to_pcre2(pattern);
   int err = 0;
   PCRE2_SIZE offset = 0;
-  pcre2_code* code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(),
-                                   PCRE2_UTF | PCRE2_UCP, &err, &offset, nullptr);
+  pcre2_code* code =
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(p.data()), p.size(), PCRE2_UTF | PCRE2_UCP, &err, &offset, nullptr);
   if (!code) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof msg);
-    fail(where, "bad regex '" + pattern + "' at " + std::to_string(offset) + ": " +
-                    reinterpret_cast<const char*>(msg));
+    fail(where, "bad regex '" + pattern + "' at " + std::to_string(offset) + ": " + reinterpret_cast<const char*>(msg));
   }
   pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // falls back to the interpreter if JIT is unavailable
   code_ = std::shared_ptr<void>(code, [](void* c) { pcre2_code_free(static_cast<pcre2_code*>(c)); });

@@ -11,9 +11,7 @@ bool ends_with_replacement(const std::string& s) {
 }  // namespace
 
 StreamDecoder::StreamDecoder(const Tokenizer& tok, bool skip_special_tokens)
-    : tok_(tok),
-      skip_(skip_special_tokens),
-      groups_bytes_(tok.impl_->decoder && tok.impl_->decoder->groups_bytes()) {}
+    : tok_(tok), skip_(skip_special_tokens), groups_bytes_(tok.impl_->decoder && tok.impl_->decoder->groups_bytes()) {}
 
 // The window holds context ids (already emitted, so that the decoder sees the text in mid-stream,
 // e.g. Strip does not drop a leading space) followed by pending ids. Text is emitted once it extends

@@ -64,8 +64,8 @@ static Tokenizer::Impl* build_impl(const std::string& tokenizer_json_text, const
   impl->pre_tokenizer = make_pre_tokenizer(j.value("pre_tokenizer", json()));
   impl->post_processor = make_post_processor(j.value("post_processor", json()));
   impl->decoder = make_decoder(j.value("decoder", json()));
-  impl->added = AddedVocabulary(parse_added_tokens(j.value("added_tokens", json()), *impl->model),
-                                impl->normalizer.get());
+  impl->added =
+      AddedVocabulary(parse_added_tokens(j.value("added_tokens", json()), *impl->model), impl->normalizer.get());
   int32_t max_id = impl->model->max_id();
   for (const auto& t : impl->added.tokens()) max_id = std::max(max_id, t.id);
   impl->vocab_size = max_id + 1;
@@ -114,8 +114,10 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
   std::vector<int32_t> ids;
   ids.reserve(text.size() / 3 + 4);
   for (const auto& p : pieces) {
-    if (p.added_id >= 0) ids.push_back(p.added_id);
-    else im.model->tokenize(p.text, ids);
+    if (p.added_id >= 0)
+      ids.push_back(p.added_id);
+    else
+      im.model->tokenize(p.text, ids);
   }
   if (add_special_tokens && im.post_processor) im.post_processor->process(ids);
   return ids;
@@ -127,8 +129,8 @@ std::string Tokenizer::Impl::decode(std::span<const int32_t> ids, bool skip_spec
   for (const int32_t id : ids) {
     const std::string* t = token_of(id);
     if (!t)
-      fail("decode", "token id " + std::to_string(id) + " is not in the vocabulary (size " +
-                         std::to_string(vocab_size) + ")");
+      fail("decode",
+           "token id " + std::to_string(id) + " is not in the vocabulary (size " + std::to_string(vocab_size) + ")");
     if (skip_special) {
       const AddedToken* a = added.find(*t);
       if (a && a->special) continue;

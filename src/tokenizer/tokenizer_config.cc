@@ -52,7 +52,8 @@ TokenizerConfig parse_tokenizer_config(const std::string& json_text, const std::
       c.chat_template = t.get<std::string>();
     } else if (t.is_array()) {
       for (const auto& item : t)
-        if (item.is_object() && item.value("name", "") == "default" && item.contains("template") && item["template"].is_string())
+        if (item.is_object() && item.value("name", "") == "default" && item.contains("template") &&
+            item["template"].is_string())
           c.chat_template = item["template"].get<std::string>();
     } else if (!t.is_null()) {
       fail("tokenizer_config.json", "chat_template: expected a string or a list of {name, template}");
@@ -63,7 +64,7 @@ TokenizerConfig parse_tokenizer_config(const std::string& json_text, const std::
 
 std::string clean_up_tokenization(std::string text) {
   static const std::pair<const char*, const char*> kRules[] = {
-      {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
+      {" .", "."},     {" ?", "?"},   {" !", "!"},   {" ,", ","},     {" ' ", "'"},
       {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
   for (const auto& [from, to] : kRules) text = Pattern::literal(from).replace_all(text, to);
   return text;

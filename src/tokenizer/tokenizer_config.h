@@ -1,8 +1,7 @@
 #pragma once
 // tokenizer_config.json (+ chat_template.jinja): special-token names, add_bos/eos, chat template.
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 

@@ -13,13 +13,10 @@ char32_t next(std::string_view s, size_t& pos) { return utf8::decode(s, pos); }
 
 bool is_whitespace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
-         c == 0x3000;
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
-static utf8proc_category_t category(char32_t c) {
-  return utf8proc_category(static_cast<utf8proc_int32_t>(c));
-}
+static utf8proc_category_t category(char32_t c) { return utf8proc_category(static_cast<utf8proc_int32_t>(c)); }
 
 bool is_numeric(char32_t c) {
   const auto k = category(c);
@@ -37,8 +34,7 @@ bool is_punctuation(char32_t c) {
 }
 
 bool is_ascii_punctuation(char32_t c) {
-  return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) ||
-         (c >= 0x7B && c <= 0x7E);
+  return (c >= 0x21 && c <= 0x2F) || (c >= 0x3A && c <= 0x40) || (c >= 0x5B && c <= 0x60) || (c >= 0x7B && c <= 0x7E);
 }
 
 bool is_mark(char32_t c) {
@@ -50,15 +46,22 @@ std::string normalize(std::string_view s, Form form) {
   if (s.empty()) return {};
   int options = UTF8PROC_STABLE;
   switch (form) {
-    case Form::NFC: options |= UTF8PROC_COMPOSE; break;
-    case Form::NFD: options |= UTF8PROC_DECOMPOSE; break;
-    case Form::NFKC: options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
-    case Form::NFKD: options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+    case Form::NFC:
+      options |= UTF8PROC_COMPOSE;
+      break;
+    case Form::NFD:
+      options |= UTF8PROC_DECOMPOSE;
+      break;
+    case Form::NFKC:
+      options |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT;
+      break;
+    case Form::NFKD:
+      options |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT;
+      break;
   }
   utf8proc_uint8_t* out = nullptr;
   const auto n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(s.data()),
-                              static_cast<utf8proc_ssize_t>(s.size()), &out,
-                              static_cast<utf8proc_option_t>(options));
+                              static_cast<utf8proc_ssize_t>(s.size()), &out, static_cast<utf8proc_option_t>(options));
   if (n < 0) fail("normalizer", std::string("utf8proc: ") + utf8proc_errmsg(n));
   std::string result(reinterpret_cast<const char*>(out), static_cast<size_t>(n));
   std::free(out);
@@ -92,20 +95,31 @@ std::string from_utf8_lossy(std::string_view s) {
     }
     int need = 0;
     unsigned char lo = 0x80, hi = 0xBF;
-    if (b0 >= 0xC2 && b0 <= 0xDF) need = 1;
-    else if (b0 >= 0xE0 && b0 <= 0xEF) need = 2, lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
-    else if (b0 >= 0xF0 && b0 <= 0xF4) need = 3, lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
+    if (b0 >= 0xC2 && b0 <= 0xDF)
+      need = 1;
+    else if (b0 >= 0xE0 && b0 <= 0xEF)
+      need = 2, lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
+    else if (b0 >= 0xF0 && b0 <= 0xF4)
+      need = 3, lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
     size_t len = 1;
     bool ok = need > 0;
     for (int i = 0; ok && i < need; ++i) {
-      if (pos + len >= s.size()) { ok = false; break; }
+      if (pos + len >= s.size()) {
+        ok = false;
+        break;
+      }
       const auto b = static_cast<unsigned char>(s[pos + len]);
       const unsigned char l = i == 0 ? lo : 0x80, h = i == 0 ? hi : 0xBF;
-      if (b < l || b > h) { ok = false; break; }
+      if (b < l || b > h) {
+        ok = false;
+        break;
+      }
       ++len;
     }
-    if (ok) out.append(s.substr(pos, len));
-    else out += "\xEF\xBF\xBD";
+    if (ok)
+      out.append(s.substr(pos, len));
+    else
+      out += "\xEF\xBF\xBD";
     pos += len;
   }
   return out;

@@ -14,7 +14,7 @@ bool is_numeric(char32_t c);       // Rust char::is_numeric (Nd, Nl, No)
 bool is_alphanumeric(char32_t c);  // letters and numbers
 bool is_punctuation(char32_t c);   // Unicode P* categories
 bool is_ascii_punctuation(char32_t c);
-bool is_mark(char32_t c);          // Unicode M* categories
+bool is_mark(char32_t c);  // Unicode M* categories
 
 enum class Form { NFC, NFD, NFKC, NFKD };
 std::string normalize(std::string_view s, Form form);

@@ -123,8 +123,8 @@ TEST(Tokenizer, CopiesShareStateAndEncodeConcurrently) {
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&, t, copy = tok] {
       int good = 0;
-      for (int i = 0; i < 200; ++i) good += copy.encode(text + std::to_string(i % 7), true).size() > 0 &&
-                                            copy.encode(text, true) == expected;
+      for (int i = 0; i < 200; ++i)
+        good += copy.encode(text + std::to_string(i % 7), true).size() > 0 && copy.encode(text, true) == expected;
       ok[static_cast<size_t>(t)] = good;
     });
   for (auto& th : threads) th.join();

@@ -44,12 +44,7 @@ TEST_P(Fixture, EveryLineMatches) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shared, Fixture, ::testing::ValuesIn(test::tokenizer_case_names()),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n)
-                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
-                         });
+                         test::TokenizerParamName());
 
 }  // namespace
 }  // namespace ember::tokenizer

@@ -18,23 +18,51 @@ namespace {
 // Random text made of the pieces tokenizers find hard.
 std::string random_text(std::mt19937& rng) {
   static const std::vector<std::string> fragments = {
-      "Hello", "world", "the", "don't", "I'M", "we'll", "42", "3.14159", "1234567", ",", ".", "!?", "()", "{}",
-      "def f(x):\n    return x", "<|im_star", "< s>", "</s", "<|endoftext", "[INST", "<0x41>", "<think", "|>",
+      "Hello",
+      "world",
+      "the",
+      "don't",
+      "I'M",
+      "we'll",
+      "42",
+      "3.14159",
+      "1234567",
+      ",",
+      ".",
+      "!?",
+      "()",
+      "{}",
+      "def f(x):\n    return x",
+      "<|im_star",
+      "< s>",
+      "</s",
+      "<|endoftext",
+      "[INST",
+      "<0x41>",
+      "<think",
+      "|>",
       "\xF0\x9F\x91\xA8\xE2\x80\x8D\xF0\x9F\x91\xA9\xE2\x80\x8D\xF0\x9F\x91\xA7",  // family: ZWJ sequence
       "\xF0\x9F\x91\x8D\xF0\x9F\x8F\xBD",                                          // thumbs up + skin tone
       "\xF0\x9F\x8F\xB3\xEF\xB8\x8F\xE2\x80\x8D\xF0\x9F\x8C\x88",                  // rainbow flag
-      "\xC3\xA9", "\xC3\xB1", "\xC3\x9F", "\xD0\x9F\xD1\x80\xD0\xB8\xD0\xB2\xD0\xB5\xD1\x82",  // é ñ ß Привет
+      "\xC3\xA9",
+      "\xC3\xB1",
+      "\xC3\x9F",
+      "\xD0\x9F\xD1\x80\xD0\xB8\xD0\xB2\xD0\xB5\xD1\x82",                          // é ñ ß Привет
       "\xD9\x85\xD8\xB1\xD8\xAD\xD8\xA8\xD8\xA7",                                  // Arabic
       "\xE0\xA4\xA8\xE0\xA4\xAE\xE0\xA4\xB8\xE0\xA5\x8D\xE0\xA4\xA4\xE0\xA5\x87",  // Devanagari
   };
-  static const std::vector<std::string> spaces = {" ", "  ", "   ", "\t", "\n", "\r\n", "\n\n", " \n ", "\xC2\xA0",
-                                                  "\xE3\x80\x80", "    "};
+  static const std::vector<std::string> spaces = {" ",    "  ",   "   ",      "\t",           "\n",  "\r\n",
+                                                  "\n\n", " \n ", "\xC2\xA0", "\xE3\x80\x80", "    "};
   std::string s;
   const int n = std::uniform_int_distribution<int>(0, 12)(rng);
   for (int i = 0; i < n; ++i) {
     switch (std::uniform_int_distribution<int>(0, 5)(rng)) {
-      case 0: s += fragments[std::uniform_int_distribution<size_t>(0, fragments.size() - 1)(rng)]; break;
-      case 1: s += spaces[std::uniform_int_distribution<size_t>(0, spaces.size() - 1)(rng)]; break;
+      case 0:
+        s += fragments[std::uniform_int_distribution<size_t>(0, fragments.size() - 1)(rng)];
+        break;
+      case 1:
+        s += spaces[std::uniform_int_distribution<size_t>(0, spaces.size() - 1)(rng)];
+        break;
       case 2:  // CJK ideographs
         for (int k = std::uniform_int_distribution<int>(1, 4)(rng); k > 0; --k)
           utf8::append(s, std::uniform_int_distribution<char32_t>(0x4E00, 0x9FFF)(rng));
@@ -52,7 +80,9 @@ std::string random_text(std::mt19937& rng) {
         utf8::append(s, c);
         break;
       }
-      default: s += fragments[std::uniform_int_distribution<size_t>(0, 5)(rng)]; break;
+      default:
+        s += fragments[std::uniform_int_distribution<size_t>(0, 5)(rng)];
+        break;
     }
   }
   return s;
@@ -134,12 +164,7 @@ TEST_P(Property, StreamingRandomIds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shared, Property, ::testing::ValuesIn(test::tokenizer_case_names()),
-                         [](const auto& info) {
-                           std::string n = info.param;
-                           for (char& c : n)
-                             if (!isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
-                         });
+                         test::TokenizerParamName());
 
 }  // namespace
 }  // namespace ember::tokenizer

@@ -1,11 +1,11 @@
 #pragma once
 // The shared tokenizer fixtures: every ../shared/testdata/tokenizer/<name>.jsonl with its
 // ../shared/tokenizers/<name>/ folder.
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -32,5 +32,16 @@ inline std::vector<nlohmann::ordered_json> read_jsonl(const std::string& path) {
     if (!line.empty()) out.push_back(nlohmann::ordered_json::parse(line));
   return out;
 }
+
+// A GoogleTest parameter name for a tokenizer name ("llama-3.2" -> "llama_3_2").
+struct TokenizerParamName {
+  template <typename Info>
+  std::string operator()(const Info& info) const {
+    std::string n = info.param;
+    for (char& c : n)
+      if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    return n;
+  }
+};
 
 }  // namespace ember::test
