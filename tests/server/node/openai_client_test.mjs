@@ -1,0 +1,115 @@
+// `ember serve` driven by the official `openai` npm package: streaming and non-streaming chat and text
+// completions on chat-skills give the one-shot CLI's greedy answers; SIGTERM exits 0.
+// Env: EMBER_BINARY, EMBER_SHARED_DIR, EMBER_NODE_DIR (where setup.sh installed the packages).
+// Exit 77 (skipped) when the packages are not installed.
+import { spawn, execFileSync } from "node:child_process";
+import { createRequire } from "node:module";
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import assert from "node:assert/strict";
+
+const nodeDir = process.env.EMBER_NODE_DIR;
+if (!nodeDir || !fs.existsSync(path.join(nodeDir, "node_modules", "openai"))) {
+  console.log(`openai package not installed in ${nodeDir}: run tests/server/node/setup.sh`);
+  process.exit(77);
+}
+const require = createRequire(path.join(nodeDir, "package.json"));
+const OpenAI = require("openai");
+
+const ember = process.env.EMBER_BINARY;
+const model = path.join(process.env.EMBER_SHARED_DIR, "models", "chat-skills");
+const maxTokens = 200;
+const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "ember-openai-"));
+
+// Cases spread over the evaluation file.
+const lines = fs.readFileSync(path.join(process.env.EMBER_SHARED_DIR, "testdata/chat_skills/eval.jsonl"), "utf8")
+  .split("\n").filter((l) => l.trim());
+const cases = lines.filter((_, i) => i % 11 === 0).map((l) => JSON.parse(l));
+
+function cliChat(c, i) {
+  const file = path.join(tmp, `case${i}.json`);
+  fs.writeFileSync(file, JSON.stringify(c.messages));
+  const out = execFileSync(ember, ["chat", "-m", model, "--messages", file, "--json", "-q", "-n", String(maxTokens),
+                                   c.enable_thinking ? "--think" : "--no-think"], { encoding: "utf8" });
+  return JSON.parse(out.trim().split("\n").pop());
+}
+
+function startServer() {
+  return new Promise((resolve, reject) => {
+    const child = spawn(ember, ["serve", "-m", model, "--port", "0", "--parallel", "4"], { stdio: ["ignore", "ignore", "pipe"] });
+    let err = "";
+    const timer = setTimeout(() => reject(new Error("server did not start: " + err)), 60000);
+    child.stderr.on("data", (d) => {
+      err += d;
+      const m = err.match(/http:\/\/127\.0\.0\.1:(\d+)\//);
+      if (m) { clearTimeout(timer); resolve({ child, port: Number(m[1]) }); }
+    });
+    child.on("exit", (code) => reject(new Error(`server exited with ${code}: ${err}`)));
+  });
+}
+
+const { child, port } = await startServer();
+const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "unused", maxRetries: 0, timeout: 120000 });
+let failures = 0;
+async function check(name, fn) {
+  try { await fn(); console.log(`ok   ${name}`); } catch (e) { failures++; console.log(`FAIL ${name}: ${e.message}`); }
+}
+
+await check("models.list", async () => {
+  const models = await client.models.list();
+  assert.equal(models.data[0].id, "chat-skills");
+});
+
+for (const [i, c] of cases.entries()) {
+  const expected = cliChat(c, i);
+  const params = { model: "chat-skills", messages: c.messages, max_tokens: maxTokens,
+                   chat_template_kwargs: { enable_thinking: c.enable_thinking } };
+  await check(`chat ${c.id}`, async () => {
+    const r = await client.chat.completions.create(params);
+    assert.equal(r.choices[0].message.content, expected.content);
+    assert.equal(r.choices[0].message.reasoning_content ?? "", expected.reasoning_content);
+    assert.ok(r.usage.completion_tokens > 0);
+  });
+  await check(`chat stream ${c.id}`, async () => {
+    const stream = await client.chat.completions.create({ ...params, stream: true, stream_options: { include_usage: true } });
+    let content = "", reasoning = "", finish = null, usage = null;
+    for await (const chunk of stream) {
+      if (chunk.usage) usage = chunk.usage;
+      for (const ch of chunk.choices) {
+        content += ch.delta.content ?? "";
+        reasoning += ch.delta.reasoning_content ?? "";
+        finish = ch.finish_reason ?? finish;
+      }
+    }
+    assert.equal(content, expected.content);
+    assert.equal(reasoning, expected.reasoning_content);
+    assert.ok(finish === "stop" || finish === "length");
+    assert.ok(usage && usage.completion_tokens > 0);
+  });
+}
+
+await check("completions (non-streaming and streaming) equal `ember generate`", async () => {
+  const prompt = "Once upon a time";
+  const out = execFileSync(ember, ["generate", "-m", model, "-p", prompt, "-n", "40", "-q"], { encoding: "utf8" });
+  const expected = out.slice(prompt.length).replace(/\n$/, "");
+  const r = await client.completions.create({ model: "chat-skills", prompt, max_tokens: 40 });
+  assert.equal(r.choices[0].text, expected);
+  let text = "";
+  for await (const chunk of await client.completions.create({ model: "chat-skills", prompt, max_tokens: 40, stream: true }))
+    text += chunk.choices[0]?.text ?? "";
+  assert.equal(text, expected);
+});
+
+await check("errors surface as APIError with status", async () => {
+  await assert.rejects(client.chat.completions.create({ model: "chat-skills", messages: "nope" }),
+                       (e) => e.status === 400 && typeof e.message === "string");
+});
+
+child.kill("SIGTERM");
+const { code, signal } = await exited;
+await check("SIGTERM exits 0", async () => assert.equal(code, 0, `code ${code} signal ${signal}`));
+fs.rmSync(tmp, { recursive: true, force: true });
+console.log(failures ? `${failures} failed` : "all passed");
+process.exit(failures ? 1 : 0);
