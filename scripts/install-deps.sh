@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config git python3
       nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev libcli11-dev
-      libssl-dev zlib1g-dev libbrotli-dev
+      libssl-dev zlib1g-dev libbrotli-dev libedit-dev
       googletest libgtest-dev libgmock-dev libbenchmark-dev
       nodejs npm nginx-light)
 missing=()

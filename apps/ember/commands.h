@@ -9,10 +9,14 @@ namespace ember::app {
 
 using Run = std::function<int()>;
 
-Run add_bench_command(CLI::App& app);
-Run add_template_command(CLI::App& app);
+Run add_logits_command(CLI::App& app);
+Run add_generate_command(CLI::App& app);
+Run add_chat_command(CLI::App& app);
+Run add_serve_command(CLI::App& app);
 Run add_tokenize_command(CLI::App& app);
 Run add_detokenize_command(CLI::App& app);
+Run add_template_command(CLI::App& app);
+Run add_bench_command(CLI::App& app);
 
 
 }  // namespace ember::app

@@ -21,10 +21,14 @@ int main(int argc, char** argv) {
     commands.emplace_back(app.get_subcommands({})[before], std::move(run));
   };
   // add(ember::app::add_<name>_command); one line per subcommand
-  add(ember::app::add_bench_command);
-  add(ember::app::add_template_command);
+  add(ember::app::add_generate_command);
+  add(ember::app::add_chat_command);
+  add(ember::app::add_serve_command);
+  add(ember::app::add_logits_command);
   add(ember::app::add_tokenize_command);
   add(ember::app::add_detokenize_command);
+  add(ember::app::add_template_command);
+  add(ember::app::add_bench_command);
 
   CLI11_PARSE(app, argc, argv);
   try {

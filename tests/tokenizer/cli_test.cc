@@ -4,14 +4,21 @@
 #include <cstdlib>
 #include <fstream>
 
+#include <unistd.h>
+
 #include "tokenizer_cases.h"
 
 namespace ember::test {
 namespace {
 
+// ctest runs test cases in parallel processes: every temporary file name carries the process id.
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "/ember_" + std::to_string(::getpid()) + "_" + name;
+}
+
 // Runs `ember <args> < input > output` and returns the output lines.
 std::vector<std::string> run_ember(const std::string& args, const std::string& input_path) {
-  const std::string out_path = ::testing::TempDir() + "/ember_cli_out.jsonl";
+  const std::string out_path = temp_path("cli_out.jsonl");
   const std::string cmd = "'" + ember_binary() + "' " + args + " < '" + input_path + "' > '" + out_path + "'";
   std::system(cmd.c_str());  // the exit status is 1 when a line fails; the lines say which
   std::vector<std::string> lines;
@@ -36,7 +43,7 @@ TEST_P(Cli, TokenizeAndDetokenizeEveryLine) {
   // The fixture as it is (no skip_special_tokens key: false), then with skipping asked for.
   const auto texts = run_ember("detokenize " + model, tokenizer_jsonl(name));
   ASSERT_EQ(texts.size(), cases.size());
-  const std::string skip_path = ::testing::TempDir() + "/ember_cli_skip.jsonl";
+  const std::string skip_path = temp_path("cli_skip.jsonl");
   {
     std::ofstream out(skip_path);
     for (const auto& c : cases)
@@ -54,7 +61,7 @@ TEST_P(Cli, TokenizeAndDetokenizeEveryLine) {
 INSTANTIATE_TEST_SUITE_P(Shared, Cli, ::testing::ValuesIn(tokenizer_case_names()), TokenizerParamName());
 
 TEST(CliErrors, BadLineGivesOneErrorAndTheRestGoOn) {
-  const std::string path = ::testing::TempDir() + "/ember_cli_bad.jsonl";
+  const std::string path = temp_path("cli_bad.jsonl");
   {
     std::ofstream out(path);
     out << R"({"text": "a b", "add_special_tokens": false})" << '\n'

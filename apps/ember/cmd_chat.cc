@@ -1,0 +1,210 @@
+// ember chat: an interactive multi-turn chat on one KV cache, a piped mode (one user message per
+// line) and a one-shot mode (--messages FILE).
+#include <editline/readline.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+
+#include "apps/ember/commands.h"
+#include "apps/ember/jsonl.h"
+#include "apps/ember/model_options.h"
+#include "base/error.h"
+#include "base/mapped_file.h"
+#include "engine/chat_session.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ember::app {
+
+namespace {
+
+using nlohmann::ordered_json;
+
+// Ctrl-C during a reply stops that reply only; the flag is the one state a signal handler may touch.
+std::atomic<bool> g_interrupted{false};
+extern "C" void on_sigint(int) { g_interrupted.store(true); }
+
+struct ChatOpts {
+  ModelOptions model;
+  SamplingOptions sampling;
+  std::string system;
+  bool think = false, no_think = false, show_think = false, json = false, verbose = false;
+  int64_t think_budget = -1;
+  std::string messages_file;
+};
+
+class ChatApp {
+ public:
+  explicit ChatApp(const ChatOpts& o)
+      : o_(o),
+        model_(o.model.load()),
+        tok_(tokenizer::Tokenizer::from_folder(o.model.dir)),
+        chat_(*model_, tok_, o.model.dir, o.model.ctx),
+        params_(o.sampling.resolve(*model_)) {
+    if (o.think) options_.enable_thinking = true;
+    if (o.no_think) options_.enable_thinking = false;
+    options_.think_budget = o.think_budget;
+    if (!params_.max_new_tokens) params_.max_new_tokens = 1024;
+    reset();
+  }
+
+  int one_shot() {
+    const ordered_json messages = ordered_json::parse(read_file(o_.messages_file));
+    if (!messages.is_array()) throw Error(o_.messages_file + ": expected a JSON array of {role, content} messages");
+    engine::ChatCallbacks cb;
+    if (!o_.json) cb.on_content = [](std::string_view t) { std::cout << t << std::flush; };
+    const engine::ChatReply r = chat_.reply(messages, params_, options_, cb);
+    if (o_.json) {
+      std::cout << dump_line(ordered_json{{"content", r.content}, {"reasoning_content", r.reasoning_content}}) << '\n';
+    } else {
+      std::cout << '\n';
+    }
+    report(r);
+    return 0;
+  }
+
+  int loop() {
+    const bool tty = ::isatty(STDIN_FILENO) != 0 && ::isatty(STDOUT_FILENO) != 0;
+    if (tty) {
+      std::signal(SIGINT, on_sigint);
+      std::cout << "Chatting with " << o_.model.dir
+                << ". Commands: /reset, /system TEXT, /think on|off, /save FILE, /load FILE, /quit\n";
+    }
+    for (;;) {
+      std::string line;
+      if (tty) {
+        char* raw = ::readline("> ");
+        if (raw == nullptr) break;
+        line = raw;
+        std::free(raw);
+        if (!line.empty()) ::add_history(line.c_str());
+      } else if (!std::getline(std::cin, line)) {
+        break;
+      }
+      if (line.empty()) continue;
+      if (line[0] == '/') {
+        if (!command(line)) break;
+        continue;
+      }
+      messages_.push_back({{"role", "user"}, {"content", line}});
+      turn(tty);
+    }
+    return 0;
+  }
+
+ private:
+  void reset() {
+    messages_ = ordered_json::array();
+    if (!o_.system.empty()) messages_.push_back({{"role", "system"}, {"content", o_.system}});
+  }
+
+  // Returns false to quit.
+  bool command(const std::string& line) {
+    const size_t sp = line.find(' ');
+    const std::string cmd = line.substr(0, sp);
+    const std::string arg = sp == std::string::npos ? "" : line.substr(sp + 1);
+    try {
+      if (cmd == "/quit" || cmd == "/exit") return false;
+      if (cmd == "/reset") {
+        reset();
+        chat_.session().reset();
+      } else if (cmd == "/system") {
+        o_.system = arg;
+        if (!messages_.empty() && messages_[0]["role"] == "system") messages_.erase(0);
+        if (!arg.empty()) messages_.insert(messages_.begin(), ordered_json{{"role", "system"}, {"content", arg}});
+      } else if (cmd == "/think") {
+        if (arg != "on" && arg != "off") throw Error("usage: /think on|off");
+        options_.enable_thinking = arg == "on";
+      } else if (cmd == "/save") {
+        std::ofstream out(arg);
+        if (!out) throw Error(arg + ": cannot write");
+        out << messages_.dump(2) << '\n';
+      } else if (cmd == "/load") {
+        ordered_json m = ordered_json::parse(read_file(arg));
+        if (!m.is_array()) throw Error(arg + ": expected a JSON array of messages");
+        messages_ = std::move(m);
+      } else {
+        throw Error("unknown command " + cmd + " (/reset, /system TEXT, /think on|off, /save FILE, /load FILE, /quit)");
+      }
+    } catch (const std::exception& e) {
+      std::cerr << "error: " << e.what() << '\n';
+    }
+    return true;
+  }
+
+  void turn(bool tty) {
+    g_interrupted.store(false);
+    engine::ChatCallbacks cb;
+    bool in_thought = false;
+    cb.on_reasoning = [&](std::string_view t) {
+      if (!o_.show_think) return;
+      if (!in_thought) std::cout << (tty ? "\033[2m" : "");
+      in_thought = true;
+      std::cout << t << std::flush;
+    };
+    cb.on_content = [&](std::string_view t) {
+      if (in_thought) std::cout << (tty ? "\033[0m\n" : "\n");
+      in_thought = false;
+      std::cout << t << std::flush;
+    };
+    cb.cancelled = [] { return g_interrupted.load(); };
+    try {
+      const engine::ChatReply r = chat_.reply(messages_, params_, options_, cb);
+      if (in_thought) std::cout << (tty ? "\033[0m" : "");
+      std::cout << '\n' << std::flush;
+      ordered_json msg{{"role", "assistant"}, {"content", r.content}};
+      if (!r.reasoning_content.empty()) msg["reasoning_content"] = r.reasoning_content;
+      messages_.push_back(std::move(msg));
+      report(r);
+    } catch (const Error& e) {
+      messages_.erase(messages_.size() - 1);  // the turn failed: keep the conversation as it was
+      std::cerr << "error: " << e.what() << '\n';
+    }
+  }
+
+  void report(const engine::ChatReply& r) const {
+    const auto& g = r.generation;
+    if (o_.verbose)
+      std::fprintf(stderr, "[prompt %lld tokens, prefilled %lld (%.1f tokens/s), generated %zu (%.1f tokens/s), %s%s]\n",
+                   static_cast<long long>(g.prompt_tokens), static_cast<long long>(g.prefilled_tokens),
+                   g.prefill_seconds > 0 ? static_cast<double>(g.prefilled_tokens) / g.prefill_seconds : 0.0,
+                   g.tokens.size(), g.decode_seconds > 0 ? static_cast<double>(g.tokens.size()) / g.decode_seconds : 0.0,
+                   engine::finish_reason_name(g.finish), r.thought_forced_closed ? ", thought cut by budget" : "");
+  }
+
+  ChatOpts o_;
+  std::unique_ptr<model::Model> model_;
+  tokenizer::Tokenizer tok_;
+  engine::ChatSession chat_;
+  sampling::SamplingParams params_;
+  engine::ChatOptions options_;
+  ordered_json messages_;
+};
+
+}  // namespace
+
+Run add_chat_command(CLI::App& app) {
+  auto o = std::make_shared<ChatOpts>();
+  CLI::App* cmd = app.add_subcommand("chat", "Chat with a model (interactive, piped lines, or one-shot --messages)");
+  o->model.add_to(*cmd);
+  o->sampling.add_to(*cmd);
+  cmd->add_option("--system", o->system, "System prompt");
+  auto* think = cmd->add_flag("--think", o->think, "Enable thinking (enable_thinking=true in the template)");
+  cmd->add_flag("--no-think", o->no_think, "Disable thinking (enable_thinking=false)")->excludes(think);
+  cmd->add_option("--think-budget", o->think_budget, "Force the thought closed after N thinking tokens");
+  cmd->add_flag("--show-think", o->show_think, "Print the model's reasoning (dimmed on a terminal)");
+  cmd->add_option("--messages", o->messages_file, "One-shot: reply to the conversation in FILE (JSON array)");
+  cmd->add_flag("--json", o->json, "With --messages: print {\"content\", \"reasoning_content\"}");
+  cmd->add_flag("-v,--verbose", o->verbose, "Print tokens prefilled and generated per turn to stderr");
+  return [o] {
+    if (o->json && o->messages_file.empty()) throw Error("--json needs --messages FILE");
+    if (o->json) o->model.quiet = true;
+    ChatApp chat(*o);
+    return o->messages_file.empty() ? chat.loop() : chat.one_shot();
+  };
+}
+
+}  // namespace ember::app

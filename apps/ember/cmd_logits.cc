@@ -1,0 +1,40 @@
+// ember logits -m DIR --jsonl: last-position logits of each input id sequence.
+#include <iostream>
+
+#include "apps/ember/commands.h"
+#include "apps/ember/jsonl.h"
+#include "base/error.h"
+#include "model/model.h"
+
+namespace ember::app {
+
+Run add_logits_command(CLI::App& app) {
+  struct Opts {
+    std::string model;
+    bool jsonl = false;
+    int threads = 0;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* cmd = app.add_subcommand("logits", "Print the last position's logits for token id sequences (JSON lines)");
+  cmd->add_option("-m,--model", o->model, "Hugging Face model folder")->required();
+  cmd->add_flag("--jsonl", o->jsonl, "Read {\"ids\": [...]} lines from stdin, write {\"logits\": [...]} lines")->required();
+  cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
+  return [o] {
+    auto model = model::Model::load(o->model, {.threads = o->threads, .progress = {}});
+    const int64_t ctx = model->config().max_position_embeddings;
+    auto cache = model->make_cache(ctx);
+    return run_jsonl(std::cin, std::cout, [&](const nlohmann::ordered_json& in) {
+      const auto& ids_json = in.at("ids");
+      if (!ids_json.is_array() || ids_json.empty()) throw Error("\"ids\" must be a non-empty array of token ids");
+      const auto ids = ids_json.get<std::vector<int32_t>>();
+      if (static_cast<int64_t>(ids.size()) > ctx)
+        throw Error("sequence of " + std::to_string(ids.size()) + " tokens is longer than the context (" +
+                    std::to_string(ctx) + ")");
+      model::KvSequence seq(*cache);
+      const std::vector<float> logits = model->forward(seq, ids);
+      return nlohmann::ordered_json{{"logits", logits}};
+    });
+  };
+}
+
+}  // namespace ember::app

@@ -1,0 +1,75 @@
+#include "apps/ember/model_options.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+
+namespace ember::app {
+
+void ModelOptions::add_to(CLI::App& cmd) {
+  cmd.add_option("-m,--model", dir, "Hugging Face model folder")->required();
+  cmd.add_option("-t,--threads", threads, "Threads (default: all cores)");
+  cmd.add_option("--ctx", ctx, "Context size in tokens (default: the model's max_position_embeddings)");
+  cmd.add_flag("-q,--quiet", quiet, "No progress or statistics on stderr");
+}
+
+std::unique_ptr<model::Model> ModelOptions::load() const {
+  const auto t0 = std::chrono::steady_clock::now();
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  model::LoadOptions lo;
+  lo.threads = threads;
+  if (!quiet)
+    lo.progress = [tty](const std::string& stage) {
+      if (tty) std::fprintf(stderr, "\r\033[Kloading: %s", stage.c_str());
+    };
+  auto m = model::Model::load(dir, lo);
+  if (!quiet) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::fprintf(stderr, "%sloaded %s (%s, %.1f MB of weights) in %.3f s with %d threads\n", tty ? "\r\033[K" : "",
+                 dir.c_str(), m->config().model_type.c_str(), static_cast<double>(m->weight_bytes()) / 1e6, s,
+                 m->pool().size());
+  }
+  return m;
+}
+
+void SamplingOptions::add_to(CLI::App& cmd) {
+  cmd.add_option("-n,--max-tokens", max_new_tokens, "Maximum number of new tokens");
+  cmd.add_option("--temperature", temperature, "Sampling temperature (0: greedy)");
+  cmd.add_option("--top-k", top_k, "Keep only the K most likely tokens (0: off)");
+  cmd.add_option("--top-p", top_p, "Nucleus sampling: keep the smallest set with probability >= P");
+  cmd.add_option("--min-p", min_p, "Drop tokens below P times the most likely token's probability");
+  cmd.add_option("--repeat-penalty", repeat_penalty, "Repetition penalty (Hugging Face semantics; 1: off)");
+  cmd.add_option("--seed", seed, "Random seed for reproducible sampling");
+  cmd.add_option("--stop", stop, "Stop when this text appears (repeatable); it is not printed");
+}
+
+sampling::SamplingParams SamplingOptions::resolve(const model::Model& model) const {
+  sampling::SamplingParams p = sampling::from_generation_config(model.dir());
+  sampling::merge_eos(p, model.config().eos_token_ids);
+  if (max_new_tokens) p.max_new_tokens = *max_new_tokens;
+  if (temperature) {
+    p.temperature = *temperature;
+    p.do_sample = *temperature > 0.0f;
+  }
+  // Any sampling flag turns sampling on, as users of llama.cpp expect.
+  if (top_k) {
+    p.top_k = *top_k;
+    p.do_sample = p.do_sample || !temperature;
+  }
+  if (top_p) {
+    p.top_p = *top_p;
+    p.do_sample = p.do_sample || !temperature;
+  }
+  if (min_p) {
+    p.min_p = *min_p;
+    p.do_sample = p.do_sample || !temperature;
+  }
+  if (repeat_penalty) p.repetition_penalty = *repeat_penalty;
+  if (seed) p.seed = *seed;
+  p.stop_strings.insert(p.stop_strings.end(), stop.begin(), stop.end());
+  p.validate();
+  return p;
+}
+
+}  // namespace ember::app

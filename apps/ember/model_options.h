@@ -1,0 +1,39 @@
+#pragma once
+// Options shared by the commands that run a model: loading with progress, threads, context size, and
+// the sampling flags of DESIGN.md layered over the model's generation_config.json.
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "sampling/generation_config.h"
+
+namespace ember::app {
+
+struct ModelOptions {
+  std::string dir;
+  int threads = 0;
+  int64_t ctx = 0;
+  bool quiet = false;
+
+  void add_to(CLI::App& cmd);
+  // Loads the model, printing progress and the load time to stderr unless quiet.
+  std::unique_ptr<model::Model> load() const;
+};
+
+struct SamplingOptions {
+  std::optional<int32_t> max_new_tokens;
+  std::optional<float> temperature, top_p, min_p, repeat_penalty;
+  std::optional<int32_t> top_k;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+
+  void add_to(CLI::App& cmd);
+  // generation_config.json of the model (eos ids merged with config.json's), then these flags.
+  sampling::SamplingParams resolve(const model::Model& model) const;
+};
+
+}  // namespace ember::app

@@ -1,0 +1,40 @@
+#pragma once
+// Splits a model's streamed output into reasoning (inside <think>...</think>) and the answer.
+// Tags may arrive split over several deltas, so a tail that could begin a tag is held back.
+#include <string>
+#include <string_view>
+
+namespace ember::chat {
+
+struct ReasoningDelta {
+  std::string reasoning;
+  std::string content;
+};
+
+class ReasoningParser {
+ public:
+  // start_in_reasoning: the prompt already opened a thought (it ends inside <think>).
+  explicit ReasoningParser(bool start_in_reasoning = false, std::string open_tag = "<think>",
+                           std::string close_tag = "</think>");
+  ReasoningDelta push(std::string_view text);
+  ReasoningDelta flush();
+  bool in_reasoning() const { return in_reasoning_; }
+
+ private:
+  void route(std::string_view text, ReasoningDelta& out) const;
+
+  std::string open_, close_;
+  std::string held_;
+  bool in_reasoning_;
+  bool answer_started_ = false;  // leading newlines of a thought or an answer are dropped
+};
+
+// Whole-text form: what a finished reply splits into (answer with leading whitespace after the
+// thought removed, as chat templates do with history).
+ReasoningDelta split_reasoning(std::string_view text, bool start_in_reasoning = false);
+
+// True if `prompt` leaves a <think> open (its last <think> comes after its last </think>).
+bool prompt_opens_reasoning(std::string_view prompt, std::string_view open_tag = "<think>",
+                            std::string_view close_tag = "</think>");
+
+}  // namespace ember::chat

@@ -1,0 +1,30 @@
+#include "chat/thinking_budget.h"
+
+#include <utility>
+
+namespace ember::chat {
+
+ThinkingBudget::ThinkingBudget(int32_t open_id, std::vector<int32_t> close_ids, int64_t budget, bool start_in_thought)
+    : open_id_(open_id), close_ids_(std::move(close_ids)), budget_(budget), thinking_(start_in_thought) {}
+
+std::vector<int32_t> ThinkingBudget::after_token(int32_t token) {
+  if (!thinking_) {
+    if (token == open_id_) {
+      thinking_ = true;
+      used_ = 0;
+    }
+    return {};
+  }
+  if (close_ids_.size() == 1 && token == close_ids_[0]) {
+    thinking_ = false;
+    return {};
+  }
+  if (budget_ >= 0 && ++used_ >= budget_) {
+    thinking_ = false;
+    forced_ = true;
+    return close_ids_;
+  }
+  return {};
+}
+
+}  // namespace ember::chat

@@ -1,0 +1,29 @@
+#pragma once
+// Caps the length of a thought: after `budget` tokens inside <think>, the closing tag is forced
+// and the model goes on to answer.
+#include <cstdint>
+#include <vector>
+
+namespace ember::chat {
+
+class ThinkingBudget {
+ public:
+  // open_id / close_id: the ids of "<think>" and "</think>" (close_ids may be several tokens when the
+  // tag is not a single token). budget < 0: unlimited.
+  ThinkingBudget(int32_t open_id, std::vector<int32_t> close_ids, int64_t budget, bool start_in_thought);
+
+  // Call with each sampled token; returns the tokens to force after it.
+  std::vector<int32_t> after_token(int32_t token);
+  bool thinking() const { return thinking_; }
+  bool forced() const { return forced_; }
+
+ private:
+  int32_t open_id_;
+  std::vector<int32_t> close_ids_;
+  int64_t budget_;
+  bool thinking_;
+  bool forced_ = false;
+  int64_t used_ = 0;
+};
+
+}  // namespace ember::chat

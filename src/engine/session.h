@@ -1,0 +1,73 @@
+#pragma once
+// One conversation's sequence on the model: its KV cache, the tokens the cache holds, and the
+// generation loop. Each new prompt reuses the longest prefix already cached and prefills only the
+// rest, so a multi-turn chat never recomputes its history.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "sampling/generation_config.h"
+#include "sampling/sampler.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ember::engine {
+
+enum class FinishReason { kEos, kStopString, kLength, kContext, kCancelled };
+const char* finish_reason_name(FinishReason r);  // OpenAI's names: "stop", "length", ...
+
+struct GenerationCallbacks {
+  // Text that is final (whole UTF-8 characters, never part of a stop string), as soon as it is.
+  std::function<void(std::string_view text)> on_text;
+  // Every token appended to the sequence (sampled or forced), with its log-probabilities if asked.
+  std::function<void(int32_t token, const sampling::TokenLogprobs* logprobs)> on_token;
+  // Called after each sampled token; returns tokens to append right after it (e.g. a thinking budget
+  // forcing "</think>"). Forced tokens are not sampled but are decoded and cached like any other.
+  std::function<std::vector<int32_t>(int32_t token)> force_after;
+  // Polled between steps; true stops generation (FinishReason::kCancelled).
+  std::function<bool()> cancelled;
+};
+
+struct GenerationResult {
+  std::vector<int32_t> tokens;  // generated ids, the end-of-sequence id included if one ended it
+  std::string text;             // all text passed to on_text
+  FinishReason finish = FinishReason::kLength;
+  int64_t prompt_tokens = 0;
+  int64_t prefilled_tokens = 0;  // prompt tokens that were not already cached
+  double prefill_seconds = 0, decode_seconds = 0;
+  int64_t decode_steps = 0;
+};
+
+class Session {
+ public:
+  // context_tokens <= 0: the model's max_position_embeddings.
+  Session(model::Model& model, const tokenizer::Tokenizer& tokenizer, int64_t context_tokens = 0);
+
+  int64_t context() const { return context_; }
+  const std::vector<int32_t>& cached_tokens() const { return cached_; }
+
+  // Makes the cache hold exactly `prompt`, keeping the longest common prefix with what it holds.
+  // Returns the number of tokens computed. Throws ember::Error if the prompt exceeds the context.
+  int64_t prefill(std::span<const int32_t> prompt);
+
+  // Prefills `prompt`, then generates until an end token, a stop string, max_new_tokens, the context
+  // limit or cancellation. The generated tokens stay in the cache for the next turn.
+  GenerationResult generate(std::span<const int32_t> prompt, const sampling::SamplingParams& params,
+                            const GenerationCallbacks& callbacks = {});
+
+  void reset();
+
+ private:
+  model::Model& model_;
+  const tokenizer::Tokenizer& tokenizer_;
+  int64_t context_;
+  std::unique_ptr<model::KvCache> cache_;
+  model::KvSequence seq_;
+  std::vector<int32_t> cached_;  // the tokens whose keys and values are in seq_
+  std::vector<float> logits_;    // logits after the last cached token
+};
+
+}  // namespace ember::engine

@@ -1,0 +1,87 @@
+// The command-line contract of DESIGN.md for chat and generate, run as a user would.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include "chat_skills_eval.h"
+#include "engine/chat_session.h"
+
+namespace ember::test {
+namespace {
+
+struct Output {
+  std::string out;
+  int status;
+};
+
+Output run(const std::string& cmd) {
+  Output r{"", -1};
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  r.status = ::pclose(p);
+  return r;
+}
+
+std::string tmp_file(const std::string& name, const std::string& content) {
+  const auto path = std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_" + name);
+  std::ofstream(path) << content;
+  return path.string();
+}
+
+// The CLI's one-shot reply equals the library's for the first eval cases.
+TEST(CliChat, OneShotJsonEqualsLibraryReply) {
+  const auto cases = read_jsonl(testdata("chat_skills/eval.jsonl"));
+  const std::string dir = model_dir("chat-skills");
+  auto model = model::Model::load(dir, {.threads = 2, .progress = {}});
+  const auto tok = tokenizer::Tokenizer::from_folder(dir);
+  auto params = sampling::from_generation_config(dir);
+  sampling::merge_eos(params, model->config().eos_token_ids);
+  params.max_new_tokens = 1024;
+  int checked = 0;
+  for (const auto& c : cases) {
+    if (checked == 10) break;
+    const std::string file = tmp_file("msgs.json", c["messages"].dump());
+    const std::string flag = c["enable_thinking"].get<bool>() ? "--think" : "--no-think";
+    const Output o = run(ember_binary() + " chat -m " + model_dir("chat-skills") + " --messages " + file + " --json " + flag);
+    std::filesystem::remove(file);
+    ASSERT_EQ(o.status, 0) << o.out;
+    const auto j = nlohmann::json::parse(o.out);
+    ASSERT_TRUE(j.contains("content") && j.contains("reasoning_content")) << o.out;
+    EXPECT_EQ(c["enable_thinking"].get<bool>(), !j["reasoning_content"].get<std::string>().empty()) << o.out;
+    engine::ChatSession chat(*model, tok, dir);
+    engine::ChatOptions opts;
+    opts.enable_thinking = c["enable_thinking"].get<bool>();
+    const engine::ChatReply r = chat.reply(c["messages"], params, opts);
+    EXPECT_EQ(j["content"].get<std::string>(), r.content);
+    EXPECT_EQ(j["reasoning_content"].get<std::string>(), r.reasoning_content);
+    ++checked;
+  }
+  EXPECT_EQ(checked, std::min<int>(10, static_cast<int>(cases.size())));
+}
+
+TEST(CliChat, PipedLinesGetOneReplyEach) {
+  const Output o = run("printf 'Hello!\\nMy name is Mila.\\nWhat is my name?\\n' | " + ember_binary() + " chat -m " +
+                       model_dir("chat-skills") + " --no-think -q");
+  ASSERT_EQ(o.status, 0) << o.out;
+  EXPECT_NE(o.out.find("Mila"), std::string::npos) << o.out;
+  EXPECT_EQ(std::count(o.out.begin(), o.out.end(), '\n'), 3) << o.out;
+}
+
+TEST(CliGenerate, StoryIsCoherentAndErrorsExitNonZero) {
+  const Output o = run(ember_binary() + " generate -m " + model_dir("story-656k") + " -p 'Once upon a time' -n 40 -q");
+  ASSERT_EQ(o.status, 0);
+  EXPECT_EQ(o.out.rfind("Once upon a time", 0), 0u) << o.out;
+  EXPECT_GT(o.out.size(), 80u) << o.out;
+  const Output bad = run(ember_binary() + " generate -m /nonexistent -p x 2>&1");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.out.find("/nonexistent"), std::string::npos) << bad.out;
+}
+
+}  // namespace
+}  // namespace ember::test
