@@ -4,4 +4,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 scripts/build.sh release
+# The official openai npm client used by the server tests (from the npm registry).
+tests/server/node/setup.sh
 ctest --preset release -j2
