@@ -5,9 +5,12 @@ pkgs=(build-essential cmake ninja-build pkg-config git python3
       nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev libcli11-dev
       libssl-dev zlib1g-dev libbrotli-dev libedit-dev
       googletest libgtest-dev libgmock-dev libbenchmark-dev
-      nodejs npm nginx-light)
+      nginx-light)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+# Node.js and npm run the official openai client test; a machine may already have them from elsewhere.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO=sudo
   $SUDO apt-get update -qq
