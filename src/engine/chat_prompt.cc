@@ -23,10 +23,7 @@ ChatPrompt ChatPromptBuilder::build(const nlohmann::ordered_json& messages, cons
     in.variables[it.key()] = it.value();
   if (options.enable_thinking) in.variables["enable_thinking"] = *options.enable_thinking;
   ChatPrompt p;
-  {
-    std::lock_guard lock(mu_);
-    p.text = template_.render(in);
-  }
+  p.text = template_.render(in);
   p.ids = tokenizer_.encode(p.text, /*add_special_tokens=*/false);
   p.opens_reasoning = chat::prompt_opens_reasoning(p.text);
 

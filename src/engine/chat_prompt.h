@@ -3,7 +3,6 @@
 // special-token variables transformers passes, encoded without adding special tokens, plus the
 // thinking state (does the prompt leave <think> open, a thinking budget). Thread-safe.
 #include <cstdint>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -11,10 +10,16 @@
 
 #include "chat/chat_template.h"
 #include "chat/thinking_budget.h"
-#include "engine/chat_session.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ember::engine {
+
+struct ChatOptions {
+  std::optional<bool> enable_thinking;  // unset: the template's default
+  int64_t think_budget = -1;            // < 0: unlimited
+  nlohmann::ordered_json extra_variables = nlohmann::ordered_json::object();  // chat_template_kwargs
+  nlohmann::ordered_json tools;         // null: none
+};
 
 struct ChatPrompt {
   std::string text;
@@ -34,7 +39,6 @@ class ChatPromptBuilder {
   const tokenizer::Tokenizer& tokenizer_;
   chat::ChatTemplate template_;
   nlohmann::ordered_json special_tokens_;
-  mutable std::mutex mu_;  // the template interpreter is not promised to be reentrant
 };
 
 }  // namespace ember::engine

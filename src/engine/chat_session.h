@@ -8,17 +8,10 @@
 #include <optional>
 #include <string>
 
-#include "chat/chat_template.h"
+#include "engine/chat_prompt.h"
 #include "engine/session.h"
 
 namespace ember::engine {
-
-struct ChatOptions {
-  std::optional<bool> enable_thinking;  // unset: the template's default
-  int64_t think_budget = -1;            // < 0: unlimited
-  nlohmann::ordered_json extra_variables = nlohmann::ordered_json::object();  // chat_template_kwargs
-  nlohmann::ordered_json tools;         // null: none
-};
 
 struct ChatReply {
   std::string content;
@@ -51,8 +44,7 @@ class ChatSession {
 
  private:
   const tokenizer::Tokenizer& tokenizer_;
-  chat::ChatTemplate template_;
-  nlohmann::ordered_json special_tokens_;  // bos_token, eos_token, ... as transformers passes them
+  ChatPromptBuilder prompts_;
   Session session_;
 };
 
