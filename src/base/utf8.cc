@@ -85,13 +85,24 @@ std::string sanitize(std::string_view s) {
   out.reserve(s.size());
   for (size_t pos = 0; pos < s.size();) {
     const size_t n = valid_length(s, pos);
-    if (n == 0) {
-      out += "\xEF\xBF\xBD";
-      ++pos;
-    } else {
+    if (n > 0) {
       out.append(s.substr(pos, n));
       pos += n;
+      continue;
     }
+    // One U+FFFD per maximal invalid subpart: a valid lead byte swallows the continuation bytes
+    // that could still have completed it (Python's errors="replace", Rust's from_utf8_lossy).
+    const auto b0 = static_cast<unsigned char>(s[pos]);
+    const int need = (b0 >= 0xC2 && b0 <= 0xF4) ? sequence_length(b0) - 1 : 0;
+    const unsigned char lo = b0 == 0xE0 ? 0xA0 : b0 == 0xF0 ? 0x90 : 0x80;
+    const unsigned char hi = b0 == 0xED ? 0x9F : b0 == 0xF4 ? 0x8F : 0xBF;
+    size_t len = 1;
+    for (int i = 0; i < need && pos + len < s.size(); ++i, ++len) {
+      const auto b = static_cast<unsigned char>(s[pos + len]);
+      if (b < (i == 0 ? lo : 0x80) || b > (i == 0 ? hi : 0xBF)) break;
+    }
+    out += "\xEF\xBF\xBD";
+    pos += len;
   }
   return out;
 }

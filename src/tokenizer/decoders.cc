@@ -72,7 +72,7 @@ class ByteLevelDecoder final : public Decoder {
       }
       if (!ok) bytes.resize(mark), bytes += t;  // a token outside the byte alphabet stays as it is
     }
-    tokens.assign(1, unicode::from_utf8_lossy(bytes));
+    tokens.assign(1, utf8::sanitize(bytes));
   }
 
  private:

@@ -82,47 +82,4 @@ std::string lowercase(std::string_view s) {
   return out;
 }
 
-std::string from_utf8_lossy(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  size_t pos = 0;
-  while (pos < s.size()) {
-    const auto b0 = static_cast<unsigned char>(s[pos]);
-    if (b0 < 0x80) {
-      out += static_cast<char>(b0);
-      ++pos;
-      continue;
-    }
-    int need = 0;
-    unsigned char lo = 0x80, hi = 0xBF;
-    if (b0 >= 0xC2 && b0 <= 0xDF)
-      need = 1;
-    else if (b0 >= 0xE0 && b0 <= 0xEF)
-      need = 2, lo = b0 == 0xE0 ? 0xA0 : 0x80, hi = b0 == 0xED ? 0x9F : 0xBF;
-    else if (b0 >= 0xF0 && b0 <= 0xF4)
-      need = 3, lo = b0 == 0xF0 ? 0x90 : 0x80, hi = b0 == 0xF4 ? 0x8F : 0xBF;
-    size_t len = 1;
-    bool ok = need > 0;
-    for (int i = 0; ok && i < need; ++i) {
-      if (pos + len >= s.size()) {
-        ok = false;
-        break;
-      }
-      const auto b = static_cast<unsigned char>(s[pos + len]);
-      const unsigned char l = i == 0 ? lo : 0x80, h = i == 0 ? hi : 0xBF;
-      if (b < l || b > h) {
-        ok = false;
-        break;
-      }
-      ++len;
-    }
-    if (ok)
-      out.append(s.substr(pos, len));
-    else
-      out += "\xEF\xBF\xBD";
-    pos += len;
-  }
-  return out;
-}
-
 }  // namespace ember::tokenizer::unicode

@@ -20,7 +20,4 @@ enum class Form { NFC, NFD, NFKC, NFKD };
 std::string normalize(std::string_view s, Form form);
 std::string lowercase(std::string_view s);  // per-char full lowercase mapping, as Rust char::to_lowercase
 
-// Rust String::from_utf8_lossy: each maximal invalid subpart becomes one U+FFFD.
-std::string from_utf8_lossy(std::string_view s);
-
 }  // namespace ember::tokenizer::unicode

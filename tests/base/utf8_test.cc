@@ -27,6 +27,9 @@ TEST(Utf8, ValidityAndSanitize) {
   EXPECT_FALSE(is_valid("\xC0\xAF"));        // overlong
   EXPECT_FALSE(is_valid("\xED\xA0\x80"));    // surrogate
   EXPECT_EQ(sanitize("a\xFF" "b"), "a\xEF\xBF\xBD" "b");
+  // A truncated sequence is one maximal invalid subpart: one replacement character.
+  EXPECT_EQ(sanitize("\xE2\x82" "a"), "\xEF\xBF\xBD" "a");
+  EXPECT_EQ(sanitize("\xED\xA0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // surrogate: 3
 }
 
 }  // namespace ember::utf8
