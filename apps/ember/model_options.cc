@@ -52,19 +52,15 @@ sampling::SamplingParams SamplingOptions::resolve(const model::Model& model) con
     p.temperature = *temperature;
     p.do_sample = *temperature > 0.0f;
   }
-  // Any sampling flag turns sampling on, as users of llama.cpp expect.
-  if (top_k) {
-    p.top_k = *top_k;
+  // Any sampling flag turns sampling on, as users of llama.cpp expect (unless --temperature 0 said no).
+  auto warper = [&](auto& field, const auto& flag) {
+    if (!flag) return;
+    field = *flag;
     p.do_sample = p.do_sample || !temperature;
-  }
-  if (top_p) {
-    p.top_p = *top_p;
-    p.do_sample = p.do_sample || !temperature;
-  }
-  if (min_p) {
-    p.min_p = *min_p;
-    p.do_sample = p.do_sample || !temperature;
-  }
+  };
+  warper(p.top_k, top_k);
+  warper(p.top_p, top_p);
+  warper(p.min_p, min_p);
   if (repeat_penalty) p.repetition_penalty = *repeat_penalty;
   if (seed) p.seed = *seed;
   p.stop_strings.insert(p.stop_strings.end(), stop.begin(), stop.end());
