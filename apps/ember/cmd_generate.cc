@@ -1,33 +1,82 @@
 // ember generate: continue a text prompt, streaming the continuation to stdout.
 #include <cstdio>
 #include <iostream>
+#include <optional>
 
 #include "apps/ember/commands.h"
 #include "apps/ember/model_options.h"
+#include "base/error.h"
+#include "engine/beam_generate.h"
 #include "engine/session.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ember::app {
 
+namespace {
+
+struct GenerateOpts {
+  ModelOptions model;
+  SamplingOptions sampling;
+  std::string prompt;
+  bool no_bos = false;
+  std::optional<int32_t> beams, num_return;
+  std::optional<float> length_penalty;
+};
+
+// Beam search cannot stream (the best beam is known only at the end): prints each returned sequence.
+int run_beams(model::Model& model, const tokenizer::Tokenizer& tok, const std::vector<int32_t>& prompt,
+              const sampling::SamplingParams& params, const GenerateOpts& o) {
+  const engine::BeamGenerateResult r =
+      engine::beam_generate(model, prompt, params, {.share_blocks = true, .context_tokens = o.model.ctx});
+  for (size_t i = 0; i < r.sequences.size(); ++i) {
+    const sampling::BeamHypothesis& h = r.sequences[i];
+    std::vector<int32_t> ids = h.tokens;
+    if (h.eos && !ids.empty()) ids.pop_back();
+    if (r.sequences.size() > 1)
+      std::cout << "--- beam " << i + 1 << " (score " << h.score << ", log-probability " << h.sum_logprobs << ")\n";
+    std::cout << o.prompt << tok.decode(ids, false) << '\n';
+  }
+  std::cout << std::flush;
+  if (!o.model.quiet) {
+    const size_t n = r.sequences.empty() ? 0 : r.sequences[0].tokens.size();
+    std::fprintf(stderr, "prompt: %lld tokens, prefill %.3f s; %d beams, %lld steps in %.3f s (%.1f beam-tokens/s); best: %zu tokens, score %.4f\n",
+                 static_cast<long long>(r.prompt_tokens), r.prefill_seconds, params.num_beams,
+                 static_cast<long long>(r.steps), r.decode_seconds,
+                 r.decode_seconds > 0 ? static_cast<double>(r.steps * params.num_beams) / r.decode_seconds : 0.0, n,
+                 r.sequences.empty() ? 0.0 : r.sequences[0].score);
+  }
+  return 0;
+}
+
+}  // namespace
+
 Run add_generate_command(CLI::App& app) {
-  struct Opts {
-    ModelOptions model;
-    SamplingOptions sampling;
-    std::string prompt;
-    bool no_bos = false;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<GenerateOpts>();
   CLI::App* cmd = app.add_subcommand("generate", "Continue a text prompt (greedy unless sampling flags are given)");
   o->model.add_to(*cmd);
   o->sampling.add_to(*cmd);
   cmd->add_option("-p,--prompt", o->prompt, "Text to continue")->required();
   cmd->add_flag("--no-special", o->no_bos, "Do not add the tokenizer's special tokens (BOS) to the prompt");
+  cmd->add_option("--beams", o->beams, "Beam search with B beams (1: greedy or sampling)")->check(CLI::Range(1, 64));
+  cmd->add_option("--length-penalty", o->length_penalty,
+                  "Beam search: score = log-probability / length^P (default: generation_config, else 1)");
+  cmd->add_option("--num-return-sequences", o->num_return, "Beam search: print the best N beams (N <= B)")
+      ->check(CLI::PositiveNumber);
   return [o] {
     auto model = o->model.load();
     const auto tok = tokenizer::Tokenizer::from_folder(o->model.dir);
     sampling::SamplingParams params = o->sampling.resolve(*model);
     if (!params.max_new_tokens && !params.max_length) params.max_new_tokens = 256;
     const std::vector<int32_t> prompt = tok.encode(o->prompt, !o->no_bos);
+    if (o->beams) {
+      // --beams asks for beam search, not beam sampling: the model's own do_sample yields to it.
+      if (o->sampling.any_warper()) throw Error("--beams cannot be combined with sampling flags (beam sampling is not supported)");
+      params.num_beams = *o->beams;
+      params.do_sample = false;
+    }
+    if (o->length_penalty) params.length_penalty = *o->length_penalty;
+    if (o->num_return) params.num_return_sequences = *o->num_return;
+    if (params.num_beams > 1) return run_beams(*model, tok, prompt, params, *o);
     engine::Session session(*model, tok, o->model.ctx);
     std::cout << o->prompt << std::flush;
     engine::GenerationCallbacks cb;

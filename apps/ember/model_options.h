@@ -32,6 +32,8 @@ struct SamplingOptions {
   std::vector<std::string> stop;
 
   void add_to(CLI::App& cmd);
+  // True when a flag that switches sampling on was given (a temperature above 0, top-k, top-p, min-p).
+  bool any_warper() const { return (temperature && *temperature > 0.0f) || top_k || top_p || min_p; }
   // generation_config.json of the model (eos ids merged with config.json's), then these flags.
   sampling::SamplingParams resolve(const model::Model& model) const;
 };

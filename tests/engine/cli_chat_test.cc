@@ -83,5 +83,25 @@ TEST(CliGenerate, StoryIsCoherentAndErrorsExitNonZero) {
   EXPECT_NE(bad.out.find("/nonexistent"), std::string::npos) << bad.out;
 }
 
+TEST(CliGenerate, BeamsFlag) {
+  const std::string gen = ember_binary() + " generate -m " + model_dir("story-656k") + " -p 'Once upon a time' -n 30 -q";
+  const Output greedy = run(gen);
+  const Output one_beam = run(gen + " --beams 1");
+  ASSERT_EQ(one_beam.status, 0);
+  EXPECT_EQ(one_beam.out, greedy.out);
+  const Output beams = run(gen + " --beams 4 --num-return-sequences 3");
+  ASSERT_EQ(beams.status, 0) << beams.out;
+  size_t headers = 0;
+  for (size_t at = beams.out.find("--- beam "); at != std::string::npos; at = beams.out.find("--- beam ", at + 1)) ++headers;
+  EXPECT_EQ(headers, 3u) << beams.out;
+  EXPECT_NE(beams.out.find("\nOnce upon a time"), std::string::npos) << beams.out;
+  const Output bad = run(gen + " --beams 4 --temperature 0.7 2>&1");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.out.find("--beams"), std::string::npos) << bad.out;
+  const Output too_many = run(gen + " --beams 2 --num-return-sequences 3 2>&1");
+  EXPECT_NE(too_many.status, 0);
+  EXPECT_NE(too_many.out.find("num_return_sequences"), std::string::npos) << too_many.out;
+}
+
 }  // namespace
 }  // namespace ember::test
