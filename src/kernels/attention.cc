@@ -11,57 +11,104 @@ namespace ember::kernels {
 namespace {
 
 inline float dot(const float* a, const float* b, int64_t n) {
-  __m256 acc = _mm256_setzero_ps();
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
-  alignas(32) float tmp[8];
-  _mm256_store_ps(tmp, acc);
-  float s = ((tmp[0] + tmp[4]) + (tmp[1] + tmp[5])) + ((tmp[2] + tmp[6]) + (tmp[3] + tmp[7]));
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+  }
+  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+  const __m256 acc = _mm256_add_ps(acc0, acc1);
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_movehdup_ps(h));
+  float s = _mm_cvtss_f32(h);
   for (; i < n; ++i) s += a[i] * b[i];
   return s;
 }
 
-// acc = acc * scale + w * v
-inline void scale_add(float* acc, float scale, float w, const float* v, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) acc[i] = acc[i] * scale + w * v[i];
+// acc += w * v
+inline void axpy(float* acc, float w, const float* v, int64_t n) {
+  const __m256 wv = _mm256_set1_ps(w);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(wv, _mm256_loadu_ps(v + i), _mm256_loadu_ps(acc + i)));
+  for (; i < n; ++i) acc[i] += w * v[i];
+}
+
+inline void scale(float* x, float r, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= r;
+}
+
+// Positions whose scores are computed together: the running maximum (and the rescale of what was
+// accumulated) is updated once per tile instead of once per position.
+constexpr int64_t kTile = 32;
+
+// All query heads of kv head `kvh` for one query token at position `pos`: each key and value row is
+// read once for the whole group. `sc` holds kTile scores per query head, `m` and `l` the running
+// maximum and sum per query head.
+void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, const AttentionShape& s, float* out,
+                  float* sc, float* m, float* l) {
+  const int64_t hd = s.head_dim, group = s.n_heads / s.n_kv_heads, kv_stride = s.n_kv_heads * hd;
+  const int64_t lo = s.sliding_window > 0 ? std::max<int64_t>(0, pos - s.sliding_window + 1) : 0;
+  const float* qg = q + kvh * group * hd;
+  float* og = out + kvh * group * hd;
+  std::fill(og, og + group * hd, 0.0f);
+  std::fill(m, m + group, -INFINITY);
+  std::fill(l, l + group, 0.0f);
+  for (int64_t p0 = lo; p0 <= pos; p0 += kTile) {
+    const int64_t n = std::min(kTile, pos + 1 - p0);
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t p = p0 + j;
+      const float* k = kv.k_blocks[p / kv.block_size] + (p % kv.block_size) * kv_stride + kvh * hd;
+      for (int64_t g = 0; g < group; ++g) sc[g * kTile + j] = dot(qg + g * hd, k, hd) * s.scale;
+    }
+    for (int64_t g = 0; g < group; ++g) {
+      float* e = sc + g * kTile;
+      const float tmax = *std::max_element(e, e + n);
+      if (tmax > m[g]) {  // rescale what was accumulated under the old maximum
+        const float r = std::exp(m[g] - tmax);
+        scale(og + g * hd, r, hd);
+        l[g] *= r;
+        m[g] = tmax;
+      }
+      for (int64_t j = 0; j < n; ++j) {
+        e[j] = std::exp(e[j] - m[g]);
+        l[g] += e[j];
+      }
+    }
+    for (int64_t j = 0; j < n; ++j) {
+      const int64_t p = p0 + j;
+      const float* v = kv.v_blocks[p / kv.block_size] + (p % kv.block_size) * kv_stride + kvh * hd;
+      for (int64_t g = 0; g < group; ++g) axpy(og + g * hd, sc[g * kTile + j], v, hd);
+    }
+  }
+  for (int64_t g = 0; g < group; ++g) scale(og + g * hd, 1.0f / l[g], hd);
 }
 
 }  // namespace
 
 void attention(const float* q, int64_t n_tokens, int64_t first_pos, const KvView& kv, const AttentionShape& s,
                float* out, ThreadPool& pool) {
-  const int64_t hd = s.head_dim;
-  const int64_t group = s.n_heads / s.n_kv_heads;
-  const int64_t q_stride = s.n_heads * hd;
-  const int64_t kv_stride = s.n_kv_heads * hd;
-  // One work item = one query token x one query head.
-  pool.parallel_for(n_tokens * s.n_heads, 1, [&](int64_t w0, int64_t w1) {
-    for (int64_t w = w0; w < w1; ++w) {
-      const int64_t t = w / s.n_heads, h = w % s.n_heads, kvh = h / group;
-      const int64_t pos = first_pos + t;
-      const int64_t lo = s.sliding_window > 0 ? std::max<int64_t>(0, pos - s.sliding_window + 1) : 0;
-      const float* qv = q + t * q_stride + h * hd;
-      float* o = out + t * q_stride + h * hd;
-      std::fill(o, o + hd, 0.0f);
-      float m = -INFINITY, l = 0.0f;
-      for (int64_t p = lo; p <= pos; ++p) {
-        const int64_t b = p / kv.block_size, slot = p % kv.block_size;
-        const float* k = kv.k_blocks[b] + slot * kv_stride + kvh * hd;
-        const float* v = kv.v_blocks[b] + slot * kv_stride + kvh * hd;
-        const float sc = dot(qv, k, hd) * s.scale;
-        if (sc > m) {
-          const float r = std::exp(m - sc);  // rescale what was accumulated under the old maximum
-          scale_add(o, r, 1.0f, v, hd);
-          l = l * r + 1.0f;
-          m = sc;
-        } else {
-          const float e = std::exp(sc - m);
-          scale_add(o, 1.0f, e, v, hd);
-          l += e;
-        }
-      }
-      const float inv = 1.0f / l;
-      for (int64_t i = 0; i < hd; ++i) o[i] *= inv;
+  const AttentionItem item{q, n_tokens, first_pos, kv, out};
+  attention(std::span<const AttentionItem>(&item, 1), s, pool);
+}
+
+void attention(std::span<const AttentionItem> items, const AttentionShape& s, ThreadPool& pool) {
+  const int64_t q_stride = s.n_heads * s.head_dim;
+  // Work unit = one query token x one kv head; first_unit[i] is item i's first unit.
+  std::vector<int64_t> first_unit(items.size() + 1, 0);
+  for (size_t i = 0; i < items.size(); ++i) first_unit[i + 1] = first_unit[i] + items[i].n_tokens * s.n_kv_heads;
+  pool.parallel_for(first_unit.back(), 1, [&](int64_t u0, int64_t u1) {
+    const size_t group = static_cast<size_t>(s.n_heads / s.n_kv_heads);
+    std::vector<float> sc(kTile * group), m(group), l(group);
+    size_t i = static_cast<size_t>(std::upper_bound(first_unit.begin(), first_unit.end(), u0) - first_unit.begin()) - 1;
+    for (int64_t u = u0; u < u1; ++u) {
+      while (u >= first_unit[i + 1]) ++i;
+      const AttentionItem& it = items[i];
+      const int64_t t = (u - first_unit[i]) / s.n_kv_heads, kvh = (u - first_unit[i]) % s.n_kv_heads;
+      attend_group(it.q + t * q_stride, it.first_pos + t, kvh, it.kv, s, it.out + t * q_stride, sc.data(),
+                   m.data(), l.data());
     }
   });
 }

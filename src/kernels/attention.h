@@ -1,6 +1,7 @@
 #pragma once
 // Causal grouped-query attention of new query tokens over a paged key/value cache.
 #include <cstdint>
+#include <span>
 
 #include "kernels/thread_pool.h"
 
@@ -28,5 +29,18 @@ struct AttentionShape {
 // Streams over the cache with an online softmax, so nothing of context length is materialised.
 void attention(const float* q, int64_t n_tokens, int64_t first_pos, const KvView& kv, const AttentionShape& s,
                float* out, ThreadPool& pool);
+
+// One sequence's share of a batched attention call (the arguments of the call above).
+struct AttentionItem {
+  const float* q = nullptr;
+  int64_t n_tokens = 0;
+  int64_t first_pos = 0;
+  KvView kv;
+  float* out = nullptr;
+};
+
+// Attention of several sequences in one pool dispatch: a decode step of many sequences has little
+// work per sequence, so one loop over all (sequence, token, kv head) units keeps the threads busy.
+void attention(std::span<const AttentionItem> items, const AttentionShape& s, ThreadPool& pool);
 
 }  // namespace ember::kernels

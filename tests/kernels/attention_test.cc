@@ -11,44 +11,94 @@
 namespace ember::kernels {
 namespace {
 
-// Naive attention with an explicit softmax as the reference for the streaming kernel.
+// One sequence's cache in blocks, with random keys and values.
+struct Cache {
+  Cache(int64_t n_pos, int64_t kv_dim, int64_t block, std::mt19937& rng) : kv_dim(kv_dim), block(block) {
+    std::normal_distribution<float> dist(0.0f, 1.0f);
+    const int64_t n_blocks = (n_pos + block - 1) / block;
+    k.resize(n_blocks * block * kv_dim);
+    v.resize(k.size());
+    for (auto& x : k) x = dist(rng);
+    for (auto& x : v) x = dist(rng);
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      kb.push_back(k.data() + b * block * kv_dim);
+      vb.push_back(v.data() + b * block * kv_dim);
+    }
+  }
+  KvView view() const { return KvView{kb.data(), vb.data(), block}; }
+  int64_t kv_dim, block;
+  std::vector<float> k, v;
+  std::vector<const float*> kb, vb;
+};
+
+// Naive attention with an explicit softmax: the reference for the streaming kernel.
+void expect_matches_naive(const std::vector<float>& q, const std::vector<float>& out, int64_t n_tok, int64_t first,
+                          const Cache& c, const AttentionShape& s) {
+  const int64_t hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
+  for (int64_t t = 0; t < n_tok; ++t)
+    for (int64_t h = 0; h < s.n_heads; ++h) {
+      const int64_t pos = first + t, lo = s.sliding_window ? std::max<int64_t>(0, pos - s.sliding_window + 1) : 0;
+      const int64_t kvo = (h / group) * hd;
+      std::vector<float> sc;
+      for (int64_t p = lo; p <= pos; ++p) {
+        float d = 0;
+        for (int64_t i = 0; i < hd; ++i) d += q[(t * s.n_heads + h) * hd + i] * c.k[p * c.kv_dim + kvo + i];
+        sc.push_back(d * s.scale);
+      }
+      softmax(sc.data(), static_cast<int64_t>(sc.size()));
+      for (int64_t i = 0; i < hd; ++i) {
+        float r = 0;
+        for (int64_t p = lo; p <= pos; ++p) r += sc[p - lo] * c.v[p * c.kv_dim + kvo + i];
+        EXPECT_NEAR(out[(t * s.n_heads + h) * hd + i], r, 1e-5) << "token " << t << " head " << h << " dim " << i;
+      }
+    }
+}
+
+std::vector<float> random_vector(size_t n, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (auto& e : x) e = dist(rng);
+  return x;
+}
+
 TEST(Attention, StreamingMatchesNaiveWithGqaAndWindow) {
   ThreadPool pool(2);
   std::mt19937 rng(3);
-  std::normal_distribution<float> dist(0.0f, 1.0f);
   const int64_t heads = 4, kv_heads = 2, hd = 8, n_pos = 37, block = 5;
-  const int64_t kv_dim = kv_heads * hd;
-  const int64_t n_blocks = (n_pos + block - 1) / block;
-  std::vector<float> k(n_blocks * block * kv_dim), v(k.size());
-  for (auto& x : k) x = dist(rng);
-  for (auto& x : v) x = dist(rng);
-  std::vector<const float*> kb, vb;
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    kb.push_back(k.data() + b * block * kv_dim);
-    vb.push_back(v.data() + b * block * kv_dim);
-  }
+  const Cache cache(n_pos, kv_heads * hd, block, rng);
   for (int64_t window : {0, 6}) {
     const int64_t n_tok = 5, first = n_pos - n_tok;
-    std::vector<float> q(n_tok * heads * hd), out(q.size());
-    for (auto& x : q) x = dist(rng);
+    std::vector<float> q = random_vector(n_tok * heads * hd, rng), out(q.size());
     AttentionShape s{heads, kv_heads, hd, window, 1.0f / std::sqrt(8.0f)};
-    attention(q.data(), n_tok, first, KvView{kb.data(), vb.data(), block}, s, out.data(), pool);
-    for (int64_t t = 0; t < n_tok; ++t)
-      for (int64_t h = 0; h < heads; ++h) {
-        const int64_t pos = first + t, lo = window ? std::max<int64_t>(0, pos - window + 1) : 0;
-        std::vector<float> sc;
-        for (int64_t p = lo; p <= pos; ++p) {
-          float d = 0;
-          for (int64_t i = 0; i < hd; ++i) d += q[(t * heads + h) * hd + i] * k[p * kv_dim + (h / 2) * hd + i];
-          sc.push_back(d * s.scale);
-        }
-        softmax(sc.data(), static_cast<int64_t>(sc.size()));
-        for (int64_t i = 0; i < hd; ++i) {
-          float r = 0;
-          for (int64_t p = lo; p <= pos; ++p) r += sc[p - lo] * v[p * kv_dim + (h / 2) * hd + i];
-          EXPECT_NEAR(out[(t * heads + h) * hd + i], r, 1e-5);
-        }
-      }
+    attention(q.data(), n_tok, first, cache.view(), s, out.data(), pool);
+    expect_matches_naive(q, out, n_tok, first, cache, s);
+  }
+}
+
+// Several sequences of different lengths in one call (a decode step plus a prompt chunk), with
+// contexts longer than the kernel's score tile and a head size that is not a multiple of 8.
+TEST(Attention, BatchedItemsMatchNaive) {
+  ThreadPool pool(3);
+  std::mt19937 rng(5);
+  for (int64_t hd : {32, 12}) {
+    const AttentionShape s{8, 2, hd, 0, 1.0f / std::sqrt(static_cast<float>(hd))};
+    struct Case {
+      int64_t n_pos, n_tok;
+    };
+    const std::vector<Case> cases{{1, 1}, {70, 1}, {33, 9}, {100, 1}};
+    std::vector<Cache> caches;
+    std::vector<std::vector<float>> qs, outs;
+    std::vector<AttentionItem> items;
+    for (const Case& c : cases) {
+      caches.emplace_back(c.n_pos, s.n_kv_heads * hd, 16, rng);
+      qs.push_back(random_vector(static_cast<size_t>(c.n_tok * s.n_heads * hd), rng));
+      outs.emplace_back(qs.back().size());
+    }
+    for (size_t i = 0; i < cases.size(); ++i)
+      items.push_back({qs[i].data(), cases[i].n_tok, cases[i].n_pos - cases[i].n_tok, caches[i].view(), outs[i].data()});
+    attention(items, s, pool);
+    for (size_t i = 0; i < cases.size(); ++i)
+      expect_matches_naive(qs[i], outs[i], cases[i].n_tok, cases[i].n_pos - cases[i].n_tok, caches[i], s);
   }
 }
 
