@@ -19,7 +19,7 @@ struct Model::Layer {
 
 // Activations of one batch, reused across calls.
 struct Model::Scratch {
-  std::vector<float> x, xb, q, k, v, att, gate, up, last;
+  std::vector<float> x, xb, q, k, v, att, gate, up, last, logits;
   void resize(const ModelConfig& c, int64_t n) {
     x.resize(n * c.hidden_size);
     xb.resize(n * c.hidden_size);
@@ -235,6 +235,7 @@ void Model::forward(std::span<ForwardItem> batch) {
                                       static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
   const int64_t half = hd / 2;
   std::vector<const float*> kb, vb;
+  std::vector<kernels::AttentionItem> attn(batch.size());
 
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
@@ -270,21 +271,26 @@ void Model::forward(std::span<ForwardItem> batch) {
         std::copy_n(s.v.data() + row * KV, KV, cache.values(block, l) + slot * KV);
       }
     }
-    row = 0;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      KvSequence& seq = *batch[i].seq;
-      KvCache& cache = seq.cache();
-      kb.clear();
-      vb.clear();
-      for (int32_t b : seq.blocks()) {
-        kb.push_back(cache.keys(b, l));
-        vb.push_back(cache.values(b, l));
+    // Attention of every sequence in one dispatch: a decode step has little work per sequence.
+    kb.clear();
+    vb.clear();
+    for (ForwardItem& it : batch)
+      for (int32_t b : it.seq->blocks()) {
+        kb.push_back(it.seq->cache().keys(b, l));
+        vb.push_back(it.seq->cache().values(b, l));
       }
+    row = 0;
+    size_t table = 0;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const KvSequence& seq = *batch[i].seq;
       const int64_t nt = static_cast<int64_t>(batch[i].tokens.size());
-      kernels::attention(s.q.data() + row * Q, nt, first_pos[i], kernels::KvView{kb.data(), vb.data(), cache.block_size()},
-                         shape, s.att.data() + row * Q, pool);
+      attn[i] = kernels::AttentionItem{s.q.data() + row * Q, nt, first_pos[i],
+                                       kernels::KvView{kb.data() + table, vb.data() + table, seq.cache().block_size()},
+                                       s.att.data() + row * Q};
+      table += seq.blocks().size();
       row += nt;
     }
+    kernels::attention(attn, shape, pool);
     kernels::matmul(L.wo, s.att.data(), n, s.xb.data(), pool);
     if (!L.bo.empty()) kernels::add_bias(s.xb.data(), L.bo.data(), n, H);
     kernels::add_inplace(s.x.data(), s.xb.data(), n * H);
@@ -302,16 +308,29 @@ void Model::forward(std::span<ForwardItem> batch) {
     kernels::add_inplace(s.x.data(), s.xb.data(), n * H);
   }
 
-  // Final norm and lm_head only for the rows whose logits are wanted.
+  // Final norm and lm_head only for the rows whose logits are wanted, all in one product so that the
+  // output matrix is read once per step rather than once per sequence.
+  int64_t wanted = 0;
   row = 0;
   for (ForwardItem& it : batch) {
     const int64_t nt = static_cast<int64_t>(it.tokens.size());
-    const int64_t first = it.all_logits ? row : row + nt - 1;
     const int64_t count = it.all_logits ? nt : 1;
-    kernels::rms_norm(s.x.data() + first * H, final_norm_.data(), count, H, static_cast<float>(c.rms_norm_eps),
-                      s.last.data());
-    if (it.logits != nullptr) kernels::matmul(lm_head_, s.last.data(), count, it.logits, pool);
+    if (it.logits != nullptr) {
+      kernels::rms_norm(s.x.data() + (row + nt - count) * H, final_norm_.data(), count, H,
+                        static_cast<float>(c.rms_norm_eps), s.last.data() + wanted * H);
+      wanted += count;
+    }
     row += nt;
+  }
+  const int64_t V = c.vocab_size;
+  s.logits.resize(static_cast<size_t>(wanted * V));
+  kernels::matmul(lm_head_, s.last.data(), wanted, s.logits.data(), pool);
+  wanted = 0;
+  for (ForwardItem& it : batch) {
+    if (it.logits == nullptr) continue;
+    const int64_t count = it.all_logits ? static_cast<int64_t>(it.tokens.size()) : 1;
+    std::copy_n(s.logits.data() + wanted * V, count * V, it.logits);
+    wanted += count;
   }
 }
 
