@@ -1,27 +1,18 @@
 // `ember template --template FILE --jsonl` on every shared chat-template fixture file.
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 
 #include "jinja/testdata_util.h"
+#include "run_command.h"
 
 namespace ember {
 namespace {
 
-std::string run_capture(const std::string& cmd) {
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return out;
-  char buf[65536];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  ::pclose(p);
-  return out;
-}
+std::string run_capture(const std::string& cmd) { return test::run_command(cmd).out; }
 
 // The template named by the file's cases (every case of one file uses the same template).
 std::string template_of(const std::vector<nlohmann::ordered_json>& cases) {

@@ -1,32 +1,17 @@
 // The command-line contract of DESIGN.md for chat and generate, run as a user would.
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 
 #include "chat_skills_eval.h"
 #include "engine/chat_session.h"
+#include "run_command.h"
 
 namespace ember::test {
 namespace {
 
-struct Output {
-  std::string out;
-  int status;
-};
-
-Output run(const std::string& cmd) {
-  Output r{"", -1};
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  r.status = ::pclose(p);
-  return r;
-}
+Output run(const std::string& cmd) { return run_command(cmd); }
 
 std::string tmp_file(const std::string& name, const std::string& content) {
   const auto path = std::filesystem::temp_directory_path() / (std::to_string(::getpid()) + "_" + name);

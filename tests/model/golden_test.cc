@@ -7,9 +7,12 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "model/model.h"
+#include "run_command.h"
 #include "test_paths.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ember::model {
 namespace {
@@ -110,6 +113,53 @@ TEST_P(Golden, SplitPrefillMatchesFullPrefill) {
       if (p < n) logits = m->forward(seq, std::span<const int32_t>(&ids[p], 1));
     }
   }
+}
+
+// The same through the command line: `ember logits --jsonl` on every case's ids, and `ember generate`
+// (greedy) on every case whose text the tokenizer turns into its ids.
+TEST_P(Golden, CommandLineLogitsAndGenerate) {
+  const json g = read_json(test::testdata("golden/" + GetParam() + ".json"));
+  const Tolerance tol{g["tolerance"]["logits_abs"].get<double>(), g["tolerance"]["logits_rel_to_max"].get<double>()};
+  const std::string dir = test::model_dir(g["model"].get<std::string>());
+  const std::string input = (fs::temp_directory_path() / ("golden_" + GetParam() + ".jsonl")).string();
+  {
+    std::ofstream in(input);
+    for (const auto& cs : g["cases"]) in << json{{"ids", cs["prompt_ids"]}}.dump() << '\n';
+  }
+  const test::Output o = test::run_command("'" + test::ember_binary() + "' logits -m '" + dir + "' --jsonl < '" + input + "'");
+  ASSERT_EQ(o.status, 0) << o.out;
+  std::istringstream lines(o.out);
+  std::string line;
+  for (const auto& cs : g["cases"]) {
+    SCOPED_TRACE(cs["name"].get<std::string>());
+    ASSERT_TRUE(std::getline(lines, line));
+    const auto logits = json::parse(line).at("logits").get<std::vector<float>>();
+    const auto expected = cs["last_logits"].get<std::vector<float>>();
+    ASSERT_EQ(logits.size(), expected.size());
+    double worst = 0;
+    for (size_t i = 0; i < logits.size(); ++i) worst = std::max(worst, std::fabs(double(logits[i]) - expected[i]));
+    EXPECT_LE(worst, tol.bound(expected));
+  }
+
+  const auto tok = tokenizer::Tokenizer::from_folder(dir);
+  size_t generated = 0;
+  for (const auto& cs : g["cases"]) {
+    if (!cs.contains("prompt_text")) continue;
+    const std::string text = cs["prompt_text"].get<std::string>();
+    const auto ids = cs["prompt_ids"].get<std::vector<int32_t>>();
+    if (tok.encode(text, true) != ids) continue;  // ids made by hand, not by the tokenizer
+    SCOPED_TRACE(cs["name"].get<std::string>());
+    std::vector<int32_t> greedy = cs["greedy_ids"].get<std::vector<int32_t>>();
+    const auto eos = std::find(greedy.begin(), greedy.end(), g["eos_token_id"].get<int32_t>());
+    greedy.erase(eos, greedy.end());
+    const std::string expected = text + tok.decode(greedy, false) + "\n";
+    const test::Output gen = test::run_command("'" + test::ember_binary() + "' generate -q -m '" + dir + "' -p '" + text +
+                                               "' -n " + std::to_string(greedy.size()) + " --temperature 0 --repeat-penalty 1");
+    ASSERT_EQ(gen.status, 0) << gen.out;
+    EXPECT_EQ(gen.out, expected);
+    ++generated;
+  }
+  EXPECT_GT(generated, 0u) << "no case's text encodes to its ids";
 }
 
 INSTANTIATE_TEST_SUITE_P(SharedModels, Golden, ::testing::ValuesIn(golden_files()),
