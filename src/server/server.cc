@@ -2,9 +2,15 @@
 
 #include <httplib.h>
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 
+#include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -57,6 +63,65 @@ ordered_json legacy_logprobs(const ordered_json& entries, size_t& text_offset) {
   return out;
 }
 
+// Tells whether the client of a request has closed its connection. httplib 0.11 does not hand a
+// handler its socket, so the socket is found among this process's descriptors as the one whose
+// local and peer addresses are the request's; it stays open (and so unambiguous) while the handler
+// runs.
+class PeerWatch {
+ public:
+  explicit PeerWatch(const httplib::Request& req) {
+    DIR* dir = ::opendir("/proc/self/fd");
+    if (dir == nullptr) return;
+    while (const dirent* e = ::readdir(dir)) {
+      const int fd = std::atoi(e->d_name);
+      if (e->d_name[0] != '.' && fd != ::dirfd(dir) && matches(fd, req)) {
+        fd_ = fd;
+        break;
+      }
+    }
+    ::closedir(dir);
+  }
+
+  // True once the peer has closed (or reset) the connection; polls at most every 100 ms.
+  bool gone() {
+    if (fd_ < 0 || gone_) return gone_;
+    const auto now = Clock::now();
+    if (now < next_check_) return false;
+    next_check_ = now + std::chrono::milliseconds(100);
+    pollfd p{fd_, POLLIN | POLLRDHUP, 0};
+    if (::poll(&p, 1, 0) <= 0) return false;
+    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL)) return gone_ = true;
+    char c;  // readable: either a pipelined request (data) or the end of the stream (0 bytes)
+    return gone_ = ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+  }
+
+ private:
+  static bool matches(int fd, const httplib::Request& req) {
+    sockaddr_storage local{}, peer{};
+    socklen_t ll = sizeof local, pl = sizeof peer;
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 ||
+        ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0)
+      return false;
+    return port_of(local) == req.local_port && port_of(peer) == req.remote_port && host_of(peer) == req.remote_addr;
+  }
+  static int port_of(const sockaddr_storage& a) {
+    if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
+    if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
+    return -1;
+  }
+  static std::string host_of(const sockaddr_storage& a) {
+    char buf[INET6_ADDRSTRLEN] = {};
+    if (a.ss_family == AF_INET) ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(a).sin_addr, buf, sizeof buf);
+    if (a.ss_family == AF_INET6)
+      ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(a).sin6_addr, buf, sizeof buf);
+    return buf;
+  }
+
+  int fd_ = -1;
+  bool gone_ = false;
+  Clock::time_point next_check_;
+};
+
 }  // namespace
 
 // httplib listens with a backlog of 5, which drops connections of a burst of clients before the
@@ -75,6 +140,7 @@ struct Server::Stream {
   Clock::time_point deadline;
   bool sent_role = false, ended = false;
   size_t text_offset = 0;
+  std::optional<PeerWatch> peer;
 
   // The choice object of a chunk or of the whole response carrying `u`'s text.
   ordered_json choice(const tokenizer::Tokenizer& tok, const engine::StreamUpdate& u, bool streaming) {
@@ -105,10 +171,10 @@ struct Server::Stream {
                         {"model", model}};
   }
 
-  // Waits for the next update, cancelling the request once its deadline passed.
+  // Waits for the next update, cancelling the request once its deadline passed or its client left.
   bool next(engine::StreamUpdate& u) {
-    if (Clock::now() > deadline) rs->cancel();
-    return rs->next(u, std::chrono::milliseconds(200));
+    if (Clock::now() > deadline || (peer && peer->gone())) rs->cancel();
+    return rs->next(u, std::chrono::milliseconds(100));
   }
 };
 
@@ -273,7 +339,7 @@ void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
   g.split_reasoning = true;
   g.starts_in_reasoning = prompt.opens_reasoning;
   g.think_budget = std::move(prompt.think_budget);
-  respond(res, std::move(g), /*chat=*/true, cr);
+  respond(req, res, std::move(g), /*chat=*/true, cr);
 }
 
 void Server::handle_text(const httplib::Request& req, httplib::Response& res) {
@@ -281,10 +347,11 @@ void Server::handle_text(const httplib::Request& req, httplib::Response& res) {
   engine::GenerationRequest g;
   g.prompt = tokenizer_.encode(tr.prompt, /*add_special_tokens=*/true);
   g.params = tr.params;
-  respond(res, std::move(g), /*chat=*/false, tr);
+  respond(req, res, std::move(g), /*chat=*/false, tr);
 }
 
-void Server::respond(httplib::Response& res, engine::GenerationRequest g, bool chat, const CompletionRequest& cr) {
+void Server::respond(const httplib::Request& req, httplib::Response& res, engine::GenerationRequest g, bool chat,
+                     const CompletionRequest& cr) {
   if (static_cast<int64_t>(g.prompt.size()) >= scheduler_->context())
     throw ApiError(400,
                    "the prompt has " + std::to_string(g.prompt.size()) + " tokens but the context holds " +
@@ -302,6 +369,7 @@ void Server::respond(httplib::Response& res, engine::GenerationRequest g, bool c
   st->deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(options_.request_timeout_s));
   st->rs = scheduler_->submit(std::move(g));
+  st->peer.emplace(req);
 
   if (!cr.stream) {
     engine::StreamUpdate all, u;

@@ -60,7 +60,8 @@ class Server {
   void routes();
   void handle_chat(const httplib::Request& req, httplib::Response& res);
   void handle_text(const httplib::Request& req, httplib::Response& res);
-  void respond(httplib::Response& res, engine::GenerationRequest g, bool chat, const CompletionRequest& cr);
+  void respond(const httplib::Request& req, httplib::Response& res, engine::GenerationRequest g, bool chat,
+               const CompletionRequest& cr);
   bool check_access(const httplib::Request& req, httplib::Response& res);
 
   model::Model& model_;

@@ -391,6 +391,40 @@ TEST_F(ServeTest, ClientDisconnectMidStreamCancelsAndFreesBlocks) {
   EXPECT_EQ(ok->status, 200);
 }
 
+// A non-streaming request writes nothing until it is done, so the server must notice the closed
+// socket itself: the client leaves while its long generation runs.
+TEST_F(ServeTest, ClientDisconnectDuringNonStreamingRequestCancelsAndFreesBlocks) {
+  auto srv = start();
+  auto c = srv->client();
+  const int max_tokens = 900;
+  {
+    RawSocket s(srv->port());
+    ASSERT_TRUE(s.ok());
+    const std::string body = endless(max_tokens, false).dump();
+    ASSERT_TRUE(s.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body));
+    // Leave once the generation is under way.
+    for (int i = 0; i < 1000 && metric(c.Get("/metrics")->body, "ember_completion_tokens_total") <= 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  std::string m;
+  for (int i = 0; i < 500; ++i) {
+    m = c.Get("/metrics")->body;
+    if (metric(m, "ember_running_sequences") == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(metric(m, "ember_running_sequences"), 0) << m;
+  EXPECT_EQ(metric(m, "ember_kv_cache_blocks_running"), 0) << m;
+  EXPECT_EQ(metric(m, "ember_kv_cache_blocks_used"), 0) << "a cancelled sequence's blocks are freed\n" << m;
+  EXPECT_EQ(metric(m, "ember_requests_cancelled_total"), 1) << m;
+  EXPECT_EQ(metric(m, "ember_requests_finished_total"), 0) << m;
+  EXPECT_LT(metric(m, "ember_completion_tokens_total"), max_tokens) << m;
+  auto ok = post(c, "/v1/chat/completions", chat_body(refs_->front(), false));
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200);
+  EXPECT_EQ(ordered_json::parse(ok->body)["choices"][0]["message"]["content"], refs_->front().content);
+}
+
 TEST_F(ServeTest, BurstOverQueueLimitGets429ThenRecovers) {
   auto srv = start({.max_parallel = 2, .max_queue = 4});
   const int burst = 100;
