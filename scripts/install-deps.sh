@@ -5,6 +5,7 @@ pkgs=(build-essential cmake ninja-build pkg-config git python3
       nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev libcli11-dev
       libssl-dev zlib1g-dev libbrotli-dev libedit-dev
       googletest libgtest-dev libgmock-dev libbenchmark-dev
+      chromium
       nginx-light)
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
