@@ -15,22 +15,7 @@ namespace ember::kernels {
 
 namespace {
 
-inline float hsum(__m256 v) {
-  __m128 lo = _mm256_castps256_ps128(v);
-  __m128 hi = _mm256_extractf128_ps(v, 1);
-  lo = _mm_add_ps(lo, hi);
-  lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-  lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-  return _mm_cvtss_f32(lo);
-}
-
-// Loads 8 weights of any dtype as float32.
-inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
-inline __m256 load8(const uint16_t* p, DType t) {
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  if (t == DType::F16) return _mm256_cvtph_ps(h);
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));  // bf16
-}
+using detail::kTokenBlock;
 
 inline float to_f32(const void* base, DType t, int64_t i) {
   switch (t) {
@@ -41,54 +26,78 @@ inline float to_f32(const void* base, DType t, int64_t i) {
   return 0.0f;
 }
 
-// Computes up to 4 tokens against one weight row at a time so each weight load is reused.
-template <typename W>
-void rows_kernel(const W* w, DType t, int64_t cols, const float* x, int64_t n_tokens, int64_t rows,
-                 int64_t r0, int64_t r1, float* y) {
-  const int64_t c8 = cols & ~int64_t{7};
-  for (int64_t r = r0; r < r1; ++r) {
-    const W* wr = w + r * cols;
-    int64_t tok = 0;
-    for (; tok + 4 <= n_tokens; tok += 4) {
-      const float* x0 = x + tok * cols;
-      __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-      for (int64_t c = 0; c < c8; c += 8) {
-        __m256 wv;
-        if constexpr (std::is_same_v<W, float>) wv = load8(wr + c);
-        else wv = load8(wr + c, t);
-        a0 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x0 + c), a0);
-        a1 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x0 + cols + c), a1);
-        a2 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x0 + 2 * cols + c), a2);
-        a3 = _mm256_fmadd_ps(wv, _mm256_loadu_ps(x0 + 3 * cols + c), a3);
-      }
-      float s[4] = {hsum(a0), hsum(a1), hsum(a2), hsum(a3)};
-      for (int64_t c = c8; c < cols; ++c) {
-        const float wc = to_f32(w, t, r * cols + c);
-        for (int k = 0; k < 4; ++k) s[k] += wc * x0[k * cols + c];
-      }
-      for (int k = 0; k < 4; ++k) y[(tok + k) * rows + r] = s[k];
+// 8 weights as float32, one loader per stored type (a template argument, so no branch per load).
+template <DType T>
+inline __m256 load8(const void* base, int64_t i) {
+  if constexpr (T == DType::F32) return _mm256_loadu_ps(static_cast<const float*>(base) + i);
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + i));
+  if constexpr (T == DType::F16) return _mm256_cvtph_ps(h);
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+// The four horizontal sums of a0..a3 in one vector (no per-row reduction chain).
+inline __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+  const __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+  return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+}
+
+// R rows (R <= 4) x NT tokens over columns [k0, k1): each weight vector is converted once and used
+// NT times; R*NT independent accumulators keep several load streams in flight. Writes (or adds, for
+// later column blocks) y[t * ldy + r].
+template <DType T, int R, int NT>
+void float_tile(const void* w, int64_t ldw, int64_t r, const float* x, int64_t ldx, int64_t k0, int64_t k1, float* y,
+                int64_t ldy, bool add) {
+  __m256 acc[R][NT];
+  for (int i = 0; i < R; ++i)
+    for (int t = 0; t < NT; ++t) acc[i][t] = _mm256_setzero_ps();
+  const int64_t k8 = k0 + ((k1 - k0) & ~int64_t{7});
+  for (int64_t c = k0; c < k8; c += 8) {
+    __m256 xv[NT];
+    for (int t = 0; t < NT; ++t) xv[t] = _mm256_loadu_ps(x + t * ldx + c);
+    for (int i = 0; i < R; ++i) {
+      const __m256 wv = load8<T>(w, (r + i) * ldw + c);
+      for (int t = 0; t < NT; ++t) acc[i][t] = _mm256_fmadd_ps(wv, xv[t], acc[i][t]);
     }
-    for (; tok < n_tokens; ++tok) {
-      const float* xt = x + tok * cols;
-      __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-      int64_t c = 0;
-      for (; c + 16 <= c8; c += 16) {
-        if constexpr (std::is_same_v<W, float>) {
-          a0 = _mm256_fmadd_ps(load8(wr + c), _mm256_loadu_ps(xt + c), a0);
-          a1 = _mm256_fmadd_ps(load8(wr + c + 8), _mm256_loadu_ps(xt + c + 8), a1);
-        } else {
-          a0 = _mm256_fmadd_ps(load8(wr + c, t), _mm256_loadu_ps(xt + c), a0);
-          a1 = _mm256_fmadd_ps(load8(wr + c + 8, t), _mm256_loadu_ps(xt + c + 8), a1);
-        }
-      }
-      for (; c < c8; c += 8) {
-        if constexpr (std::is_same_v<W, float>) a0 = _mm256_fmadd_ps(load8(wr + c), _mm256_loadu_ps(xt + c), a0);
-        else a0 = _mm256_fmadd_ps(load8(wr + c, t), _mm256_loadu_ps(xt + c), a0);
-      }
-      float s = hsum(_mm256_add_ps(a0, a1));
-      for (; c < cols; ++c) s += to_f32(w, t, r * cols + c) * xt[c];
-      y[tok * rows + r] = s;
+  }
+  for (int t = 0; t < NT; ++t) {
+    const __m256 z = _mm256_setzero_ps();
+    alignas(16) float s[4];
+    _mm_store_ps(s, hsum4(acc[0][t], R > 1 ? acc[R > 1 ? 1 : 0][t] : z, R > 2 ? acc[R > 2 ? 2 : 0][t] : z,
+                          R > 3 ? acc[R > 3 ? 3 : 0][t] : z));
+    for (int i = 0; i < R; ++i) {
+      for (int64_t c = k8; c < k1; ++c) s[i] += to_f32(w, T, (r + i) * ldw + c) * x[t * ldx + c];
+      float& out = y[t * ldy + r + i];
+      out = add ? out + s[i] : s[i];
     }
+  }
+}
+
+// Rows [r0, r1) x tokens [0, n) over columns [k0, k1) in 4-row, 3-token register tiles.
+template <DType T>
+void float_block(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1, int64_t k0,
+                 int64_t k1) {
+  const bool add = k0 > 0;
+  auto tokens = [&]<int R>(int64_t r) {
+    int64_t t = 0;
+    for (; t + 3 <= n; t += 3) float_tile<T, R, 3>(w.data, w.cols, r, x + t * w.cols, w.cols, k0, k1, y + t * w.rows, w.rows, add);
+    if (n - t == 2) float_tile<T, R, 2>(w.data, w.cols, r, x + t * w.cols, w.cols, k0, k1, y + t * w.rows, w.rows, add);
+    if (n - t == 1) float_tile<T, R, 1>(w.data, w.cols, r, x + t * w.cols, w.cols, k0, k1, y + t * w.rows, w.rows, add);
+  };
+  int64_t r = r0;
+  for (; r + 4 <= r1; r += 4) tokens.template operator()<4>(r);
+  for (; r < r1; ++r) tokens.template operator()<1>(r);
+}
+
+template <DType T>
+void float_rows(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
+  // Cache blocking: a block of tokens x columns of activations (at most 256 KiB) stays in L2 while
+  // every row tile of [r0, r1) streams past it; a 4-row tile of one column block stays in L1.
+  constexpr int64_t kColBlock = 1024;
+  const int64_t kc = w.cols <= 2 * kColBlock ? w.cols : kColBlock;
+  for (int64_t t0 = 0; t0 < n; t0 += kTokenBlock) {
+    const int64_t nt = std::min(kTokenBlock, n - t0);
+    for (int64_t k0 = 0; k0 < w.cols; k0 += kc)
+      float_block<T>(w, x + t0 * w.cols, nt, y + t0 * w.rows, r0, r1, k0, std::min(w.cols, k0 + kc));
   }
 }
 
@@ -103,8 +112,105 @@ float quant_row_dot(const WeightMatrix& w, int64_t r, const QuantizedActs& a, in
   return s;
 }
 
+// Scalar product of one plain row with one token, summed in column order.
+float float_row_dot(const WeightMatrix& w, int64_t r, const float* x) {
+  float s = 0.0f;
+  for (int64_t c = 0; c < w.cols; ++c) s += to_f32(w.data, w.dtype, r * w.cols + c) * x[c];
+  return s;
+}
+
 void check_isa(Isa isa) {
   if (!isa_supported(isa)) fail("matmul", std::string("instruction set ") + isa_name(isa) + " is not supported here");
+}
+
+// One 16-row group x NT tokens over all blocks. Each 64-byte unit row holds 4 weights of all 16
+// rows: its two 32-byte halves (rows 0-7, 8-15) feed two accumulators, so a group streams through
+// once. maddubs needs an unsigned operand: q8 uses the sign trick (|w| times x with w's sign), q4
+// multiplies its unsigned nibbles and corrects by -8 * (sum of the block's activation quants).
+template <bool Q8, int NT>
+void quant_tile(const uint8_t* group, const uint16_t* scales, const QuantizedActs& a, int64_t t0, float* y, int64_t ldy,
+                int64_t valid_rows) {
+  const int64_t nb = a.n_blocks, bb = Q8 ? 512 : 256;
+  const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(0x0F);
+  __m256 acc[2][NT];
+  for (int h = 0; h < 2; ++h)
+    for (int t = 0; t < NT; ++t) acc[h][t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* tile = group + b * bb;
+    __m256i isum[2][NT];
+    for (int h = 0; h < 2; ++h)
+      for (int t = 0; t < NT; ++t) isum[h][t] = _mm256_setzero_si256();
+    auto x4 = [&](int t, int64_t k) {
+      int32_t v;
+      std::memcpy(&v, a.q.data() + (t0 + t) * a.cols + b * kQBlock + k, 4);
+      return _mm256_set1_epi32(v);
+    };
+    if constexpr (Q8) {
+      for (int64_t j = 0; j < 8; ++j) {
+        const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + j * 64));
+        const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + j * 64 + 32));
+        const __m256i u0 = _mm256_sign_epi8(w0, w0), u1 = _mm256_sign_epi8(w1, w1);
+        for (int t = 0; t < NT; ++t) {
+          const __m256i xv = x4(t, 4 * j);
+          isum[0][t] = _mm256_add_epi32(isum[0][t], _mm256_madd_epi16(_mm256_maddubs_epi16(u0, _mm256_sign_epi8(xv, w0)), ones));
+          isum[1][t] = _mm256_add_epi32(isum[1][t], _mm256_madd_epi16(_mm256_maddubs_epi16(u1, _mm256_sign_epi8(xv, w1)), ones));
+        }
+      }
+    } else {
+      for (int64_t j = 0; j < 4; ++j) {
+        const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + j * 64));
+        const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + j * 64 + 32));
+        const __m256i lo0 = _mm256_and_si256(v0, low4), hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), low4);
+        const __m256i lo1 = _mm256_and_si256(v1, low4), hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), low4);
+        for (int t = 0; t < NT; ++t) {
+          const __m256i xl = x4(t, 4 * j), xh = x4(t, 16 + 4 * j);
+          const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, xl), _mm256_maddubs_epi16(hi0, xh));
+          const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(lo1, xl), _mm256_maddubs_epi16(hi1, xh));
+          isum[0][t] = _mm256_add_epi32(isum[0][t], _mm256_madd_epi16(p0, ones));
+          isum[1][t] = _mm256_add_epi32(isum[1][t], _mm256_madd_epi16(p1, ones));
+        }
+      }
+    }
+    const uint16_t* sc = scales + b * kQGroupRows;
+    const __m256 sw0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+    const __m256 sw1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 8)));
+    for (int t = 0; t < NT; ++t) {
+      const int64_t tb = (t0 + t) * nb + b;
+      if constexpr (!Q8) {
+        const __m256i corr = _mm256_set1_epi32(8 * a.s[tb]);
+        isum[0][t] = _mm256_sub_epi32(isum[0][t], corr);
+        isum[1][t] = _mm256_sub_epi32(isum[1][t], corr);
+      }
+      const __m256 dx = _mm256_set1_ps(a.d[tb]);
+      acc[0][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[0][t]), _mm256_mul_ps(sw0, dx), acc[0][t]);
+      acc[1][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[1][t]), _mm256_mul_ps(sw1, dx), acc[1][t]);
+    }
+  }
+  for (int t = 0; t < NT; ++t) {
+    alignas(32) float out[16];
+    _mm256_store_ps(out, acc[0][t]);
+    _mm256_store_ps(out + 8, acc[1][t]);
+    std::copy_n(out, valid_rows, y + (t0 + t) * ldy);
+  }
+}
+
+template <bool Q8>
+void quant_groups(const WeightMatrix& w, const QuantizedActs& a, float* y, int64_t g0, int64_t g1) {
+  const int64_t nb = a.n_blocks;
+  const uint8_t* base = static_cast<const uint8_t*>(w.data);
+  // Token blocks outermost: a group's weights stay in L2 while a block of tokens reuses them.
+  for (int64_t tb = 0; tb < a.n; tb += kTokenBlock) {
+    const int64_t te = std::min(a.n, tb + kTokenBlock);
+    for (int64_t g = g0; g < g1; ++g) {
+      const uint8_t* group = base + g * nb * qblock_bytes(w.qtype);
+      const uint16_t* scales = w.scales + g * nb * kQGroupRows;
+      const int64_t valid = std::min(kQGroupRows, w.rows - g * kQGroupRows);
+      float* yg = y + g * kQGroupRows;
+      int64_t t = tb;
+      for (; t + 2 <= te; t += 2) quant_tile<Q8, 2>(group, scales, a, t, yg, w.rows, valid);
+      if (t < te) quant_tile<Q8, 1>(group, scales, a, t, yg, w.rows, valid);
+    }
+  }
 }
 
 }  // namespace
@@ -112,61 +218,16 @@ void check_isa(Isa isa) {
 namespace detail {
 
 void float_rows_avx2(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
-  for (int64_t t0 = 0; t0 < n; t0 += kTokenBlock) {
-    const int64_t nt = std::min(kTokenBlock, n - t0);
-    const float* xt = x + t0 * w.cols;
-    float* yt = y + t0 * w.rows;
-    if (w.dtype == DType::F32)
-      rows_kernel(static_cast<const float*>(w.data), w.dtype, w.cols, xt, nt, w.rows, r0, r1, yt);
-    else
-      rows_kernel(static_cast<const uint16_t*>(w.data), w.dtype, w.cols, xt, nt, w.rows, r0, r1, yt);
+  switch (w.dtype) {
+    case DType::F32: float_rows<DType::F32>(w, x, n, y, r0, r1); break;
+    case DType::F16: float_rows<DType::F16>(w, x, n, y, r0, r1); break;
+    case DType::BF16: float_rows<DType::BF16>(w, x, n, y, r0, r1); break;
   }
 }
 
-// 8 rows (one half of a 16-row group) per vector; maddubs needs an unsigned operand, so q8 uses the
-// sign trick (|w| times x with w's sign) and q4 multiplies its unsigned nibbles and corrects by -8*sum.
 void quant_groups_avx2(const WeightMatrix& w, const QuantizedActs& a, float* y, int64_t g0, int64_t g1) {
-  const int64_t nb = a.n_blocks, bb = qblock_bytes(w.qtype);
-  const bool q8 = w.qtype == QType::Q8_0;
-  const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(0x0F);
-  const uint8_t* base = static_cast<const uint8_t*>(w.data);
-  // Token blocks outermost: a group's weights stay in L2 while a block of tokens reuses them.
-  for (int64_t tb = 0; tb < a.n; tb += kTokenBlock)
-  for (int64_t g = g0; g < g1; ++g)
-    for (int64_t t = tb; t < std::min(a.n, tb + kTokenBlock); ++t) {
-      const int8_t* xq = a.q.data() + t * a.cols;
-      for (int64_t h = 0; h < 2; ++h) {
-        __m256 acc = _mm256_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) {
-          const uint8_t* tile = base + (g * nb + b) * bb + h * 32;
-          const int8_t* xb = xq + b * kQBlock;
-          __m256i isum = _mm256_setzero_si256();
-          auto x4 = [&](int64_t k) { int32_t v; std::memcpy(&v, xb + k, 4); return _mm256_set1_epi32(v); };
-          if (q8) {
-            for (int64_t j = 0; j < 8; ++j) {
-              const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + j * 64));
-              const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(x4(4 * j), wv));
-              isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, ones));
-            }
-          } else {
-            for (int64_t j = 0; j < 4; ++j) {
-              const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + j * 64));
-              const __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-              const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, x4(4 * j)), _mm256_maddubs_epi16(hi, x4(16 + 4 * j)));
-              isum = _mm256_add_epi32(isum, _mm256_madd_epi16(p, ones));
-            }
-            isum = _mm256_sub_epi32(isum, _mm256_set1_epi32(8 * a.s[t * nb + b]));
-          }
-          const __m256 sw = _mm256_cvtph_ps(_mm_loadu_si128(
-              reinterpret_cast<const __m128i*>(w.scales + (g * nb + b) * kQGroupRows + h * 8)));
-          acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(sw, _mm256_set1_ps(a.d[t * nb + b])), acc);
-        }
-        alignas(32) float out[8];
-        _mm256_store_ps(out, acc);
-        const int64_t r0 = g * kQGroupRows + h * 8;
-        for (int64_t i = 0; i < 8 && r0 + i < w.rows; ++i) y[t * w.rows + r0 + i] = out[i];
-      }
-  }
+  if (w.qtype == QType::Q8_0) quant_groups<true>(w, a, y, g0, g1);
+  else quant_groups<false>(w, a, y, g0, g1);
 }
 
 }  // namespace detail
@@ -181,38 +242,49 @@ void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, T
 }
 
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, Isa isa) {
+  const MatmulOut out{&w, y};
+  matmul_fused(std::span<const MatmulOut>(&out, 1), x, n_tokens, pool, isa);
+}
+
+void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool) {
+  matmul_fused(outs, x, n_tokens, pool, best_isa());
+}
+
+void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool, Isa isa) {
   check_isa(isa);
-  if (n_tokens <= 0) return;
-  if (w.qtype != QType::None) {
-    QuantizedActs a;
-    a.n = n_tokens;
-    quantize_acts(x, n_tokens, w.cols, a);
-    const int64_t groups = (w.rows + kQGroupRows - 1) / kQGroupRows;
-    pool.parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
-      switch (isa) {
-        case Isa::Avx512: detail::quant_groups_avx512(w, a, y, g0, g1); break;
-        case Isa::Avx2: detail::quant_groups_avx2(w, a, y, g0, g1); break;
-        case Isa::Scalar:
-          for (int64_t t = 0; t < n_tokens; ++t)
-            for (int64_t r = g0 * kQGroupRows; r < std::min(w.rows, g1 * kQGroupRows); ++r)
-              y[t * w.rows + r] = quant_row_dot(w, r, a, t);
-          break;
-      }
-    });
-    return;
+  if (n_tokens <= 0 || outs.empty()) return;
+  const int64_t cols = outs[0].w->cols;
+  // Work units are 16-row ranges (one quantized group, four float tiles), numbered across all outputs.
+  std::vector<int64_t> first(outs.size() + 1, 0);
+  bool quantized = false;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (outs[i].w->cols != cols) fail("matmul", "fused products need weights with the same number of columns");
+    first[i + 1] = first[i] + (outs[i].w->rows + kQGroupRows - 1) / kQGroupRows;
+    quantized = quantized || outs[i].w->qtype != QType::None;
   }
-  if (isa == Isa::Scalar) {
-    matmul_reference(w, x, n_tokens, y);
-    return;
-  }
-  // Chunks of whole 4-row tiles, each worth a thread hand-off (~16K multiply-adds).
-  constexpr int64_t kTile = 4;
-  const int64_t tiles = (w.rows + kTile - 1) / kTile;
-  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, w.cols * n_tokens * kTile));
-  pool.parallel_for(tiles, grain, [&](int64_t a, int64_t b) {
-    const int64_t r0 = a * kTile, r1 = std::min(w.rows, b * kTile);
-    if (isa == Isa::Avx512) detail::float_rows_avx512(w, x, n_tokens, y, r0, r1);
-    else detail::float_rows_avx2(w, x, n_tokens, y, r0, r1);
+  QuantizedActs a;
+  if (quantized) quantize_acts(x, n_tokens, cols, a);
+  auto rows = [&](const WeightMatrix& w, float* y, int64_t g0, int64_t g1) {
+    const int64_t r0 = g0 * kQGroupRows, r1 = std::min(w.rows, g1 * kQGroupRows);
+    if (isa == Isa::Scalar) {
+      for (int64_t t = 0; t < n_tokens; ++t)
+        for (int64_t r = r0; r < r1; ++r)
+          y[t * w.rows + r] = w.qtype != QType::None ? quant_row_dot(w, r, a, t) : float_row_dot(w, r, x + t * cols);
+    } else if (w.qtype != QType::None) {
+      if (isa == Isa::Avx512) detail::quant_groups_avx512(w, a, y, g0, g1);
+      else detail::quant_groups_avx2(w, a, y, g0, g1);
+    } else {
+      if (isa == Isa::Avx512) detail::float_rows_avx512(w, x, n_tokens, y, r0, r1);
+      else detail::float_rows_avx2(w, x, n_tokens, y, r0, r1);
+    }
+  };
+  // Chunks worth a thread hand-off (at least ~32K multiply-adds).
+  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, kQGroupRows * cols * n_tokens));
+  pool.parallel_for(first.back(), grain, [&](int64_t u0, int64_t u1) {
+    for (size_t i = 0; i < outs.size(); ++i) {
+      const int64_t b = std::max(u0, first[i]), e = std::min(u1, first[i + 1]);
+      if (b < e) rows(*outs[i].w, outs[i].y, b - first[i], e - first[i]);
+    }
   });
 }
 
@@ -225,11 +297,7 @@ void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, f
     return;
   }
   for (int64_t t = 0; t < n_tokens; ++t)
-    for (int64_t r = 0; r < w.rows; ++r) {
-      float s = 0.0f;
-      for (int64_t c = 0; c < w.cols; ++c) s += to_f32(w.data, w.dtype, r * w.cols + c) * x[t * w.cols + c];
-      y[t * w.rows + r] = s;
-    }
+    for (int64_t r = 0; r < w.rows; ++r) y[t * w.rows + r] = float_row_dot(w, r, x + t * w.cols);
 }
 
 void copy_row(const WeightMatrix& w, int64_t row, float* out) {

@@ -1,6 +1,7 @@
 #pragma once
 // Matrix products of activations (float32) with weights in their stored dtype or quantized blocks.
 #include <cstdint>
+#include <span>
 
 #include "base/dtype.h"
 #include "kernels/cpu.h"
@@ -32,6 +33,17 @@ int64_t weight_bytes(const WeightMatrix& w);
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
 // The same with an explicit instruction set (tests run every supported one).
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, Isa isa);
+
+// One product of a fused set: y = x times w transposed.
+struct MatmulOut {
+  const WeightMatrix* w;
+  float* y;
+};
+// Several products of the same activations (q/k/v projections, gate/up) in one pool dispatch and
+// one activation quantization: decode pays one thread hand-off instead of several. All weights
+// have the same number of columns.
+void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool);
+void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool, Isa isa);
 
 // Scalar reference of matmul (one thread, sequential sums; quantized weights use the same activation
 // quantization): the oracle for every SIMD path.

@@ -16,6 +16,15 @@ inline void cpu_relax() {
 }
 // About 20-50 microseconds of spinning: covers the gap between the loops of one decode step.
 constexpr int kSpinIterations = 1000;
+// A wait counts as a stall when it exceeds this and several times the caller's mean chunk time: a
+// running worker finishes its last chunk about as fast as the caller does; a descheduled one takes
+// a scheduler slice (milliseconds).
+constexpr auto kStallFloor = std::chrono::microseconds(250);
+constexpr int kStallChunks = 4;
+// Solo periods start short (a neighbour may leave) and double while stalls recur, up to a bound
+// that keeps the cost of probing again (one stall) small.
+constexpr auto kMinBackoff = std::chrono::milliseconds(20);
+constexpr auto kMaxBackoff = std::chrono::milliseconds(1000);
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
@@ -30,13 +39,16 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::run_chunks(uint32_t gen) {
+uint32_t ThreadPool::run_chunks(uint32_t gen) {
   uint64_t v = claim_.load(std::memory_order_acquire);
-  for (;;) {
-    if (static_cast<uint32_t>(v >> 32) != gen) return;
+  for (uint32_t ran = 0;; ++ran) {
+    for (;;) {
+      if (static_cast<uint32_t>(v >> 32) != gen) return ran;
+      const uint32_t c = static_cast<uint32_t>(v & 0xFFFF);
+      if (c >= static_cast<uint32_t>((v >> 16) & 0xFFFF)) return ran;
+      if (claim_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel)) break;
+    }
     const uint32_t c = static_cast<uint32_t>(v & 0xFFFF), count = static_cast<uint32_t>((v >> 16) & 0xFFFF);
-    if (c >= count) return;
-    if (!claim_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel)) continue;
     const int64_t b = static_cast<int64_t>(c) * chunk_;
     (*fn_)(b, std::min(n_, b + chunk_));
     if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == count) done_.notify_one();
@@ -52,6 +64,12 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     fn(0, n);
     return;
   }
+  const Clock::time_point start = Clock::now();
+  if (start < solo_until_) {
+    ++solo_loops_;
+    fn(0, n);
+    return;
+  }
   // Several chunks per thread balance uneven work (and a thread that lost its core).
   const int64_t n_chunks = std::min<int64_t>({max_chunks, static_cast<int64_t>(size()) * 8, 0xFFFF});
   fn_ = &fn;
@@ -63,14 +81,31 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   claim_.store((static_cast<uint64_t>(gen) << 32) | (static_cast<uint64_t>(n_chunks_) << 16), std::memory_order_release);
   generation_.store(gen, std::memory_order_release);
   generation_.notify_all();  // a syscall only when some worker sleeps
-  run_chunks(gen);
+  const uint32_t own = run_chunks(gen);
+  const Clock::time_point own_end = Clock::now();
+  bool waited = false;
   for (int spins = 0;; ++spins) {
     const uint32_t d = done_.load(std::memory_order_acquire);
     if (d == n_chunks_) break;
+    waited = true;
     if (spins < kSpinIterations) cpu_relax();
     else done_.wait(d, std::memory_order_acquire);
   }
   fn_ = nullptr;
+  if (waited) {
+    const Clock::time_point end = Clock::now();
+    note_wait(own_end - start, own, end - own_end, end);
+  }
+}
+
+void ThreadPool::note_wait(Clock::duration own, uint32_t own_chunks, Clock::duration wait, Clock::time_point now) {
+  const Clock::duration per_chunk = own / std::max<uint32_t>(own_chunks, 1);
+  if (wait < kStallFloor || wait < kStallChunks * per_chunk) return;
+  // A stall soon after the last solo period ended means the neighbour is still there.
+  const bool recurring = backoff_.count() > 0 && now - last_stall_ < 4 * backoff_;
+  backoff_ = recurring ? std::min<Clock::duration>(2 * backoff_, kMaxBackoff) : Clock::duration(kMinBackoff);
+  last_stall_ = now;
+  solo_until_ = now + backoff_;
 }
 
 void ThreadPool::worker_loop() {

@@ -4,7 +4,14 @@
 // chunks, not for threads: a worker that has no core (another process keeps it busy) simply claims
 // nothing and the caller finishes the loop alone. Waiting threads spin briefly (decode issues many
 // short loops), then sleep on a futex (std::atomic::wait) so they never steal a busy core for long.
+//
+// A worker that is descheduled while it holds a chunk (another process shares its core) still makes
+// the caller wait for that chunk, up to a scheduler time slice. The pool notices such stalls (a wait
+// far longer than a chunk takes) and then runs loops on the caller alone for a while, doubling that
+// while stalls keep coming back, so sharing a core with a busy neighbour never makes more threads
+// slower than one.
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <thread>
@@ -25,10 +32,16 @@ class ThreadPool {
   // Returns when all chunks are done. Not reentrant: fn must not call parallel_for on this pool.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
+  // Loops run by the caller alone because of an earlier stall (for tests and diagnostics).
+  int64_t solo_loops() const { return solo_loops_; }
+
  private:
+  using Clock = std::chrono::steady_clock;
   void worker_loop();
-  // Claims and runs chunks of loop `gen` until none is left.
-  void run_chunks(uint32_t gen);
+  // Claims and runs chunks of loop `gen` until none is left; returns how many it ran.
+  uint32_t run_chunks(uint32_t gen);
+  // Decides from one loop's timings whether a worker stalled it, and if so starts a solo period.
+  void note_wait(Clock::duration own, uint32_t own_chunks, Clock::duration wait, Clock::time_point now);
 
   std::vector<std::thread> workers_;
   // (generation << 32) | (chunk count << 16) | next chunk: one word, so a late claim of a finished
@@ -41,6 +54,10 @@ class ThreadPool {
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0, chunk_ = 1;
   uint32_t n_chunks_ = 0;
+  // Stall back-off, touched by the calling thread only.
+  Clock::time_point solo_until_{}, last_stall_{};
+  Clock::duration backoff_{};
+  int64_t solo_loops_ = 0;
 };
 
 }  // namespace ember::kernels

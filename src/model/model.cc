@@ -240,9 +240,8 @@ void Model::forward(std::span<ForwardItem> batch) {
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
     kernels::rms_norm(s.x.data(), L.attn_norm.data(), n, H, static_cast<float>(c.rms_norm_eps), s.xb.data());
-    kernels::matmul(L.wq, s.xb.data(), n, s.q.data(), pool);
-    kernels::matmul(L.wk, s.xb.data(), n, s.k.data(), pool);
-    kernels::matmul(L.wv, s.xb.data(), n, s.v.data(), pool);
+    const kernels::MatmulOut qkv[] = {{&L.wq, s.q.data()}, {&L.wk, s.k.data()}, {&L.wv, s.v.data()}};
+    kernels::matmul_fused(qkv, s.xb.data(), n, pool);
     if (!L.bq.empty()) {
       kernels::add_bias(s.q.data(), L.bq.data(), n, Q);
       kernels::add_bias(s.k.data(), L.bk.data(), n, KV);
@@ -296,8 +295,8 @@ void Model::forward(std::span<ForwardItem> batch) {
     kernels::add_inplace(s.x.data(), s.xb.data(), n * H);
 
     kernels::rms_norm(s.x.data(), L.mlp_norm.data(), n, H, static_cast<float>(c.rms_norm_eps), s.xb.data());
-    kernels::matmul(L.w_gate, s.xb.data(), n, s.gate.data(), pool);
-    kernels::matmul(L.w_up, s.xb.data(), n, s.up.data(), pool);
+    const kernels::MatmulOut gate_up[] = {{&L.w_gate, s.gate.data()}, {&L.w_up, s.up.data()}};
+    kernels::matmul_fused(gate_up, s.xb.data(), n, pool);
     if (!L.b_gate.empty()) {
       kernels::add_bias(s.gate.data(), L.b_gate.data(), n, I);
       kernels::add_bias(s.up.data(), L.b_up.data(), n, I);

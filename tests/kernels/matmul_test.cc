@@ -43,6 +43,58 @@ TEST(Matmul, EveryIsaMatchesReferenceForAllDtypesAndShapes) {
           }
 }
 
+// Wide rows take the column-blocked path (partial sums added per column block).
+TEST(Matmul, WideRowsMatchReference) {
+  ThreadPool pool(2);
+  std::mt19937 rng(5);
+  for (Isa isa : supported_isas())
+    for (DType t : {DType::F32, DType::BF16})
+      for (int64_t n : {1, 5}) {
+        const int64_t rows = 9, cols = 2600;
+        std::vector<float> wf = randn(rows * cols, rng), x = randn(n * cols, rng), y(n * rows), ref(n * rows);
+        std::vector<uint16_t> wh(rows * cols);
+        WeightMatrix w{wf.data(), t, rows, cols};
+        if (t == DType::BF16) {
+          for (size_t i = 0; i < wf.size(); ++i) wh[i] = f32_to_bf16(wf[i]);
+          w.data = wh.data();
+        }
+        matmul(w, x.data(), n, y.data(), pool, isa);
+        matmul_reference(w, x.data(), n, ref.data());
+        for (size_t i = 0; i < y.size(); ++i)
+          ASSERT_NEAR(y[i], ref[i], 1e-4 * (1 + std::sqrt(static_cast<float>(cols)))) << isa_name(isa) << " n=" << n;
+      }
+}
+
+// A fused set (plain and quantized outputs of different heights) equals separate products.
+TEST(Matmul, FusedEqualsSeparateProducts) {
+  ThreadPool pool(2);
+  std::mt19937 rng(9);
+  const int64_t cols = 96, n = 3;
+  std::vector<float> x = randn(n * cols, rng);
+  for (Isa isa : supported_isas()) {
+    std::vector<float> w0 = randn(40 * cols, rng), w1 = randn(8 * cols, rng), w2 = randn(19 * cols, rng);
+    const WeightMatrix a{w0.data(), DType::F32, 40, cols}, b{w1.data(), DType::F32, 8, cols};
+    QuantizedMatrix c = quantize(WeightMatrix{w2.data(), DType::F32, 19, cols}, QType::Q4_0, pool);
+    const WeightMatrix* ws[] = {&a, &b, &c.view()};
+    std::vector<std::vector<float>> fused(3), alone(3);
+    std::vector<MatmulOut> outs;
+    for (int i = 0; i < 3; ++i) {
+      fused[i].resize(n * ws[i]->rows);
+      alone[i].resize(n * ws[i]->rows);
+      outs.push_back({ws[i], fused[i].data()});
+      matmul(*ws[i], x.data(), n, alone[i].data(), pool, isa);
+    }
+    matmul_fused(outs, x.data(), n, pool, isa);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(fused[i], alone[i]) << isa_name(isa) << " output " << i;
+  }
+  std::vector<float> bad(5 * 64, 1.0f), y(64);
+  const WeightMatrix narrow{bad.data(), DType::F32, 5, 64};
+  std::vector<float> wa = randn(40 * cols, rng);
+  const WeightMatrix wide{wa.data(), DType::F32, 40, cols};
+  const MatmulOut mixed[] = {{&wide, y.data()}, {&narrow, y.data()}};
+  EXPECT_ANY_THROW(matmul_fused(mixed, x.data(), 1, pool));
+}
+
 // Quantized weights: every instruction set computes the same integer dot products as the scalar
 // reference (only float rounding of the per-block scaling may differ).
 TEST(Matmul, QuantizedEveryIsaMatchesReference) {

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 namespace ember::kernels {
@@ -20,6 +22,35 @@ TEST(ThreadPool, CoversEveryIndexExactlyOnce) {
       for (auto& h : hits) ASSERT_EQ(h.load(), 50);
     }
   }
+}
+
+// A worker that stops in the middle of a chunk (as when another process takes its core) makes the
+// caller wait; the pool then runs the next loops on the caller alone, and every index is still
+// covered exactly once.
+TEST(ThreadPool, StallOfAWorkerSwitchesToCallerAlone) {
+  ThreadPool pool(2);
+  const auto caller = std::this_thread::get_id();
+  std::atomic<bool> stalled{false};
+  std::vector<std::atomic<int>> hits(64);
+  for (int rep = 0; rep < 2000 && !stalled.load(); ++rep)
+    pool.parallel_for(64, 1, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
+      // Chunks long enough that the worker, once awake, gets some of them.
+      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(20);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+      if (std::this_thread::get_id() != caller && !stalled.exchange(true))
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    });
+  ASSERT_TRUE(stalled.load()) << "the worker never took a chunk";
+  const int first = hits[0].load();
+  for (auto& h : hits) ASSERT_EQ(h.load(), first);
+  EXPECT_EQ(pool.solo_loops(), 0);
+  pool.parallel_for(64, 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
+  });
+  EXPECT_EQ(pool.solo_loops(), 1);
+  for (auto& h : hits) ASSERT_EQ(h.load(), first + 1);
 }
 
 }  // namespace
