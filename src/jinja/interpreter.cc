@@ -230,6 +230,19 @@ Value arithmetic(BinOp op, const Value& a, const Value& b, size_t max_bytes) {
   return unsupported();
 }
 
+struct Interpreter::Nest {
+  Interpreter& in;
+  explicit Nest(Interpreter& interpreter) : in(interpreter) {
+    if (in.depth_ >= kMaxDepth)
+      throw RenderError("template nested more than " + std::to_string(kMaxDepth) +
+                        " calls and expressions deep (runaway recursion?)");
+    ++in.depth_;
+  }
+  ~Nest() { --in.depth_; }
+  Nest(const Nest&) = delete;
+  Nest& operator=(const Nest&) = delete;
+};
+
 void Interpreter::step() {
   if (++steps_ > limits_.max_steps)
     throw RenderError("template exceeded the limit of " + std::to_string(limits_.max_steps) + " render steps");
@@ -271,6 +284,7 @@ Interpreter::Flow Interpreter::exec_body(const Body& body, const ScopePtr& scope
 }
 
 Interpreter::Flow Interpreter::exec(const Stmt& s, const ScopePtr& scope, std::string& out) {
+  const Nest nest(*this);
   step();
   pos_ = s.pos;
   switch (s.type) {
@@ -428,6 +442,7 @@ void Interpreter::assign(const Target& t, const Value& v, const ScopePtr& scope)
     case Target::Kind::NsAttr: {
       const Value* ns = scope->find(t.name);
       if (!ns || ns->kind() != Kind::Namespace) throw RenderError("cannot assign attribute on non-namespace object");
+      if (v.holds_namespace()) throw RenderError(kNamespaceInNamespace);
       ns->mutable_map().set(Value(t.attr), v);
       return;
     }
@@ -645,6 +660,7 @@ Value Interpreter::eval_binary(const BinaryExpr& e, const ScopePtr& scope) {
 }
 
 Value Interpreter::eval(const Expr& e, const ScopePtr& scope) {
+  const Nest nest(*this);
   step();
   pos_ = e.pos;
   switch (e.type) {

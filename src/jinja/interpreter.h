@@ -53,8 +53,14 @@ class Interpreter {
  private:
   enum class Flow { Normal, Break, Continue };
 
+  // Statements, expressions and macro calls being evaluated at once: a bound on the stack a
+  // recursive macro can take (Python stops such a template with a RecursionError).
+  static constexpr int kMaxDepth = 1000;
+  struct Nest;
+
   Limits limits_;
   uint64_t steps_ = 0;
+  int depth_ = 0;
   Pos pos_;
 
   Flow exec_body(const Body& body, const ScopePtr& scope, std::string& out);

@@ -37,6 +37,34 @@ class Parser {
  private:
   std::vector<Token> toks_;
   size_t i_ = 0;
+  // The syntax tree's height stays under kMaxNesting so that parsing, rendering and freeing it
+  // cannot run out of stack: nested blocks and brackets count (depth_), and so does each chained
+  // operator of the statement or print expression being parsed (chain_), as `a + b + c` nests
+  // to the left.
+  static constexpr size_t kMaxNesting = 256;
+  size_t depth_ = 0;
+  size_t chain_ = 0;
+
+  void check_nesting(const Token& t) const {
+    if (depth_ + chain_ > kMaxNesting)
+      fail(t, "template nested too deeply (more than " + std::to_string(kMaxNesting) +
+                  " levels of blocks, brackets and chained operators)");
+  }
+  struct Nest {
+    Parser& p;
+    explicit Nest(Parser& parser) : p(parser) {
+      ++p.depth_;
+      p.check_nesting(p.cur());
+    }
+    ~Nest() { --p.depth_; }
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+  };
+  // One more link of a left-nested chain (binary operators, attributes, calls, filters).
+  void chain() {
+    ++chain_;
+    check_nesting(cur());
+  }
 
   const Token& cur() const { return toks_[i_]; }
   const Token& look(size_t n = 1) const { return toks_[std::min(i_ + n, toks_.size() - 1)]; }
@@ -75,6 +103,7 @@ class Parser {
 
   // Statements until a {% name %} whose name is one of `ends` (left as the current token).
   Body subparse(std::initializer_list<std::string_view> ends) {
+    const Nest nest(*this);
     Body body;
     while (true) {
       const Token& t = cur();
@@ -88,6 +117,7 @@ class Parser {
         next();
       } else if (t.type == Tok::VarBegin) {
         next();
+        chain_ = 0;
         auto e = parse_tuple(false, true);
         if (cur().type != Tok::VarEnd) fail(cur(), "expected end of print statement, got " + describe(cur()));
         next();
@@ -97,6 +127,7 @@ class Parser {
         if (cur().type != Tok::Name) fail(cur(), "tag name expected");
         for (auto e : ends)
           if (cur().text == e) return body;
+        chain_ = 0;
         body.push_back(parse_statement());
       } else {
         fail(t, "unexpected " + describe(t));
@@ -293,6 +324,7 @@ class Parser {
   }
 
   Target parse_target(bool with_namespace, std::initializer_list<std::string_view> extra_end) {
+    const Nest nest(*this);
     Target tuple;
     tuple.kind = Target::Kind::Tuple;
     tuple.pos = cur().pos;
@@ -352,9 +384,11 @@ class Parser {
   }
 
   ExprPtr parse_expression() {
+    const Nest nest(*this);
     const Pos p = cur().pos;
     ExprPtr e = parse_or();
     while (skip_name("if")) {
+      chain();
       auto c = std::make_unique<CondExpr>(p);
       c->then = std::move(e);
       c->cond = parse_or();
@@ -367,6 +401,7 @@ class Parser {
   ExprPtr parse_or() {
     ExprPtr left = parse_and();
     while (is_name("or")) {
+      chain();
       const Pos p = next().pos;
       left = std::make_unique<BinaryExpr>(ExprType::Or, p, std::move(left), parse_and());
     }
@@ -376,6 +411,7 @@ class Parser {
   ExprPtr parse_and() {
     ExprPtr left = parse_not();
     while (is_name("and")) {
+      chain();
       const Pos p = next().pos;
       left = std::make_unique<BinaryExpr>(ExprType::And, p, std::move(left), parse_not());
     }
@@ -384,6 +420,7 @@ class Parser {
 
   ExprPtr parse_not() {
     if (is_name("not")) {
+      const Nest nest(*this);
       const Pos p = next().pos;
       return std::make_unique<UnaryExpr>(ExprType::Not, p, parse_not());
     }
@@ -424,6 +461,7 @@ class Parser {
   ExprPtr parse_math1() {
     ExprPtr left = parse_concat();
     while (is_op("+") || is_op("-")) {
+      chain();
       const Token& t = next();
       left = binary(t.text == "+" ? BinOp::Add : BinOp::Sub, t.pos, std::move(left), parse_concat());
     }
@@ -443,6 +481,7 @@ class Parser {
   ExprPtr parse_math2() {
     ExprPtr left = parse_pow();
     while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
+      chain();
       const Token& t = next();
       const BinOp op = t.text == "*" ? BinOp::Mul : t.text == "/" ? BinOp::Div : t.text == "//" ? BinOp::FloorDiv : BinOp::Mod;
       left = binary(op, t.pos, std::move(left), parse_pow());
@@ -453,6 +492,7 @@ class Parser {
   ExprPtr parse_pow() {
     ExprPtr left = parse_unary(true);
     while (is_op("**")) {
+      chain();
       const Pos p = next().pos;
       left = binary(BinOp::Pow, p, std::move(left), parse_unary(true));
     }
@@ -460,6 +500,7 @@ class Parser {
   }
 
   ExprPtr parse_unary(bool with_filter) {
+    const Nest nest(*this);
     ExprPtr node;
     if (is_op("-") || is_op("+")) {
       const Token& t = next();
@@ -529,6 +570,7 @@ class Parser {
 
   ExprPtr parse_postfix(ExprPtr node) {
     while (true) {
+      if (is_op(".") || is_op("[") || is_op("(")) chain();
       if (is_op(".")) {
         const Pos p = next().pos;
         const Token& a = cur();
@@ -636,6 +678,7 @@ class Parser {
 
   ExprPtr parse_filter_expr(ExprPtr node) {
     while (true) {
+      if (is_op("|") || is_name("is") || is_op("(")) chain();
       if (skip_op("|")) {
         node = parse_filter(std::move(node));
       } else if (is_name("is")) {

@@ -21,8 +21,15 @@ Template Template::parse(std::string_view source) {
 std::string Template::render(const nlohmann::ordered_json& context, const RenderOptions& opts) const {
   if (!context.is_object() && !context.is_null()) throw Error("template context must be a JSON object");
   Dict globals;
-  if (context.is_object())
-    for (const auto& [k, v] : context.items()) globals.entries.emplace_back(Value(k), Value::from_json(v));
+  if (context.is_object()) {
+    for (const auto& [k, v] : context.items()) {
+      try {
+        globals.entries.emplace_back(Value(k), Value::from_json(v));
+      } catch (const RenderError& e) {
+        throw Error("template variable '" + k + "': " + e.what());
+      }
+    }
+  }
   Interpreter in(Limits{opts.max_steps, opts.max_output_bytes, opts.now});
   return in.render(parsed_->body, std::move(globals));
 }

@@ -39,9 +39,29 @@ Value Value::undefined(std::string hint, bool unsafe) {
 
 Value::Value(std::string s) : kind_(Kind::String), ptr_(std::make_shared<std::string>(std::move(s))) {}
 
+namespace {
+
+// How deep a container of `parts` nests and whether it holds a namespace; throws past the bound.
+struct Nesting {
+  int depth = 1;
+  bool holds_namespace = false;
+  void add(const Value& part) {
+    if (part.nesting() >= Value::kMaxNesting)
+      throw RenderError("value nested more than " + std::to_string(Value::kMaxNesting) + " containers deep");
+    depth = std::max(depth, part.nesting() + 1);
+    holds_namespace = holds_namespace || part.holds_namespace();
+  }
+};
+
+}  // namespace
+
 Value Value::list(List items) {
+  Nesting n;
+  for (const Value& e : items) n.add(e);
   Value v;
   v.kind_ = Kind::List;
+  v.nesting_ = static_cast<uint16_t>(n.depth);
+  v.holds_namespace_ = n.holds_namespace;
   v.ptr_ = std::make_shared<List>(std::move(items));
   return v;
 }
@@ -53,15 +73,21 @@ Value Value::tuple(List items) {
 }
 
 Value Value::dict(Dict d) {
+  Nesting n;
+  for (const auto& [k, e] : d.entries) n.add(k), n.add(e);
   Value v;
   v.kind_ = Kind::Dict;
+  v.nesting_ = static_cast<uint16_t>(n.depth);
+  v.holds_namespace_ = n.holds_namespace;
   v.ptr_ = std::make_shared<Dict>(std::move(d));
   return v;
 }
 
 Value Value::namespace_(Dict d) {
   Value v = dict(std::move(d));
+  if (v.holds_namespace_) throw RenderError(kNamespaceInNamespace);
   v.kind_ = Kind::Namespace;
+  v.holds_namespace_ = true;
   return v;
 }
 
@@ -72,9 +98,15 @@ Value Value::callable(std::string name, std::function<Value(Interpreter&, CallAr
   return v;
 }
 
-Value Value::from_json(const nlohmann::ordered_json& j) {
+namespace {
+
+// JSON -> Value; `depth` counts the containers around `j`, checked before descending further, as
+// a deeper document would overflow the stack before Value::list / dict could refuse it.
+Value json_value(const nlohmann::ordered_json& j, int depth) {
+  if (j.is_structured() && depth >= Value::kMaxNesting)
+    throw RenderError("JSON value nested more than " + std::to_string(Value::kMaxNesting) + " containers deep");
   switch (j.type()) {
-    case nlohmann::ordered_json::value_t::null: return none();
+    case nlohmann::ordered_json::value_t::null: return Value::none();
     case nlohmann::ordered_json::value_t::boolean: return Value(j.get<bool>());
     case nlohmann::ordered_json::value_t::number_integer: return Value(j.get<int64_t>());
     case nlohmann::ordered_json::value_t::number_unsigned: {
@@ -87,18 +119,22 @@ Value Value::from_json(const nlohmann::ordered_json& j) {
     case nlohmann::ordered_json::value_t::array: {
       List items;
       items.reserve(j.size());
-      for (const auto& e : j) items.push_back(from_json(e));
-      return list(std::move(items));
+      for (const auto& e : j) items.push_back(json_value(e, depth + 1));
+      return Value::list(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
       Dict d;
       d.entries.reserve(j.size());
-      for (const auto& [k, e] : j.items()) d.entries.emplace_back(Value(k), from_json(e));
-      return dict(std::move(d));
+      for (const auto& [k, e] : j.items()) d.entries.emplace_back(Value(k), json_value(e, depth + 1));
+      return Value::dict(std::move(d));
     }
-    default: return undefined();
+    default: return Value::undefined();
   }
 }
+
+}  // namespace
+
+Value Value::from_json(const nlohmann::ordered_json& j) { return json_value(j, 0); }
 
 double Value::as_double() const {
   switch (kind_) {

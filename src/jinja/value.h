@@ -99,8 +99,17 @@ class Value {
   bool same_object(const Value& o) const;  // Python `is`
   nlohmann::ordered_json to_json() const;
 
+  // Containers nest at most kMaxNesting deep (list, tuple and dict builders throw RenderError past
+  // it), so printing, comparing or freeing a value cannot run out of stack. A namespace() may not
+  // hold another one: that would let it contain itself (a cycle never freed) or chain without bound.
+  static constexpr int kMaxNesting = 512;
+  int nesting() const { return nesting_; }  // 0 for a scalar
+  bool holds_namespace() const { return holds_namespace_; }
+
  private:
   Kind kind_ = Kind::Undefined;
+  bool holds_namespace_ = false;
+  uint16_t nesting_ = 0;
   union {
     bool b;
     int64_t i;
@@ -117,6 +126,8 @@ struct Dict {
   void set(Value key, Value value);
   size_t size() const { return entries.size(); }
 };
+
+inline constexpr const char* kNamespaceInNamespace = "a namespace() cannot hold another namespace";
 
 // Python ==, and ordering (<0, 0, >0; throws RenderError for unorderable types like str < int).
 bool equals(const Value& a, const Value& b);
