@@ -107,6 +107,9 @@ Tokenizer Tokenizer::from_folder(const std::string& dir) {
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
+  if (text.size() > kMaxEncodeBytes)
+    fail("tokenizer", "input of " + std::to_string(text.size()) + " bytes exceeds the limit of " +
+                          std::to_string(kMaxEncodeBytes) + " bytes per encode call");
   if (!utf8::is_valid(text)) fail("tokenizer", "input text is not valid UTF-8");
   const Impl& im = *impl_;
   std::vector<Piece> pieces = im.added.extract_and_normalize(text, im.normalizer.get());

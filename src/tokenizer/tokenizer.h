@@ -20,7 +20,11 @@ class Tokenizer {
   // Throws ember::Error for malformed JSON or a component Ember does not support (naming it).
   static Tokenizer from_json(const std::string& tokenizer_json_text, const std::string& config_json_text = "");
 
-  // Thread-safe. `text` must be valid UTF-8.
+  // The most text one encode call takes: it bounds the time and memory a stranger's text can ask
+  // for (a whole context window is far shorter). Longer input gets an ember::Error.
+  static constexpr size_t kMaxEncodeBytes = 16u << 20;
+
+  // Thread-safe. `text` must be valid UTF-8 and at most kMaxEncodeBytes long.
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const;
   // Raw Hugging Face decode (no clean_up_tokenization_spaces). Throws ember::Error for an unknown id.
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens) const;

@@ -96,6 +96,19 @@ TEST(TokenizerErrors, BadIdsAndInvalidUtf8) {
   EXPECT_THROW(tok.encode("abc\xFF", false), Error);
 }
 
+TEST(TokenizerErrors, EncodeRefusesTextPastTheLimit) {
+  const Tokenizer tok = Tokenizer::from_folder(test::tokenizer_dir("tinystories-656k"));
+  const std::string at_limit(Tokenizer::kMaxEncodeBytes, 'a');
+  EXPECT_FALSE(tok.encode(std::string_view(at_limit).substr(0, 1000), false).empty());
+  try {
+    tok.encode(at_limit + "a", false);
+    FAIL() << "encode accepted " << at_limit.size() + 1 << " bytes";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("exceeds the limit of " + std::to_string(Tokenizer::kMaxEncodeBytes)),
+              std::string::npos) << e.what();
+  }
+}
+
 TEST(TokenizerConfig, FieldsAndChatTemplate) {
   const Tokenizer tok = Tokenizer::from_folder(test::tokenizer_dir("tinyllama-1.1b-chat"));
   std::ifstream in(test::tokenizer_dir("tinyllama-1.1b-chat") + "/tokenizer_config.json");
