@@ -6,7 +6,8 @@ pkgs=(build-essential cmake ninja-build pkg-config git python3
       libssl-dev zlib1g-dev libbrotli-dev libedit-dev
       googletest libgtest-dev libgmock-dev libbenchmark-dev
       chromium
-      nginx-light)
+      nginx-light
+      clang libclang-rt-14-dev)  # clang's libFuzzer and sanitizer runtimes: the `fuzz` preset
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 # Node.js and npm run the official openai client test; a machine may already have them from elsewhere.

@@ -83,7 +83,7 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
     fail(where, std::string("invalid JSON: ") + e.what());
   }
   if (!j.is_object()) fail(where, "expected a JSON object");

@@ -42,7 +42,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
   json header;
   try {
     header = json::parse(file_.data() + 8, file_.data() + 8 + header_len);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
     fail(path, std::string("safetensors header is not valid JSON: ") + e.what());
   }
   if (!header.is_object()) fail(path, "safetensors header is not a JSON object");
@@ -115,7 +115,7 @@ Checkpoint Checkpoint::open(const std::string& dir) {
     json index;
     try {
       index = json::parse(read_file(index_path));
-    } catch (const json::parse_error& e) {
+    } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
       fail(index_path, std::string("invalid JSON: ") + e.what());
     }
     auto wm = index.find("weight_map");

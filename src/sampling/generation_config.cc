@@ -140,7 +140,7 @@ SamplingParams from_generation_config(const std::string& model_dir) {
   json j;
   try {
     j = json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
     fail(path.string(), std::string("invalid JSON: ") + e.what());
   }
   if (!j.is_object()) fail(path.string(), "must hold a JSON object");

@@ -171,10 +171,19 @@ ordered_json error_body(int status, const std::string& message, const std::strin
 }
 
 ordered_json parse_body(const std::string& text) {
+  // JSON copies and dumps recurse, so a body nested thousands deep would overflow the stack
+  // later; no OpenAI request (tool schemas included) comes near this.
+  constexpr int kMaxNesting = 128;
+  const auto limit_nesting = [](int depth, ordered_json::parse_event_t, ordered_json&) {
+    if (depth > kMaxNesting)
+      throw ApiError(400, "the request body nests JSON more than " + std::to_string(kMaxNesting) + " levels deep",
+                     {}, "invalid_json");
+    return true;
+  };
   ordered_json body;
   try {
-    body = ordered_json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+    body = ordered_json::parse(text, limit_nesting);
+  } catch (const nlohmann::json::exception& e) {  // parse_error, or out_of_range for a number like 1e400
     throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what(), {}, "invalid_json");
   }
   if (!body.is_object()) throw ApiError(400, "the request body must be a JSON object", {}, "invalid_json");

@@ -1,0 +1,43 @@
+// OpenAI request bodies as the server receives them: JSON -> chat / text completion request, then
+// what the server does next without a model: render the messages with the chat-skills model's
+// template and tokenize the prompt.
+#include <cstdint>
+#include <string>
+
+#include "base/error.h"
+#include "engine/chat_prompt.h"
+#include "server/openai.h"
+#include "tokenizer/tokenizer.h"
+
+namespace {
+
+struct Model {
+  std::string dir = std::string(EMBER_SHARED_DIR) + "/models/chat-skills";
+  ember::tokenizer::Tokenizer tok = ember::tokenizer::Tokenizer::from_folder(dir);
+  ember::engine::ChatPromptBuilder builder{tok, dir};
+};
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const Model model;
+  const ember::sampling::SamplingParams defaults;
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  try {
+    const auto body = ember::server::parse_body(text);
+    try {
+      const auto chat = ember::server::parse_chat_request(body, defaults);
+      (void)model.builder.build(chat.messages, chat.options);
+    } catch (const ember::server::ApiError&) {
+    } catch (const ember::Error&) {
+    }
+    try {
+      const auto req = ember::server::parse_text_request(body, defaults);
+      (void)model.tok.encode(req.prompt, true);
+    } catch (const ember::server::ApiError&) {
+    } catch (const ember::Error&) {
+    }
+  } catch (const ember::server::ApiError&) {
+  }
+  return 0;
+}

@@ -1,0 +1,76 @@
+// Every input a fuzz target once failed on, kept in regressions/<fuzzer>/, run through that
+// target's harness: it must return normally (the harness aborts on a broken invariant, and the
+// sanitizer build catches memory errors). Inputs too large to keep as files are built here.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#define EMBER_HARNESS(name) extern "C" int name##_one(const uint8_t* data, size_t size);
+EMBER_HARNESS(fuzz_safetensors)
+EMBER_HARNESS(fuzz_config)
+EMBER_HARNESS(fuzz_tokenizer)
+EMBER_HARNESS(fuzz_tokenizer_text)
+EMBER_HARNESS(fuzz_jinja)
+EMBER_HARNESS(fuzz_openai_request)
+#undef EMBER_HARNESS
+
+namespace {
+
+using Harness = int (*)(const uint8_t*, size_t);
+
+int run(Harness h, const std::string& input) {
+  return h(reinterpret_cast<const uint8_t*>(input.data()), input.size());
+}
+
+std::string repeat(std::string_view s, int n) {
+  std::string out;
+  for (int k = 0; k < n; ++k) out += s;
+  return out;
+}
+
+struct Target {
+  const char* name;
+  Harness harness;
+};
+
+class Replay : public testing::TestWithParam<Target> {};
+
+TEST_P(Replay, EveryKeptInputRunsCleanly) {
+  const std::filesystem::path dir = std::filesystem::path(EMBER_FUZZ_REGRESSIONS) / GetParam().name;
+  if (!std::filesystem::exists(dir)) GTEST_SKIP() << "no kept inputs for " << GetParam().name;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    std::ifstream in(e.path(), std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    SCOPED_TRACE(e.path().string());
+    EXPECT_EQ(run(GetParam().harness, ss.str()), 0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fuzz, Replay,
+                         testing::Values(Target{"fuzz_safetensors", fuzz_safetensors_one},
+                                         Target{"fuzz_config", fuzz_config_one},
+                                         Target{"fuzz_tokenizer", fuzz_tokenizer_one},
+                                         Target{"fuzz_tokenizer_text", fuzz_tokenizer_text_one},
+                                         Target{"fuzz_jinja", fuzz_jinja_one},
+                                         Target{"fuzz_openai_request", fuzz_openai_request_one}),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// Bodies nested far deeper than a fuzzer's short inputs reach: the request parser refuses them
+// before any recursive JSON copy or render could overflow the stack.
+TEST(FuzzRegressions, DeeplyNestedRequestBodies) {
+  const int n = 200000;
+  EXPECT_EQ(run(fuzz_openai_request_one, repeat("[", n) + repeat("]", n)), 0);
+  EXPECT_EQ(run(fuzz_openai_request_one, R"({"messages": [{"role": "user", "content": "hi", "x": )" + repeat("{\"a\":", n) +
+                                             "1" + repeat("}", n) + "}]}"),
+            0);
+  EXPECT_EQ(run(fuzz_openai_request_one, R"({"messages": [{"role": "user", "content": "hi"}], "tools": )" + repeat("[", n) +
+                                             repeat("]", n) + "}"),
+            0);
+}
+
+}  // namespace
