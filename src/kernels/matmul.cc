@@ -47,23 +47,31 @@ inline __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
 template <DType T, int R, int NT>
 void float_tile(const void* w, int64_t ldw, int64_t r, const float* x, int64_t ldx, int64_t k0, int64_t k1, float* y,
                 int64_t ldy, bool add) {
+  // The loops over R and NT must unroll (GCC does not at -O2) or the accumulators live on the stack.
   __m256 acc[R][NT];
+  #pragma GCC unroll 4
   for (int i = 0; i < R; ++i)
+    #pragma GCC unroll 4
     for (int t = 0; t < NT; ++t) acc[i][t] = _mm256_setzero_ps();
   const int64_t k8 = k0 + ((k1 - k0) & ~int64_t{7});
   for (int64_t c = k0; c < k8; c += 8) {
     __m256 xv[NT];
+    #pragma GCC unroll 4
     for (int t = 0; t < NT; ++t) xv[t] = _mm256_loadu_ps(x + t * ldx + c);
+    #pragma GCC unroll 4
     for (int i = 0; i < R; ++i) {
       const __m256 wv = load8<T>(w, (r + i) * ldw + c);
+      #pragma GCC unroll 4
       for (int t = 0; t < NT; ++t) acc[i][t] = _mm256_fmadd_ps(wv, xv[t], acc[i][t]);
     }
   }
+  #pragma GCC unroll 4
   for (int t = 0; t < NT; ++t) {
     const __m256 z = _mm256_setzero_ps();
     alignas(16) float s[4];
     _mm_store_ps(s, hsum4(acc[0][t], R > 1 ? acc[R > 1 ? 1 : 0][t] : z, R > 2 ? acc[R > 2 ? 2 : 0][t] : z,
                           R > 3 ? acc[R > 3 ? 3 : 0][t] : z));
+    #pragma GCC unroll 4
     for (int i = 0; i < R; ++i) {
       for (int64_t c = k8; c < k1; ++c) s[i] += to_f32(w, T, (r + i) * ldw + c) * x[t * ldx + c];
       float& out = y[t * ldy + r + i];
