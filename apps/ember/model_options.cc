@@ -11,6 +11,7 @@ void ModelOptions::add_to(CLI::App& cmd) {
   cmd.add_option("-m,--model", dir, "Hugging Face model folder")->required();
   cmd.add_option("-t,--threads", threads, "Threads (default: all cores)");
   cmd.add_option("--ctx", ctx, "Context size in tokens (default: the model's max_position_embeddings)");
+  cmd.add_option("--kv-dtype", kv_dtype, "KV cache storage: f32 (default), f16 or bf16 (half the memory)");
   cmd.add_flag("-q,--quiet", quiet, "No progress or statistics on stderr");
 }
 
@@ -19,6 +20,7 @@ std::unique_ptr<model::Model> ModelOptions::load() const {
   const bool tty = ::isatty(STDERR_FILENO) != 0;
   model::LoadOptions lo;
   lo.threads = threads;
+  lo.kv_dtype = model::parse_kv_dtype(kv_dtype);
   if (!quiet)
     lo.progress = [tty](const std::string& stage) {
       if (tty) std::fprintf(stderr, "\r\033[Kloading: %s", stage.c_str());

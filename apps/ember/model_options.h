@@ -17,6 +17,7 @@ struct ModelOptions {
   std::string dir;
   int threads = 0;
   int64_t ctx = 0;
+  std::string kv_dtype = "f32";  // how the KV cache stores keys and values
   bool quiet = false;
 
   void add_to(CLI::App& cmd);

@@ -6,34 +6,45 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/simd_avx2.h"
+
 namespace ember::kernels {
 
 namespace {
 
-inline float dot(const float* a, const float* b, int64_t n) {
+// q (float32) . b (a cached row of type T)
+template <DType T>
+inline float dot(const float* a, const void* b, int64_t n) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), simd::load8<T>(b, i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), simd::load8<T>(b, i + 8), acc1);
   }
-  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), simd::load8<T>(b, i), acc0);
   const __m256 acc = _mm256_add_ps(acc0, acc1);
   __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
   h = _mm_add_ps(h, _mm_movehl_ps(h, h));
   h = _mm_add_ss(h, _mm_movehdup_ps(h));
   float s = _mm_cvtss_f32(h);
-  for (; i < n; ++i) s += a[i] * b[i];
+  for (; i < n; ++i) s += a[i] * simd::load1(b, T, i);
   return s;
 }
 
-// acc += w * v
-inline void axpy(float* acc, float w, const float* v, int64_t n) {
+// acc += w * v (v a cached row of type T)
+template <DType T>
+inline void axpy(float* acc, float w, const void* v, int64_t n) {
   const __m256 wv = _mm256_set1_ps(w);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(wv, _mm256_loadu_ps(v + i), _mm256_loadu_ps(acc + i)));
-  for (; i < n; ++i) acc[i] += w * v[i];
+    _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(wv, simd::load8<T>(v, i), _mm256_loadu_ps(acc + i)));
+  for (; i < n; ++i) acc[i] += w * simd::load1(v, T, i);
+}
+
+// Element e of a cache block stored as T.
+template <DType T>
+inline const void* at(const void* block, int64_t e) {
+  return static_cast<const uint8_t*>(block) + e * static_cast<int64_t>(dtype_size(T));
 }
 
 inline void scale(float* x, float r, int64_t n) {
@@ -47,6 +58,7 @@ constexpr int64_t kTile = 32;
 // All query heads of kv head `kvh` for one query token at position `pos`: each key and value row is
 // read once for the whole group. `sc` holds kTile scores per query head, `m` and `l` the running
 // maximum and sum per query head.
+template <DType T>
 void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, const AttentionShape& s, float* out,
                   float* sc, float* m, float* l) {
   const int64_t hd = s.head_dim, group = s.n_heads / s.n_kv_heads, kv_stride = s.n_kv_heads * hd;
@@ -60,8 +72,8 @@ void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, co
     const int64_t n = std::min(kTile, pos + 1 - p0);
     for (int64_t j = 0; j < n; ++j) {
       const int64_t p = p0 + j;
-      const float* k = kv.k_blocks[p / kv.block_size] + (p % kv.block_size) * kv_stride + kvh * hd;
-      for (int64_t g = 0; g < group; ++g) sc[g * kTile + j] = dot(qg + g * hd, k, hd) * s.scale;
+      const void* k = at<T>(kv.k_blocks[p / kv.block_size], (p % kv.block_size) * kv_stride + kvh * hd);
+      for (int64_t g = 0; g < group; ++g) sc[g * kTile + j] = dot<T>(qg + g * hd, k, hd) * s.scale;
     }
     for (int64_t g = 0; g < group; ++g) {
       float* e = sc + g * kTile;
@@ -79,8 +91,8 @@ void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, co
     }
     for (int64_t j = 0; j < n; ++j) {
       const int64_t p = p0 + j;
-      const float* v = kv.v_blocks[p / kv.block_size] + (p % kv.block_size) * kv_stride + kvh * hd;
-      for (int64_t g = 0; g < group; ++g) axpy(og + g * hd, sc[g * kTile + j], v, hd);
+      const void* v = at<T>(kv.v_blocks[p / kv.block_size], (p % kv.block_size) * kv_stride + kvh * hd);
+      for (int64_t g = 0; g < group; ++g) axpy<T>(og + g * hd, sc[g * kTile + j], v, hd);
     }
   }
   for (int64_t g = 0; g < group; ++g) scale(og + g * hd, 1.0f / l[g], hd);
@@ -107,8 +119,15 @@ void attention(std::span<const AttentionItem> items, const AttentionShape& s, Th
       while (u >= first_unit[i + 1]) ++i;
       const AttentionItem& it = items[i];
       const int64_t t = (u - first_unit[i]) / s.n_kv_heads, kvh = (u - first_unit[i]) % s.n_kv_heads;
-      attend_group(it.q + t * q_stride, it.first_pos + t, kvh, it.kv, s, it.out + t * q_stride, sc.data(),
-                   m.data(), l.data());
+      auto run = [&]<DType T>() {
+        attend_group<T>(it.q + t * q_stride, it.first_pos + t, kvh, it.kv, s, it.out + t * q_stride, sc.data(),
+                        m.data(), l.data());
+      };
+      switch (it.kv.dtype) {
+        case DType::F32: run.template operator()<DType::F32>(); break;
+        case DType::F16: run.template operator()<DType::F16>(); break;
+        case DType::BF16: run.template operator()<DType::BF16>(); break;
+      }
     }
   });
 }

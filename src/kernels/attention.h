@@ -3,17 +3,21 @@
 #include <cstdint>
 #include <span>
 
+#include "base/dtype.h"
+
 #include "kernels/thread_pool.h"
 
 namespace ember::kernels {
 
 // Keys and values of one sequence in one layer, stored in fixed-size blocks of positions.
 // Position p lives in block block_ptrs[p / block_size], slot p % block_size; each slot holds
-// n_kv_heads * head_dim floats (keys in k_blocks, values in v_blocks).
+// n_kv_heads * head_dim values of `dtype` (keys in k_blocks, values in v_blocks); scores and sums
+// are computed in float32 whatever the stored type.
 struct KvView {
-  const float* const* k_blocks = nullptr;
-  const float* const* v_blocks = nullptr;
+  const void* const* k_blocks = nullptr;
+  const void* const* v_blocks = nullptr;
   int64_t block_size = 0;
+  DType dtype = DType::F32;
 };
 
 struct AttentionShape {

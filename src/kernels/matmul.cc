@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/quant.h"
+#include "kernels/simd_avx2.h"
 
 namespace ember::kernels {
 
@@ -17,23 +18,8 @@ namespace {
 
 using detail::kTokenBlock;
 
-inline float to_f32(const void* base, DType t, int64_t i) {
-  switch (t) {
-    case DType::F32: return static_cast<const float*>(base)[i];
-    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(base)[i]);
-    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
-  }
-  return 0.0f;
-}
-
-// 8 weights as float32, one loader per stored type (a template argument, so no branch per load).
-template <DType T>
-inline __m256 load8(const void* base, int64_t i) {
-  if constexpr (T == DType::F32) return _mm256_loadu_ps(static_cast<const float*>(base) + i);
-  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + i));
-  if constexpr (T == DType::F16) return _mm256_cvtph_ps(h);
-  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-}
+using simd::load8;
+inline float to_f32(const void* base, DType t, int64_t i) { return simd::load1(base, t, i); }
 
 // The four horizontal sums of a0..a3 in one vector (no per-row reduction chain).
 inline __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {

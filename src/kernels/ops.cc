@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <immintrin.h>
+
 namespace ember::kernels {
 
 void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out) {
@@ -42,6 +44,19 @@ void rope_rotate_half(float* x, int64_t n_heads, int64_t head_dim, const float* 
       v[j + half] = b * cos[j] + a * sin[j];
     }
   }
+}
+
+void store_row(const float* src, int64_t n, DType to, void* dst) {
+  if (to == DType::F32) {
+    std::copy_n(src, n, static_cast<float*>(dst));
+    return;
+  }
+  uint16_t* d = static_cast<uint16_t*>(dst);
+  int64_t i = 0;
+  if (to == DType::F16)
+    for (; i + 8 <= n; i += 8)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+  for (; i < n; ++i) d[i] = to == DType::F16 ? f32_to_f16(src[i]) : f32_to_bf16(src[i]);
 }
 
 void softmax(float* x, int64_t n) {

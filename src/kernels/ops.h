@@ -2,6 +2,8 @@
 // Element-wise and row-wise operations of a transformer layer, all in float32.
 #include <cstdint>
 
+#include "base/dtype.h"
+
 namespace ember::kernels {
 
 // out[t] = x[t] / sqrt(mean(x[t]^2) + eps) * weight, for n rows of length dim. out may alias x.
@@ -19,6 +21,9 @@ void silu_mul(float* gate, const float* up, int64_t n);
 // Rotary embedding, Hugging Face "rotate half" convention: dimension j pairs with j + head_dim/2.
 // x holds n_heads heads of head_dim values; cos/sin hold head_dim/2 values for this position.
 void rope_rotate_half(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin);
+
+// dst[i] = src[i] converted to `to` (round to nearest even for F16 and BF16), e.g. into a KV cache.
+void store_row(const float* src, int64_t n, DType to, void* dst);
 
 // In-place softmax of one row.
 void softmax(float* x, int64_t n);

@@ -8,12 +8,12 @@
 
 namespace ember::model {
 
-KvCache::KvCache(const ModelConfig& c, int64_t n_blocks, int64_t block_size)
-    : n_layers_(c.num_hidden_layers), kv_dim_(c.kv_dim()), block_size_(block_size), n_blocks_(n_blocks) {
+KvCache::KvCache(const ModelConfig& c, int64_t n_blocks, int64_t block_size, DType dtype)
+    : n_layers_(c.num_hidden_layers), kv_dim_(c.kv_dim()), block_size_(block_size), n_blocks_(n_blocks), dtype_(dtype) {
   if (n_blocks <= 0 || block_size <= 0) fail("KV cache", "needs at least one block of at least one position");
-  layer_stride_ = block_size_ * kv_dim_;
+  layer_stride_ = block_size_ * kv_dim_ * static_cast<int64_t>(dtype_size(dtype_));
   block_stride_ = n_layers_ * 2 * layer_stride_;
-  data_.reset(new float[static_cast<size_t>(n_blocks_ * block_stride_)]);
+  data_.reset(new uint8_t[static_cast<size_t>(n_blocks_ * block_stride_)]);
   refs_.assign(static_cast<size_t>(n_blocks_), 0);
   free_.reserve(static_cast<size_t>(n_blocks_));
   for (int64_t b = n_blocks_ - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
@@ -37,7 +37,7 @@ void KvCache::release(int32_t block) {
 
 void KvCache::copy_block(int32_t from, int32_t to) {
   std::memcpy(data_.get() + to * block_stride_, data_.get() + from * block_stride_,
-              static_cast<size_t>(block_stride_) * sizeof(float));
+              static_cast<size_t>(block_stride_));
 }
 
 KvSequence::~KvSequence() {

@@ -7,18 +7,22 @@
 #include <memory>
 #include <vector>
 
+#include "base/dtype.h"
 #include "model/config.h"
 
 namespace ember::model {
 
 class KvCache {
  public:
-  KvCache(const ModelConfig& config, int64_t n_blocks, int64_t block_size = 16);
+  // dtype: how keys and values are stored (F32, or F16/BF16 for half the memory and bandwidth;
+  // attention converts back and computes in float32).
+  KvCache(const ModelConfig& config, int64_t n_blocks, int64_t block_size = 16, DType dtype = DType::F32);
 
   int64_t block_size() const { return block_size_; }
   int64_t n_blocks() const { return n_blocks_; }
   int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
   int64_t capacity_tokens() const { return n_blocks_ * block_size_; }
+  DType dtype() const { return dtype_; }
 
   int32_t allocate();                // throws ember::Error when the pool is exhausted
   void retain(int32_t block);
@@ -26,16 +30,18 @@ class KvCache {
   int refcount(int32_t block) const { return refs_[block]; }
   void copy_block(int32_t from, int32_t to);
 
-  float* keys(int32_t block, int64_t layer) { return base(block, layer); }
-  float* values(int32_t block, int64_t layer) { return base(block, layer) + layer_stride_; }
+  // [block_size][kv_dim] elements of dtype().
+  void* keys(int32_t block, int64_t layer) { return base(block, layer); }
+  void* values(int32_t block, int64_t layer) { return base(block, layer) + layer_stride_; }
 
  private:
-  float* base(int32_t block, int64_t layer) { return data_.get() + block * block_stride_ + layer * 2 * layer_stride_; }
+  uint8_t* base(int32_t block, int64_t layer) { return data_.get() + block * block_stride_ + layer * 2 * layer_stride_; }
 
   int64_t n_layers_, kv_dim_, block_size_, n_blocks_;
-  int64_t layer_stride_;  // floats of keys (or values) of one layer in one block
+  DType dtype_;
+  int64_t layer_stride_;  // bytes of keys (or values) of one layer in one block
   int64_t block_stride_;
-  std::unique_ptr<float[]> data_;  // uninitialised: pages are touched only when used
+  std::unique_ptr<uint8_t[]> data_;  // uninitialised: pages are touched only when used
   std::vector<int> refs_;
   std::vector<int32_t> free_;
 };

@@ -48,15 +48,22 @@ std::vector<float> vec(const TensorInfo& t) {
 
 }  // namespace
 
+DType parse_kv_dtype(const std::string& name) {
+  if (name == "f32") return DType::F32;
+  if (name == "f16") return DType::F16;
+  if (name == "bf16") return DType::BF16;
+  fail("--kv-dtype", "must be f32, f16 or bf16 (got '" + name + "')");
+}
+
 // Where bind_weights finds tensors: a mapped checkpoint or in-memory weights.
 struct Model::Source {
   std::function<const TensorInfo*(const std::string&)> find;
   std::function<const TensorInfo&(const std::string&, const std::vector<int64_t>&)> require;
 };
 
-Model::Model(std::string dir, ModelConfig config, Checkpoint checkpoint, int threads)
-    : dir_(std::move(dir)), config_(std::move(config)), checkpoint_(std::move(checkpoint)), pool_(threads),
-      scratch_(std::make_unique<Scratch>()) {}
+Model::Model(std::string dir, ModelConfig config, Checkpoint checkpoint, const LoadOptions& options)
+    : dir_(std::move(dir)), config_(std::move(config)), checkpoint_(std::move(checkpoint)), pool_(options.threads),
+      kv_dtype_(options.kv_dtype), scratch_(std::make_unique<Scratch>()) {}
 
 Model::~Model() = default;
 
@@ -68,7 +75,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   ModelConfig config = load_config(dir);
   progress("mapping safetensors weights");
   Checkpoint cp = Checkpoint::open(dir);
-  std::unique_ptr<Model> m(new Model(dir, std::move(config), std::move(cp), options.threads));
+  std::unique_ptr<Model> m(new Model(dir, std::move(config), std::move(cp), options));
   progress("checking tensors");
   const Checkpoint& ck = m->checkpoint_;
   m->bind_weights(Source{[&](const std::string& n) { return ck.find(n); },
@@ -83,7 +90,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
 }
 
 std::unique_ptr<Model> Model::from_memory(ModelConfig config, InMemoryWeights weights, const LoadOptions& options) {
-  std::unique_ptr<Model> m(new Model("", std::move(config), Checkpoint{}, options.threads));
+  std::unique_ptr<Model> m(new Model("", std::move(config), Checkpoint{}, options));
   m->memory_ = std::move(weights);
   const auto& tensors = m->memory_.tensors;
   auto find = [&](const std::string& n) -> const TensorInfo* {
@@ -175,7 +182,7 @@ void Model::bind_weights(const Source& cp) {
 
 std::unique_ptr<KvCache> Model::make_cache(int64_t max_tokens) const {
   constexpr int64_t kBlock = 16;
-  return std::make_unique<KvCache>(config_, std::max<int64_t>(1, (max_tokens + kBlock - 1) / kBlock), kBlock);
+  return std::make_unique<KvCache>(config_, std::max<int64_t>(1, (max_tokens + kBlock - 1) / kBlock), kBlock, kv_dtype_);
 }
 
 void Model::prepare_rope(int64_t max_pos) {
@@ -234,7 +241,7 @@ void Model::forward(std::span<ForwardItem> batch) {
   const kernels::AttentionShape shape{c.num_attention_heads, c.num_key_value_heads, hd, c.sliding_window,
                                       static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
   const int64_t half = hd / 2;
-  std::vector<const float*> kb, vb;
+  std::vector<const void*> kb, vb;
   std::vector<kernels::AttentionItem> attn(batch.size());
 
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
@@ -266,8 +273,9 @@ void Model::forward(std::span<ForwardItem> batch) {
         kernels::rope_rotate_half(s.k.data() + row * KV, c.num_key_value_heads, hd, cs, sn);
         const int32_t block = seq.blocks()[static_cast<size_t>(pos / bs)];
         const int64_t slot = pos % bs;
-        std::copy_n(s.k.data() + row * KV, KV, cache.keys(block, l) + slot * KV);
-        std::copy_n(s.v.data() + row * KV, KV, cache.values(block, l) + slot * KV);
+        const int64_t at = slot * KV * static_cast<int64_t>(dtype_size(cache.dtype()));
+        kernels::store_row(s.k.data() + row * KV, KV, cache.dtype(), static_cast<uint8_t*>(cache.keys(block, l)) + at);
+        kernels::store_row(s.v.data() + row * KV, KV, cache.dtype(), static_cast<uint8_t*>(cache.values(block, l)) + at);
       }
     }
     // Attention of every sequence in one dispatch: a decode step has little work per sequence.
@@ -284,7 +292,7 @@ void Model::forward(std::span<ForwardItem> batch) {
       const KvSequence& seq = *batch[i].seq;
       const int64_t nt = static_cast<int64_t>(batch[i].tokens.size());
       attn[i] = kernels::AttentionItem{s.q.data() + row * Q, nt, first_pos[i],
-                                       kernels::KvView{kb.data() + table, vb.data() + table, seq.cache().block_size()},
+                                       kernels::KvView{kb.data() + table, vb.data() + table, seq.cache().block_size(), seq.cache().dtype()},
                                        s.att.data() + row * Q};
       table += seq.blocks().size();
       row += nt;

@@ -16,6 +16,13 @@
 
 namespace ember::model {
 
+// F32 by default: the golden tolerances are float32-sized, and F16 keys and values (half the bytes)
+// move tiny-model logits by about 1e-2, beyond them. F16 is the choice for long contexts.
+constexpr DType kKvDtypeDefault = DType::F32;
+
+// "f32", "f16" or "bf16" (the --kv-dtype flag); throws ember::Error otherwise.
+DType parse_kv_dtype(const std::string& name);
+
 struct LoadOptions {
   int threads = 0;  // 0: all hardware threads
   // Called with a short description of each loading stage (for progress display).
@@ -24,6 +31,9 @@ struct LoadOptions {
   // width is not a multiple of 32 stay as stored). With Q4_0 the output projection gets Q8_0, as
   // llama.cpp keeps it at higher precision. The embedding table stays as stored.
   kernels::QType quantize = kernels::QType::None;
+  // How KV caches made by make_cache store keys and values. F16 halves the cache's memory and the
+  // bytes attention reads per token (attention still computes in float32); see kKvDtypeDefault.
+  DType kv_dtype = kKvDtypeDefault;
 };
 
 // Weights held in memory rather than mapped from files (e.g. a synthetic random model): tensors by
@@ -58,7 +68,9 @@ class Model {
   kernels::ThreadPool& pool() { return pool_; }
 
   // A KV cache sized for `max_tokens` positions in total (over all sequences that will share it).
+  // Stored in the LoadOptions' kv_dtype.
   std::unique_ptr<KvCache> make_cache(int64_t max_tokens) const;
+  DType kv_dtype() const { return kv_dtype_; }
 
   // Runs all items as one batch: matrix products over every token of every item, attention per
   // sequence over its cache. Not reentrant (uses the model's scratch buffers).
@@ -71,7 +83,7 @@ class Model {
   struct Layer;
   struct Scratch;
   struct Source;
-  Model(std::string dir, ModelConfig config, Checkpoint checkpoint, int threads);
+  Model(std::string dir, ModelConfig config, Checkpoint checkpoint, const LoadOptions& options);
   void bind_weights(const Source& src);
   void quantize_weights(kernels::QType q);
   void prepare_rope(int64_t max_pos);
@@ -82,6 +94,7 @@ class Model {
   InMemoryWeights memory_;                              // weights of from_memory models
   std::vector<kernels::QuantizedMatrix> quantized_;  // storage of quantized matrices
   kernels::ThreadPool pool_;
+  DType kv_dtype_;
   kernels::WeightMatrix embed_, lm_head_;
   std::vector<float> final_norm_;
   std::vector<Layer> layers_;

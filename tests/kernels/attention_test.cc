@@ -11,24 +11,42 @@
 namespace ember::kernels {
 namespace {
 
-// One sequence's cache in blocks, with random keys and values.
+// One sequence's cache in blocks, with random keys and values stored as `dtype`; k and v hold the
+// stored values as float32 (what the reference computes with).
 struct Cache {
-  Cache(int64_t n_pos, int64_t kv_dim, int64_t block, std::mt19937& rng) : kv_dim(kv_dim), block(block) {
+  Cache(int64_t n_pos, int64_t kv_dim, int64_t block, std::mt19937& rng, DType dtype = DType::F32)
+      : kv_dim(kv_dim), block(block), dtype(dtype) {
     std::normal_distribution<float> dist(0.0f, 1.0f);
     const int64_t n_blocks = (n_pos + block - 1) / block;
     k.resize(n_blocks * block * kv_dim);
     v.resize(k.size());
     for (auto& x : k) x = dist(rng);
     for (auto& x : v) x = dist(rng);
+    const size_t es = dtype_size(dtype);
+    ks.resize(k.size() * es);
+    vs.resize(v.size() * es);
+    store_row(k.data(), static_cast<int64_t>(k.size()), dtype, ks.data());
+    store_row(v.data(), static_cast<int64_t>(v.size()), dtype, vs.data());
+    for (size_t i = 0; i < k.size(); ++i) {
+      if (dtype == DType::F16) {
+        k[i] = f16_to_f32(f32_to_f16(k[i]));
+        v[i] = f16_to_f32(f32_to_f16(v[i]));
+      } else if (dtype == DType::BF16) {
+        k[i] = bf16_to_f32(f32_to_bf16(k[i]));
+        v[i] = bf16_to_f32(f32_to_bf16(v[i]));
+      }
+    }
     for (int64_t b = 0; b < n_blocks; ++b) {
-      kb.push_back(k.data() + b * block * kv_dim);
-      vb.push_back(v.data() + b * block * kv_dim);
+      kb.push_back(ks.data() + b * block * kv_dim * static_cast<int64_t>(es));
+      vb.push_back(vs.data() + b * block * kv_dim * static_cast<int64_t>(es));
     }
   }
-  KvView view() const { return KvView{kb.data(), vb.data(), block}; }
+  KvView view() const { return KvView{kb.data(), vb.data(), block, dtype}; }
   int64_t kv_dim, block;
+  DType dtype;
   std::vector<float> k, v;
-  std::vector<const float*> kb, vb;
+  std::vector<uint8_t> ks, vs;
+  std::vector<const void*> kb, vb;
 };
 
 // Naive attention with an explicit softmax: the reference for the streaming kernel.
@@ -65,8 +83,9 @@ TEST(Attention, StreamingMatchesNaiveWithGqaAndWindow) {
   ThreadPool pool(2);
   std::mt19937 rng(3);
   const int64_t heads = 4, kv_heads = 2, hd = 8, n_pos = 37, block = 5;
-  const Cache cache(n_pos, kv_heads * hd, block, rng);
+  for (DType kv_type : {DType::F32, DType::F16, DType::BF16})
   for (int64_t window : {0, 6}) {
+    const Cache cache(n_pos, kv_heads * hd, block, rng, kv_type);
     const int64_t n_tok = 5, first = n_pos - n_tok;
     std::vector<float> q = random_vector(n_tok * heads * hd, rng), out(q.size());
     AttentionShape s{heads, kv_heads, hd, window, 1.0f / std::sqrt(8.0f)};

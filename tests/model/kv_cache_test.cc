@@ -34,14 +34,14 @@ TEST(KvCache, ForkSharesThenCopiesOnWrite) {
   KvCache cache(tiny_config(), 8, 4);
   KvSequence a(cache);
   a.extend(6);  // blocks: full + half-full
-  cache.keys(a.blocks()[1], 0)[0] = 42.0f;
+  static_cast<float*>(cache.keys(a.blocks()[1], 0))[0] = 42.0f;
   KvSequence b = a.fork();
   EXPECT_EQ(b.blocks(), a.blocks());
   EXPECT_EQ(cache.free_blocks(), 6);
   b.extend(7);  // writes into the shared half-full block: b gets its own copy
   EXPECT_EQ(b.blocks()[0], a.blocks()[0]);
   EXPECT_NE(b.blocks()[1], a.blocks()[1]);
-  EXPECT_EQ(cache.keys(b.blocks()[1], 0)[0], 42.0f);
+  EXPECT_EQ(static_cast<float*>(cache.keys(b.blocks()[1], 0))[0], 42.0f);
   EXPECT_EQ(cache.free_blocks(), 5);
 }
 

@@ -1,0 +1,71 @@
+// Keys and values stored as F16 or BF16 against F32 on every golden model: the same logits within a
+// tolerance sized by the format's rounding, and the same greedy choice wherever F32's top two logits
+// are clearly apart.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model/model.h"
+#include "test_paths.h"
+
+namespace ember::model {
+namespace {
+
+// Logits of every position of every golden prompt (prompt followed by its greedy continuation).
+std::vector<std::vector<float>> all_logits(Model& m, const nlohmann::json& golden) {
+  std::vector<std::vector<float>> out;
+  for (const auto& cs : golden["cases"]) {
+    std::vector<int32_t> ids = cs["prompt_ids"].get<std::vector<int32_t>>();
+    for (int32_t t : cs["greedy_ids"].get<std::vector<int32_t>>()) ids.push_back(t);
+    auto cache = m.make_cache(static_cast<int64_t>(ids.size()));
+    KvSequence seq(*cache);
+    out.emplace_back(ids.size() * static_cast<size_t>(m.config().vocab_size));
+    ForwardItem item{&seq, ids, out.back().data(), true};
+    m.forward(std::span<ForwardItem>(&item, 1));
+  }
+  return out;
+}
+
+TEST(KvDtype, HalfPrecisionCacheStaysCloseToFloat32) {
+  for (const auto& entry : std::filesystem::directory_iterator(test::testdata("golden"))) {
+    if (entry.path().extension() != ".json") continue;
+    const std::string name = entry.path().stem().string();
+    std::ifstream in(entry.path());
+    const nlohmann::json g = nlohmann::json::parse(in);
+    auto f32 = Model::load(test::model_dir(name), {.threads = 2, .progress = {}, .kv_dtype = DType::F32});
+    const auto ref = all_logits(*f32, g);
+    // Relative rounding of the stored keys and values: 2^-11 (F16), 2^-8 (BF16); the bound allows
+    // it to grow through the layers and the attention sums, scaled by the logits' magnitude.
+    for (auto [type, unit] : {std::pair{DType::F16, 0x1p-11}, std::pair{DType::BF16, 0x1p-8}}) {
+      auto m = Model::load(test::model_dir(name), {.threads = 2, .progress = {}, .kv_dtype = type});
+      EXPECT_EQ(m->make_cache(1)->dtype(), type);
+      const auto got = all_logits(*m, g);
+      const int64_t V = m->config().vocab_size;
+      double worst = 0, scale = 0;
+      for (size_t c = 0; c < ref.size(); ++c)
+        for (size_t i = 0; i < ref[c].size(); ++i) {
+          worst = std::max(worst, std::fabs(double(got[c][i]) - ref[c][i]));
+          scale = std::max(scale, std::fabs(double(ref[c][i])));
+        }
+      const double bound = 16 * unit * (1 + scale);
+      std::printf("%s kv %s: max |logit diff| %.5f (bound %.5f)\n", name.c_str(), dtype_name(type), worst, bound);
+      EXPECT_LE(worst, bound) << name << " " << dtype_name(type);
+      for (size_t c = 0; c < ref.size(); ++c)
+        for (size_t p = 0; p * V < ref[c].size(); ++p) {
+          const float* r = ref[c].data() + p * V;
+          std::vector<float> top(r, r + V);
+          std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<float>());
+          if (top[0] - top[1] <= 2 * bound) continue;
+          const float* q = got[c].data() + p * V;
+          EXPECT_EQ(std::max_element(q, q + V) - q, std::max_element(r, r + V) - r) << name << " case " << c << " pos " << p;
+        }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ember::model
