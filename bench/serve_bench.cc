@@ -120,24 +120,27 @@ BENCHMARK(BM_ConcurrentStreamingChats)->Arg(1)->Arg(4)->Arg(16)->UseManualTime()
 
 // One decode step of B sequences whose caches hold kContext positions: what the scheduler runs per
 // step once every client is past its prompt.
+// Args: batch, threads (0: all cores; 1 shows the work without thread hand-offs).
 void BM_BatchedDecodeStep(benchmark::State& state) {
   static Fixture fx;
+  static std::unique_ptr<ember::model::Model> single = ember::model::Model::load(fx.dir, {.threads = 1, .progress = {}});
+  ember::model::Model& model = state.range(1) == 1 ? *single : *fx.model;
   constexpr int64_t kContext = 64;
   const int64_t batch = state.range(0);
-  ember::model::KvCache cache(fx.model->config(), batch * (kContext / 16 + 2), 16);
+  ember::model::KvCache cache(model.config(), batch * (kContext / 16 + 2), 16);
   std::vector<ember::model::KvSequence> seqs;
   const std::vector<int32_t> prompt(kContext, 100);
-  const size_t vocab = static_cast<size_t>(fx.model->config().vocab_size);
+  const size_t vocab = static_cast<size_t>(model.config().vocab_size);
   std::vector<float> logits(static_cast<size_t>(batch) * vocab);
   for (int64_t b = 0; b < batch; ++b) {
     seqs.emplace_back(cache);
-    fx.model->forward(seqs.back(), prompt);
+    model.forward(seqs.back(), prompt);
   }
   const std::vector<int32_t> next{101};
   std::vector<ember::model::ForwardItem> items;
   for (int64_t b = 0; b < batch; ++b) items.push_back({&seqs[static_cast<size_t>(b)], next, logits.data() + b * vocab, false});
   for (auto _ : state) {
-    fx.model->forward(items);
+    model.forward(items);
     state.PauseTiming();
     for (auto& s : seqs) s.truncate(kContext);
     state.ResumeTiming();
@@ -145,7 +148,7 @@ void BM_BatchedDecodeStep(benchmark::State& state) {
   state.counters["tokens_per_s"] = benchmark::Counter(static_cast<double>(state.iterations() * batch),
                                                       benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_BatchedDecodeStep)->Arg(1)->Arg(4)->Arg(16)->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_BatchedDecodeStep)->ArgsProduct({{1, 4, 16}, {0, 1}})->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 
