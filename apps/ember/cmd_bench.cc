@@ -1,6 +1,8 @@
 // ember bench: prefill and decode speed, time to first token, peak memory, and the decode roofline
 // (weight + KV bytes per token over the measured read bandwidth) of a model folder or a synthetic shape.
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -9,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "apps/ember/commands.h"
@@ -23,7 +26,7 @@ namespace ember::app {
 namespace {
 
 struct BenchArgs {
-  std::string model_dir, synthetic, dtype = "bf16";
+  std::string model_dir, synthetic, dtype, kv_dtype = "f32";
   int threads = 0, reps = 3;
   int64_t prompt = 512, gen = 128;
   bool json = false;
@@ -46,6 +49,41 @@ double status_mib(const char* key) {
   return static_cast<double>(ru.ru_maxrss) / 1024.0;
 }
 
+// Read bandwidth measured in a child process, so that its 1 GiB buffer never counts towards this
+// process's peak RSS (which should be the model's). Called before this process starts threads.
+double child_read_bandwidth(int threads) {
+  int fds[2];
+  if (::pipe(fds) != 0) fail("bench", "cannot create a pipe for the bandwidth measurement");
+  const pid_t pid = ::fork();
+  if (pid < 0) fail("bench", "cannot fork for the bandwidth measurement");
+  if (pid == 0) {
+    ::close(fds[0]);
+    double bw = 0.0;
+    try {
+      kernels::ThreadPool pool(threads);
+      bw = kernels::read_bandwidth(pool);
+    } catch (...) {
+    }
+    const ssize_t w = ::write(fds[1], &bw, sizeof bw);
+    ::_exit(w == static_cast<ssize_t>(sizeof bw) ? 0 : 1);
+  }
+  ::close(fds[1]);
+  double bw = 0.0;
+  const ssize_t r = ::read(fds[0], &bw, sizeof bw);
+  ::close(fds[0]);
+  ::waitpid(pid, nullptr, 0);
+  if (r != static_cast<ssize_t>(sizeof bw) || !(bw > 0.0)) fail("bench", "the bandwidth measurement failed");
+  return bw;
+}
+
+// Resets VmHWM to the current RSS (Linux 4.0+); false where the kernel does not allow it.
+bool reset_peak_rss() {
+  std::ofstream out("/proc/self/clear_refs");
+  out << "5";
+  out.close();
+  return out.good() && status_mib("VmHWM:") <= status_mib("VmRSS:") + 1.0;
+}
+
 int run_bench(const BenchArgs& a) {
   using clock = std::chrono::steady_clock;
   auto secs = [](clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); };
@@ -56,11 +94,18 @@ int run_bench(const BenchArgs& a) {
   model::LoadOptions opt;
   opt.threads = a.threads;
   opt.progress = note;
+  opt.kv_dtype = model::parse_kv_dtype(a.kv_dtype);
+  // Synthetic weights are made in the float type (bf16 unless --dtype says); a folder keeps its own.
   DType float_type = DType::BF16;
   if (a.dtype == "q8_0" || a.dtype == "q4_0") opt.quantize = kernels::parse_qtype(a.dtype);
-  else if (auto t = parse_dtype(a.dtype == "f32" ? "F32" : a.dtype == "f16" ? "F16" : a.dtype == "bf16" ? "BF16" : ""))
+  else if (auto t = parse_dtype(a.dtype == "f32" ? "F32" : a.dtype == "f16" ? "F16" : a.dtype == "bf16" ? "BF16" : "")) {
+    if (!a.model_dir.empty()) fail("bench", "--dtype " + a.dtype + " applies to --synthetic; a folder runs in its stored dtype (or --dtype q8_0/q4_0)");
     float_type = *t;
-  else fail("bench", "--dtype must be f32, bf16, f16, q8_0 or q4_0 (got '" + a.dtype + "')");
+  } else if (!a.dtype.empty()) fail("bench", "--dtype must be f32, bf16, f16, q8_0 or q4_0 (got '" + a.dtype + "')");
+
+  const int want_threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  note("measuring memory read bandwidth (" + std::to_string(want_threads) + " threads, in a child process)");
+  const double bw = child_read_bandwidth(want_threads);
 
   const auto t_load = clock::now();
   std::unique_ptr<model::Model> m = a.synthetic.empty() ? model::Model::load(a.model_dir, opt)
@@ -68,12 +113,13 @@ int run_bench(const BenchArgs& a) {
   const double load_s = secs(t_load);
   const model::ModelConfig& c = m->config();
   const int threads = m->pool().size();
+  const std::string weights = m->weight_type();
+  const double load_peak = status_mib("VmHWM:");
+  const bool reset = reset_peak_rss();
 
-  note("measuring memory read bandwidth (" + std::to_string(threads) + " threads)");
-  const double bw = kernels::read_bandwidth(m->pool());
-
-  // Decode reads every weight once plus the KV cache so far (float32, mean context over the run).
-  const double kv_bytes = 2.0 * c.num_hidden_layers * c.kv_dim() * 4.0 * (a.prompt + a.gen / 2.0);
+  // Decode reads every weight once plus the KV cache so far (mean context over the run).
+  const double kv_bytes = 2.0 * c.num_hidden_layers * c.kv_dim() * static_cast<double>(dtype_size(m->kv_dtype())) *
+                          (a.prompt + a.gen / 2.0);
   const double bytes_per_token = static_cast<double>(m->decode_weight_bytes()) + kv_bytes;
   const double roofline = bw / bytes_per_token;
 
@@ -102,12 +148,14 @@ int run_bench(const BenchArgs& a) {
     decode.push_back(static_cast<double>(a.gen) / secs(t0));
   }
   const double pf = median(prefill), dc = median(decode), tt = median(ttft);
-  const double peak = status_mib("VmHWM:"), rss = status_mib("VmRSS:");
+  const double run_peak = status_mib("VmHWM:"), rss = status_mib("VmRSS:");
+  const double peak = std::max(load_peak, run_peak);
 
   if (a.json) {
     nlohmann::ordered_json j;
     j["model"] = a.synthetic.empty() ? a.model_dir : "synthetic:" + a.synthetic;
-    j["dtype"] = a.dtype;
+    j["dtype"] = weights;
+    j["kv_dtype"] = a.kv_dtype;
     j["threads"] = threads;
     j["isa"] = kernels::isa_name(kernels::best_isa());
     j["prompt_tokens"] = a.prompt;
@@ -125,12 +173,13 @@ int run_bench(const BenchArgs& a) {
     j["decode_roofline_tok_s"] = roofline;
     j["decode_roofline_fraction"] = dc / roofline;
     j["peak_rss_mib"] = peak;
+    if (reset) j["peak_rss_inference_mib"] = run_peak;
     j["rss_mib"] = rss;
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("model %s  dtype %s  threads %d  isa %s  (median of %d reps; load %.1f s)\n",
-                a.synthetic.empty() ? a.model_dir.c_str() : ("synthetic:" + a.synthetic).c_str(), a.dtype.c_str(),
-                threads, kernels::isa_name(kernels::best_isa()), a.reps, load_s);
+    std::printf("model %s  dtype %s  kv %s  threads %d  isa %s  (median of %d reps; load %.1f s)\n",
+                a.synthetic.empty() ? a.model_dir.c_str() : ("synthetic:" + a.synthetic).c_str(), weights.c_str(),
+                a.kv_dtype.c_str(), threads, kernels::isa_name(kernels::best_isa()), a.reps, load_s);
     std::printf("%-28s %12s\n", "metric", "value");
     std::printf("%-28s %12.2f\n", ("prefill tok/s (p=" + std::to_string(a.prompt) + ")").c_str(), pf);
     std::printf("%-28s %12.2f\n", ("decode tok/s (n=" + std::to_string(a.gen) + ")").c_str(), dc);
@@ -140,6 +189,7 @@ int run_bench(const BenchArgs& a) {
     std::printf("%-28s %12.2f\n", "decode roofline tok/s", roofline);
     std::printf("%-28s %11.1f%%\n", "decode / roofline", 100.0 * dc / roofline);
     std::printf("%-28s %12.0f\n", "peak RSS MiB", peak);
+    if (reset) std::printf("%-28s %12.0f\n", "peak RSS after load MiB", run_peak);
     std::printf("%-28s %12.0f\n", "RSS MiB (end)", rss);
   }
   return 0;
@@ -154,7 +204,8 @@ Run add_bench_command(CLI::App& app) {
   std::string shapes;
   for (const auto& s : model::synthetic_shape_names()) shapes += (shapes.empty() ? "" : ", ") + s;
   cmd->add_option("--synthetic", a->synthetic, "Random-weight model of a named shape: " + shapes);
-  cmd->add_option("--dtype", a->dtype, "f32, bf16, f16 (synthetic weights), q8_0, q4_0 (quantize at load)");
+  cmd->add_option("--dtype", a->dtype, "f32, bf16 (default), f16 (synthetic weights), q8_0, q4_0 (quantize at load)");
+  cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache storage: f32 (default), f16, bf16");
   cmd->add_option("-t,--threads", a->threads, "Threads (default: all cores)");
   cmd->add_option("-p,--prompt", a->prompt, "Prompt tokens for prefill");
   cmd->add_option("-n,--gen", a->gen, "Tokens to decode");

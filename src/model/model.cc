@@ -1,6 +1,7 @@
 #include "model/model.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 
 #include "base/error.h"
@@ -131,6 +132,19 @@ int64_t Model::decode_weight_bytes() const {
   for (const Layer& L : layers_)
     for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) total += kernels::weight_bytes(*w);
   return total;
+}
+
+std::string Model::weight_type() const {
+  std::vector<std::string> types;
+  for (const Layer& L : layers_)
+    for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+      std::string t = w->qtype != kernels::QType::None ? kernels::qtype_name(w->qtype) : dtype_name(w->dtype);
+      std::transform(t.begin(), t.end(), t.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+      if (std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
+    }
+  std::string out;
+  for (const std::string& t : types) out += (out.empty() ? "" : "+") + t;
+  return out;
 }
 
 void Model::bind_weights(const Source& cp) {

@@ -65,6 +65,9 @@ class Model {
   // Bytes of weights one decode step reads (every layer matrix and the output projection, as held
   // in memory after any quantization): what bounds decode speed.
   int64_t decode_weight_bytes() const;
+  // The type of the layer weight matrices as held in memory ("f32", "bf16", "f16", "q8_0", "q4_0"),
+  // several joined by "+" when they differ.
+  std::string weight_type() const;
   kernels::ThreadPool& pool() { return pool_; }
 
   // A KV cache sized for `max_tokens` positions in total (over all sequences that will share it).
