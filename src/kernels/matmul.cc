@@ -66,16 +66,16 @@ void float_tile(const void* w, int64_t ldw, int64_t r, const float* x, int64_t l
   }
 }
 
-// Rows [r0, r1) x tokens [0, n) over columns [k0, k1) in 4-row, 3-token register tiles.
+// Rows [r0, r1) x tokens [0, n) over columns [k0, k1) in 4-row, 2-token register tiles (8
+// accumulators: more spill out of the 16 AVX2 registers).
 template <DType T>
 void float_block(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1, int64_t k0,
                  int64_t k1) {
   const bool add = k0 > 0;
   auto tokens = [&]<int R>(int64_t r) {
     int64_t t = 0;
-    for (; t + 3 <= n; t += 3) float_tile<T, R, 3>(w.data, w.cols, r, x + t * w.cols, w.cols, k0, k1, y + t * w.rows, w.rows, add);
-    if (n - t == 2) float_tile<T, R, 2>(w.data, w.cols, r, x + t * w.cols, w.cols, k0, k1, y + t * w.rows, w.rows, add);
-    if (n - t == 1) float_tile<T, R, 1>(w.data, w.cols, r, x + t * w.cols, w.cols, k0, k1, y + t * w.rows, w.rows, add);
+    for (; t + 2 <= n; t += 2) float_tile<T, R, 2>(w.data, w.cols, r, x + t * w.cols, w.cols, k0, k1, y + t * w.rows, w.rows, add);
+    if (t < n) float_tile<T, R, 1>(w.data, w.cols, r, x + t * w.cols, w.cols, k0, k1, y + t * w.rows, w.rows, add);
   };
   int64_t r = r0;
   for (; r + 4 <= r1; r += 4) tokens.template operator()<4>(r);
@@ -84,10 +84,11 @@ void float_block(const WeightMatrix& w, const float* x, int64_t n, float* y, int
 
 template <DType T>
 void float_rows(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
-  // Cache blocking: a block of tokens x columns of activations (at most 256 KiB) stays in L2 while
-  // every row tile of [r0, r1) streams past it; a 4-row tile of one column block stays in L1.
+  // Cache blocking for many tokens: a block of tokens x columns of activations (at most 256 KiB)
+  // stays in L2 while every row tile of [r0, r1) streams past it. A few tokens fit in L2 whole, and
+  // whole rows keep the weight stream contiguous (what decode's bandwidth needs).
   constexpr int64_t kColBlock = 1024;
-  const int64_t kc = w.cols <= 2 * kColBlock ? w.cols : kColBlock;
+  const int64_t kc = n < 16 || w.cols <= 2 * kColBlock ? w.cols : kColBlock;
   for (int64_t t0 = 0; t0 < n; t0 += kTokenBlock) {
     const int64_t nt = std::min(kTokenBlock, n - t0);
     for (int64_t k0 = 0; k0 < w.cols; k0 += kc)
