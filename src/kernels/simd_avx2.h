@@ -3,6 +3,7 @@
 #include <immintrin.h>
 
 #include <cstdint>
+#include <cstring>
 
 #include "base/dtype.h"
 
@@ -18,14 +19,18 @@ inline __m256 load8(const void* base, int64_t i) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-// One value of a row stored as t, as float32.
+// One value of a row stored as t, as float32. memcpy, as the vector loads do: weights mapped from a
+// safetensors file need not be aligned to their type (its header length is arbitrary).
 inline float load1(const void* base, DType t, int64_t i) {
-  switch (t) {
-    case DType::F32: return static_cast<const float*>(base)[i];
-    case DType::F16: return f16_to_f32(static_cast<const uint16_t*>(base)[i]);
-    case DType::BF16: return bf16_to_f32(static_cast<const uint16_t*>(base)[i]);
+  const auto* p = static_cast<const unsigned char*>(base);
+  if (t == DType::F32) {
+    float f;
+    std::memcpy(&f, p + i * 4, 4);
+    return f;
   }
-  return 0.0f;
+  uint16_t h;
+  std::memcpy(&h, p + i * 2, 2);
+  return t == DType::F16 ? f16_to_f32(h) : bf16_to_f32(h);
 }
 
 }  // namespace ember::kernels::simd
