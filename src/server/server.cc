@@ -180,8 +180,7 @@ struct Server::Stream {
 
 Server::Server(model::Model& model, const tokenizer::Tokenizer& tokenizer, engine::SchedulerOptions scheduler,
                ServerOptions options)
-    : model_(model),
-      tokenizer_(tokenizer),
+    : tokenizer_(tokenizer),
       options_(std::move(options)),
       defaults_(sampling::from_generation_config(model.dir())),
       prompts_(tokenizer, model.dir()),

@@ -64,7 +64,6 @@ class Server {
                const CompletionRequest& cr);
   bool check_access(const httplib::Request& req, httplib::Response& res);
 
-  model::Model& model_;
   const tokenizer::Tokenizer& tokenizer_;
   ServerOptions options_;
   sampling::SamplingParams defaults_;
