@@ -4,12 +4,12 @@
 // button ends a reply early. Saves screenshots and prints their paths.
 // Env: EMBER_BINARY, EMBER_SHARED_DIR, EMBER_NODE_DIR (setup.sh's packages), EMBER_CHROMIUM,
 // EMBER_ARTIFACT_DIR (where screenshots go). Exit 77 (skipped) only when chromium is not installed.
-import { spawn, execFileSync } from "node:child_process";
 import { createRequire } from "node:module";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import assert from "node:assert/strict";
+import { startServer, cliChat as runCliChat } from "./ember_process.mjs";
 
 const chromiumPath = process.env.EMBER_CHROMIUM || "/usr/bin/chromium";
 if (!fs.existsSync(chromiumPath)) {
@@ -39,27 +39,10 @@ const streamCase = cases[0];
 const stopCase = cases.reduce((a, b) => (b.expected.length > a.expected.length ? b : a));
 
 function cliChat(messages) {
-  const file = path.join(tmp, "messages.json");
-  fs.writeFileSync(file, JSON.stringify(messages));
-  const out = execFileSync(ember, ["chat", "-m", model, "--messages", file, "--json", "-q", "--think"], { encoding: "utf8" });
-  return JSON.parse(out.trim().split("\n").pop());
+  return runCliChat(ember, model, path.join(tmp, "messages.json"), messages, ["--think"]);
 }
 
-function startServer() {
-  return new Promise((resolve, reject) => {
-    const child = spawn(ember, ["serve", "-m", model, "--port", "0"], { stdio: ["ignore", "ignore", "pipe"] });
-    let err = "";
-    const timer = setTimeout(() => reject(new Error("server did not start: " + err)), 60000);
-    child.stderr.on("data", (d) => {
-      err += d;
-      const m = err.match(/http:\/\/127\.0\.0\.1:(\d+)\//);
-      if (m) { clearTimeout(timer); resolve({ child, port: Number(m[1]) }); }
-    });
-    child.on("exit", (code) => reject(new Error(`server exited with ${code}: ${err}`)));
-  });
-}
-
-const { child, port } = await startServer();
+const { child, port } = await startServer(ember, model);
 const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
 // Without the background-networking flags chromium tries to reach Google's services, which the
 // closed network refuses.

@@ -2,12 +2,13 @@
 // completions on chat-skills give the one-shot CLI's greedy answers; SIGTERM exits 0.
 // Env: EMBER_BINARY, EMBER_SHARED_DIR, EMBER_NODE_DIR (where setup.sh installed the packages).
 // Exit 77 (skipped) when the packages are not installed.
-import { spawn, execFileSync } from "node:child_process";
 import { createRequire } from "node:module";
+import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import assert from "node:assert/strict";
+import { startServer, cliChat as runCliChat } from "./ember_process.mjs";
 
 const nodeDir = process.env.EMBER_NODE_DIR;
 if (!nodeDir || !fs.existsSync(path.join(nodeDir, "node_modules", "openai"))) {
@@ -28,28 +29,11 @@ const lines = fs.readFileSync(path.join(process.env.EMBER_SHARED_DIR, "testdata/
 const cases = lines.filter((_, i) => i % 11 === 0).map((l) => JSON.parse(l));
 
 function cliChat(c, i) {
-  const file = path.join(tmp, `case${i}.json`);
-  fs.writeFileSync(file, JSON.stringify(c.messages));
-  const out = execFileSync(ember, ["chat", "-m", model, "--messages", file, "--json", "-q", "-n", String(maxTokens),
-                                   c.enable_thinking ? "--think" : "--no-think"], { encoding: "utf8" });
-  return JSON.parse(out.trim().split("\n").pop());
+  return runCliChat(ember, model, path.join(tmp, `case${i}.json`), c.messages,
+                    ["-n", String(maxTokens), c.enable_thinking ? "--think" : "--no-think"]);
 }
 
-function startServer() {
-  return new Promise((resolve, reject) => {
-    const child = spawn(ember, ["serve", "-m", model, "--port", "0", "--parallel", "4"], { stdio: ["ignore", "ignore", "pipe"] });
-    let err = "";
-    const timer = setTimeout(() => reject(new Error("server did not start: " + err)), 60000);
-    child.stderr.on("data", (d) => {
-      err += d;
-      const m = err.match(/http:\/\/127\.0\.0\.1:(\d+)\//);
-      if (m) { clearTimeout(timer); resolve({ child, port: Number(m[1]) }); }
-    });
-    child.on("exit", (code) => reject(new Error(`server exited with ${code}: ${err}`)));
-  });
-}
-
-const { child, port } = await startServer();
+const { child, port } = await startServer(ember, model, ["--parallel", "4"]);
 const exited = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
 const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "unused", maxRetries: 0, timeout: 120000 });
 let failures = 0;

@@ -1,0 +1,27 @@
+// Running the ember binary from the node tests: `ember serve` on a free port, `ember chat --messages`.
+import { spawn, execFileSync } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+
+// Starts `ember serve -m model --port 0 ...args` and resolves with { child, port } once it listens.
+export function startServer(ember, model, args = []) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(ember, ["serve", "-m", model, "--port", "0", ...args], { stdio: ["ignore", "ignore", "pipe"] });
+    let err = "";
+    const timer = setTimeout(() => reject(new Error("server did not start: " + err)), 60000);
+    child.stderr.on("data", (d) => {
+      err += d;
+      const m = err.match(/http:\/\/127\.0\.0\.1:(\d+)\//);
+      if (m) { clearTimeout(timer); resolve({ child, port: Number(m[1]) }); }
+    });
+    child.on("exit", (code) => reject(new Error(`server exited with ${code}: ${err}`)));
+  });
+}
+
+// The one-shot CLI reply ({content, reasoning_content, ...}) to `messages`, written to file.
+export function cliChat(ember, model, file, messages, args = []) {
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.writeFileSync(file, JSON.stringify(messages));
+  const out = execFileSync(ember, ["chat", "-m", model, "--messages", file, "--json", "-q", ...args], { encoding: "utf8" });
+  return JSON.parse(out.trim().split("\n").pop());
+}
