@@ -12,7 +12,7 @@
 namespace {
 
 struct Model {
-  std::string dir = std::string(EMBER_SHARED_DIR) + "/models/chat-skills";
+  std::string dir = std::string(EMBER_SHARED_DIR).append("/models/chat-skills");
   ember::tokenizer::Tokenizer tok = ember::tokenizer::Tokenizer::from_folder(dir);
   ember::engine::ChatPromptBuilder builder{tok, dir};
 };

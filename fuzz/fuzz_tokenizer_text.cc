@@ -19,7 +19,7 @@ const std::vector<Tokenizer>& tokenizers() {
     std::vector<Tokenizer> v;
     for (const char* name : {"tinystories-656k", "chat-skills", "gpt2", "qwen3", "mistral-7b-instruct-v0.3",
                              "falcon-7b", "phi-3-mini", "llama-3.2"})
-      v.push_back(Tokenizer::from_folder(std::string(EMBER_SHARED_DIR) + "/tokenizers/" + name));
+      v.push_back(Tokenizer::from_folder(std::string(EMBER_SHARED_DIR).append("/tokenizers/").append(name)));
     return v;
   }();
   return all;

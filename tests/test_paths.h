@@ -4,7 +4,14 @@
 
 namespace ember::test {
 inline std::string shared_dir() { return EMBER_SHARED_DIR; }
-inline std::string model_dir(const std::string& name) { return shared_dir() + "/models/" + name; }
-inline std::string testdata(const std::string& rel) { return shared_dir() + "/testdata/" + rel; }
+// shared_dir()/<folder>/<name>, appended in place: GCC 12 warns falsely (-Warray-bounds) about
+// `std::string + literal + string` once inlined through a precompiled <string>.
+inline std::string shared_path(const char* folder, const std::string& name) {
+  std::string path = shared_dir();
+  path.append("/").append(folder).append("/").append(name);
+  return path;
+}
+inline std::string model_dir(const std::string& name) { return shared_path("models", name); }
+inline std::string testdata(const std::string& rel) { return shared_path("testdata", rel); }
 inline std::string ember_binary() { return EMBER_BINARY; }
 }  // namespace ember::test

@@ -1,3 +1,4 @@
+#include "base/clock.h"
 #include "engine/beam_generate.h"
 
 #include <algorithm>
@@ -10,10 +11,6 @@
 namespace ember::engine {
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // A sequence holding the same positions in blocks of its own.
 model::KvSequence copy_of(const model::KvSequence& src) {

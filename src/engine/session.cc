@@ -1,3 +1,4 @@
+#include "base/clock.h"
 #include "engine/session.h"
 
 #include <algorithm>
@@ -7,12 +8,6 @@
 #include "sampling/stop_strings.h"
 
 namespace ember::engine {
-
-namespace {
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-}  // namespace
 
 const char* finish_reason_name(FinishReason r) {
   switch (r) {

@@ -63,6 +63,8 @@ ordered_json legacy_logprobs(const ordered_json& entries, size_t& text_offset) {
   return out;
 }
 
+}  // namespace
+
 // Tells whether the client of a request has closed its connection. httplib 0.11 does not hand a
 // handler its socket, so the socket is found among this process's descriptors as the one whose
 // local and peer addresses are the request's; it stays open (and so unambiguous) while the handler
@@ -121,8 +123,6 @@ class PeerWatch {
   bool gone_ = false;
   Clock::time_point next_check_;
 };
-
-}  // namespace
 
 // httplib listens with a backlog of 5, which drops connections of a burst of clients before the
 // accept loop takes them; listen() again on the bound socket widens the queue.

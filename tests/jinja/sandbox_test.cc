@@ -13,12 +13,12 @@ namespace {
 const nlohmann::ordered_json kContext = nlohmann::ordered_json::parse(
     R"({"messages": [{"role": "user", "content": "hi"}], "secret": {"k": "v"}})");
 
-std::string render(std::string_view src) { return Template::parse(src).render(kContext); }
+std::string render_sandboxed(std::string_view src) { return Template::parse(src).render(kContext); }
 
 // True when parsing or rendering `src` fails with an ember::Error.
 bool refused(std::string_view src) {
   try {
-    render(src);
+    render_sandboxed(src);
   } catch (const Error&) {
     return true;
   }
@@ -32,12 +32,12 @@ TEST(JinjaSandbox, InternalsAreUndefinedAndGoNoFurther) {
                           "secret"}) {
     for (const char* attr : {"__class__", "__dict__", "__globals__", "__init__", "__builtins__"}) {
       const std::string expr = std::string(obj) + "." + attr;
-      EXPECT_EQ(render("{{ " + expr + " }}"), "") << expr;
+      EXPECT_EQ(render_sandboxed("{{ " + expr + " }}"), "") << expr;
       EXPECT_TRUE(refused("{{ " + expr + ".__base__ }}")) << expr;
       EXPECT_TRUE(refused("{{ " + expr + "() }}")) << expr;
     }
   }
-  EXPECT_EQ(render("{{ ''|attr('__class__') }}{{ messages[0]['__class__'] }}"), "");
+  EXPECT_EQ(render_sandboxed("{{ ''|attr('__class__') }}{{ messages[0]['__class__'] }}"), "");
 }
 
 TEST(JinjaSandbox, NoFilesEnvironmentOrPythonGlobals) {
@@ -47,7 +47,7 @@ TEST(JinjaSandbox, NoFilesEnvironmentOrPythonGlobals) {
   EXPECT_TRUE(refused("{% from 'os' import environ %}"));
   EXPECT_TRUE(refused("{% extends 'base.html' %}"));
   for (const char* name : {"os", "environ", "config", "request", "self", "__builtins__", "open", "eval"})
-    EXPECT_EQ(render(std::string("{{ ") + name + " is defined }}"), "False") << name;
+    EXPECT_EQ(render_sandboxed(std::string("{{ ") + name + " is defined }}"), "False") << name;
   EXPECT_TRUE(refused("{{ os.environ }}"));
   EXPECT_TRUE(refused("{{ open('/etc/passwd') }}"));
 }
@@ -58,8 +58,8 @@ TEST(JinjaSandbox, InputsCannotBeMutated) {
   EXPECT_TRUE(refused("{{ messages[0].clear() }}"));
   EXPECT_TRUE(refused("{% set messages[0].role = 'system' %}"));
   // A template's own `set` shadows a name; the caller's data is untouched.
-  EXPECT_EQ(render("{% set messages = [] %}{{ messages | length }}"), "0");
-  EXPECT_EQ(render("{{ messages[0].role }}"), "user");
+  EXPECT_EQ(render_sandboxed("{% set messages = [] %}{{ messages | length }}"), "0");
+  EXPECT_EQ(render_sandboxed("{{ messages[0].role }}"), "user");
 }
 
 }  // namespace

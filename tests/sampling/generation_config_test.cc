@@ -24,7 +24,7 @@ std::vector<int32_t> id_list(const json& v) {
 // Every model folder of ../shared: the parsed values are the file's (or the defaults where absent).
 TEST(GenerationConfig, ReadsEverySharedModel) {
   size_t seen = 0;
-  for (const auto& entry : fs::directory_iterator(test::shared_dir() + "/models")) {
+  for (const auto& entry : fs::directory_iterator(::ember::test::shared_dir() + "/models")) {
     const fs::path file = entry.path() / "generation_config.json";
     if (!fs::exists(file)) continue;
     ++seen;

@@ -29,29 +29,18 @@ class ServeTest : public ::testing::Test {
     dir_ = new std::string(model_dir("chat-skills"));
     model_ = model::Model::load(*dir_, {.threads = 2, .progress = {}}).release();
     tok_ = new tokenizer::Tokenizer(tokenizer::Tokenizer::from_folder(*dir_));
-    auto params = sampling::from_generation_config(*dir_);
-    sampling::merge_eos(params, model_->config().eos_token_ids);
-    params.max_new_tokens = kMaxTokens;
+    params_ = new sampling::SamplingParams(sampling::from_generation_config(*dir_));
+    sampling::merge_eos(*params_, model_->config().eos_token_ids);
+    params_->max_new_tokens = kMaxTokens;
+    cases_ = new std::vector<nlohmann::ordered_json>;
     refs_ = new std::vector<Reference>;
     const auto cases = read_jsonl(testdata("chat_skills/eval.jsonl"));
-    // A spread of the evaluation cases (every skill appears), answered one-shot by ChatSession.
-    for (size_t i = 0; i < cases.size(); i += 9) {
-      Reference r;
-      r.messages = cases[i]["messages"];
-      r.enable_thinking = cases[i]["enable_thinking"].get<bool>();
-      engine::ChatSession chat(*model_, *tok_, *dir_);
-      engine::ChatOptions o;
-      o.enable_thinking = r.enable_thinking;
-      const auto reply = chat.reply(r.messages, params, o);
-      r.content = reply.content;
-      r.reasoning = reply.reasoning_content;
-      r.completion_tokens = reply.generation.tokens.size();
-      r.finish = engine::finish_reason_name(reply.generation.finish);
-      refs_->push_back(std::move(r));
-    }
+    for (size_t i = 0; i < cases.size(); i += 9) cases_->push_back(cases[i]);  // every skill appears
   }
   static void TearDownTestSuite() {
     delete refs_;
+    delete cases_;
+    delete params_;
     delete tok_;
     delete model_;
     delete dir_;
@@ -98,7 +87,30 @@ class ServeTest : public ::testing::Test {
   static inline std::string* dir_ = nullptr;
   static inline model::Model* model_ = nullptr;
   static inline tokenizer::Tokenizer* tok_ = nullptr;
+  static inline sampling::SamplingParams* params_ = nullptr;
+  static inline std::vector<nlohmann::ordered_json>* cases_ = nullptr;
   static inline std::vector<Reference>* refs_ = nullptr;
+
+  // ChatSession's one-shot answers to the first `at_least` cases (all by default), made on first
+  // use: most tests need one, and each costs a second under the sanitizers.
+  static const std::vector<Reference>& refs(size_t at_least = SIZE_MAX) {
+    while (refs_->size() < std::min(at_least, cases_->size())) {
+      const auto& c = (*cases_)[refs_->size()];
+      Reference r;
+      r.messages = c["messages"];
+      r.enable_thinking = c["enable_thinking"].get<bool>();
+      engine::ChatSession chat(*model_, *tok_, *dir_);
+      engine::ChatOptions o;
+      o.enable_thinking = r.enable_thinking;
+      const auto reply = chat.reply(r.messages, *params_, o);
+      r.content = reply.content;
+      r.reasoning = reply.reasoning_content;
+      r.completion_tokens = reply.generation.tokens.size();
+      r.finish = engine::finish_reason_name(reply.generation.finish);
+      refs_->push_back(std::move(r));
+    }
+    return *refs_;
+  }
 };
 
 // The metrics once no sequence runs or waits (or after 10 s): a reply reaches its client a moment
@@ -116,8 +128,8 @@ std::string metrics_when_idle(httplib::Client& c) {
 TEST_F(ServeTest, NonStreamingChatEqualsChatSession) {
   auto srv = start();
   auto c = srv->client();
-  ASSERT_FALSE(refs_->empty());
-  for (const auto& r : *refs_) {
+  ASSERT_FALSE(refs().empty());
+  for (const auto& r : refs()) {
     auto res = post(c, "/v1/chat/completions", chat_body(r, false));
     ASSERT_TRUE(res);
     ASSERT_EQ(res->status, 200) << res->body;
@@ -137,7 +149,7 @@ TEST_F(ServeTest, NonStreamingChatEqualsChatSession) {
 TEST_F(ServeTest, StreamingChatEqualsChatSession) {
   auto srv = start();
   auto c = srv->client();
-  for (const auto& r : *refs_) {
+  for (const auto& r : refs()) {
     ordered_json body = chat_body(r, true);
     body["stream_options"] = {{"include_usage", true}};
     auto res = post(c, "/v1/chat/completions", body);
@@ -161,10 +173,11 @@ TEST_F(ServeTest, StreamingChatEqualsChatSession) {
 TEST_F(ServeTest, ConcurrentRequestsEqualSequentialAnswers) {
   auto srv = start({.max_parallel = 6, .prefill_chunk = 32});
   const int clients = 12;
+  const std::vector<Reference>& all = refs();  // made here, before the clients' threads read it
   std::vector<std::future<Reference>> futures;
   for (int i = 0; i < clients; ++i)
     futures.push_back(std::async(std::launch::async, [&, i] {
-      const Reference& r = (*refs_)[static_cast<size_t>(i) % refs_->size()];
+      const Reference& r = all[static_cast<size_t>(i) % all.size()];
       auto c = srv->client();
       const bool stream = i % 2 == 1;
       auto res = post(c, "/v1/chat/completions", chat_body(r, stream));
@@ -181,7 +194,7 @@ TEST_F(ServeTest, ConcurrentRequestsEqualSequentialAnswers) {
       return got;
     }));
   for (int i = 0; i < clients; ++i) {
-    const Reference& r = (*refs_)[static_cast<size_t>(i) % refs_->size()];
+    const Reference& r = all[static_cast<size_t>(i) % all.size()];
     const Reference got = futures[static_cast<size_t>(i)].get();
     EXPECT_EQ(got.finish, r.finish) << "client " << i;
     EXPECT_EQ(got.content, r.content) << "client " << i;
@@ -198,7 +211,7 @@ TEST_F(ServeTest, ConcurrentRequestsEqualSequentialAnswers) {
 TEST_F(ServeTest, NextTurnReusesCachedPrefix) {
   auto srv = start();
   auto c = srv->client();
-  const Reference& r = refs_->front();
+  const Reference& r = refs(1).front();
   ordered_json body = chat_body(r, false);
   auto first = post(c, "/v1/chat/completions", body);
   ASSERT_TRUE(first);
@@ -243,7 +256,7 @@ TEST_F(ServeTest, TextCompletionEqualsSession) {
 TEST_F(ServeTest, LogprobsAndStopStrings) {
   auto srv = start();
   auto c = srv->client();
-  const Reference& r = refs_->front();
+  const Reference& r = refs(1).front();
   ordered_json body = chat_body(r, false);
   body["logprobs"] = true;
   body["top_logprobs"] = 3;
@@ -317,10 +330,10 @@ TEST_F(ServeTest, ErrorsHaveOpenAiShapeAndStatus) {
   }
   expect_error(c.Delete("/v1/models"), 405, "wrong method on a GET route");
   // Still healthy and serving.
-  auto ok = post(c, "/v1/chat/completions", chat_body(refs_->front(), false));
+  auto ok = post(c, "/v1/chat/completions", chat_body(refs(1).front(), false));
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);
-  EXPECT_EQ(ordered_json::parse(ok->body)["choices"][0]["message"]["content"], refs_->front().content);
+  EXPECT_EQ(ordered_json::parse(ok->body)["choices"][0]["message"]["content"], refs(1).front().content);
 }
 
 TEST_F(ServeTest, ApiKeyIsRequiredWhenSet) {
@@ -394,7 +407,7 @@ TEST_F(ServeTest, ClientDisconnectMidStreamCancelsAndFreesBlocks) {
   EXPECT_EQ(metric(m, "ember_kv_cache_blocks_used"), 0) << "a cancelled sequence's blocks are freed\n" << m;
   EXPECT_EQ(metric(m, "ember_requests_cancelled_total"), 1) << m;
   EXPECT_LT(metric(m, "ember_completion_tokens_total"), 900);
-  auto ok = post(c, "/v1/chat/completions", chat_body(refs_->front(), false));
+  auto ok = post(c, "/v1/chat/completions", chat_body(refs(1).front(), false));
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);
 }
@@ -422,10 +435,10 @@ TEST_F(ServeTest, ClientDisconnectDuringNonStreamingRequestCancelsAndFreesBlocks
   EXPECT_EQ(metric(m, "ember_requests_cancelled_total"), 1) << m;
   EXPECT_EQ(metric(m, "ember_requests_finished_total"), 0) << m;
   EXPECT_LT(metric(m, "ember_completion_tokens_total"), max_tokens) << m;
-  auto ok = post(c, "/v1/chat/completions", chat_body(refs_->front(), false));
+  auto ok = post(c, "/v1/chat/completions", chat_body(refs(1).front(), false));
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);
-  EXPECT_EQ(ordered_json::parse(ok->body)["choices"][0]["message"]["content"], refs_->front().content);
+  EXPECT_EQ(ordered_json::parse(ok->body)["choices"][0]["message"]["content"], refs(1).front().content);
 }
 
 TEST_F(ServeTest, BurstOverQueueLimitGets429ThenRecovers) {
@@ -456,10 +469,10 @@ TEST_F(ServeTest, BurstOverQueueLimitGets429ThenRecovers) {
   EXPECT_EQ(metric(m, "ember_requests_rejected_total"), busy.load());
   EXPECT_EQ(metric(m, "ember_running_sequences"), 0);
   EXPECT_EQ(metric(m, "ember_queue_length"), 0);
-  auto after = post(c, "/v1/chat/completions", chat_body(refs_->front(), false));
+  auto after = post(c, "/v1/chat/completions", chat_body(refs(1).front(), false));
   ASSERT_TRUE(after);
   EXPECT_EQ(after->status, 200);
-  EXPECT_EQ(ordered_json::parse(after->body)["choices"][0]["message"]["content"], refs_->front().content);
+  EXPECT_EQ(ordered_json::parse(after->body)["choices"][0]["message"]["content"], refs(1).front().content);
 }
 
 }  // namespace

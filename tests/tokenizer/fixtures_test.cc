@@ -3,19 +3,13 @@
 #include <gtest/gtest.h>
 
 #include "tokenizer/tokenizer.h"
+#include "stream_all.h"
 #include "tokenizer_cases.h"
 
 namespace ember::tokenizer {
 namespace {
 
 class Fixture : public ::testing::TestWithParam<std::string> {};
-
-std::string stream_all(const Tokenizer& tok, const std::vector<int32_t>& ids, bool skip) {
-  StreamDecoder s(tok, skip);
-  std::string out;
-  for (int32_t id : ids) out += s.push(id);
-  return out + s.flush();
-}
 
 TEST_P(Fixture, EveryLineMatches) {
   const std::string name = GetParam();
@@ -31,7 +25,7 @@ TEST_P(Fixture, EveryLineMatches) {
     const std::string decoded = tok.decode(expected, false);
     const std::string skipped = tok.decode(expected, true);
     const bool ok = ids == expected && decoded == line["decoded"] && skipped == line["decoded_skip_special"] &&
-                    stream_all(tok, expected, false) == decoded && stream_all(tok, expected, true) == skipped;
+                    test::stream_all(tok, expected, false) == decoded && test::stream_all(tok, expected, true) == skipped;
     if (!ok && ++failures <= 5) {
       ADD_FAILURE() << name << " " << line["case"].get<std::string>() << " add=" << add << "\n text: " << line["text"]
                     << "\n expected ids: " << line["ids"] << "\n got ids:      " << nlohmann::json(ids)

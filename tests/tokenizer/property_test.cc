@@ -10,6 +10,7 @@
 #include "base/utf8.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
+#include "stream_all.h"
 #include "tokenizer_cases.h"
 
 namespace ember::tokenizer {
@@ -99,17 +100,6 @@ std::optional<std::string> round_trip(const std::string& name, const std::string
   return s;
 }
 
-std::string stream_all(const Tokenizer& tok, const std::vector<int32_t>& ids, bool skip) {
-  StreamDecoder s(tok, skip);
-  std::string out;
-  for (int32_t id : ids) {
-    const std::string delta = s.push(id);
-    EXPECT_EQ(utf8::complete_prefix(delta), delta.size()) << "partial UTF-8 character in a delta";
-    out += delta;
-  }
-  return out + s.flush();
-}
-
 class Property : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Property, RoundTripAndStreaming) {
@@ -128,7 +118,7 @@ TEST_P(Property, RoundTripAndStreaming) {
     }
     const auto ids = tok.encode(text, true);
     for (bool skip : {false, true})
-      if (stream_all(tok, ids, skip) != tok.decode(ids, skip)) {
+      if (test::stream_all(tok, ids, skip) != tok.decode(ids, skip)) {
         ++failures;
         ADD_FAILURE() << name << ": stream differs from decode for " << nlohmann::json(text) << " skip=" << skip;
       }
@@ -155,7 +145,7 @@ TEST_P(Property, StreamingRandomIds) {
     }
     for (bool skip : {false, true}) {
       const std::string full = tok.decode(ids, skip);
-      if (stream_all(tok, ids, skip) != full) {
+      if (test::stream_all(tok, ids, skip) != full) {
         ++failures;
         ADD_FAILURE() << name << ": stream differs from decode for ids " << nlohmann::json(ids) << " skip=" << skip;
       }

@@ -22,7 +22,7 @@ inline std::vector<std::string> tokenizer_case_names() {
   return names;
 }
 
-inline std::string tokenizer_dir(const std::string& name) { return shared_dir() + "/tokenizers/" + name; }
+inline std::string tokenizer_dir(const std::string& name) { return shared_path("tokenizers", name); }
 inline std::string tokenizer_jsonl(const std::string& name) { return testdata("tokenizer/" + name + ".jsonl"); }
 
 inline std::vector<nlohmann::ordered_json> read_jsonl(const std::string& path) {
