@@ -6,93 +6,141 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/exp.h"
 #include "kernels/simd_avx2.h"
 
 namespace ember::kernels {
 
 namespace {
 
-// q (float32) . b (a cached row of type T)
+// Positions whose scores are computed together: the running maximum (and the rescale of what was
+// accumulated) is updated once per tile instead of once per position.
+constexpr int64_t kTile = 32;
+
+// Lane r of the result is the sum of a[r]'s eight lanes.
+inline __m256 sum_rows8(const __m256* a) {
+  const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+  const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+  const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);  // per 128-bit half
+  return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+// out[j] = (q . k_j) * scale for the n key rows krow[0..n) (krow padded to a multiple of 8). Eight
+// rows at a time, each with its own accumulator, reduced together: one horizontal sum per eight
+// scores rather than one per score.
 template <DType T>
-inline float dot(const float* a, const void* b, int64_t n) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), simd::load8<T>(b, i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), simd::load8<T>(b, i + 8), acc1);
+void scores(const float* q, const void* const* krow, int64_t n, int64_t hd, float scale, float* out) {
+  const int64_t hd8 = hd & ~int64_t{7};
+  for (int64_t j0 = 0; j0 < n; j0 += 8) {
+    __m256 a[8];
+    for (int r = 0; r < 8; ++r) a[r] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < hd8; i += 8) {
+      const __m256 qv = _mm256_loadu_ps(q + i);
+      for (int r = 0; r < 8; ++r) a[r] = _mm256_fmadd_ps(qv, simd::load8<T>(krow[j0 + r], i), a[r]);
+    }
+    alignas(32) float s8[8];
+    _mm256_store_ps(s8, sum_rows8(a));
+    const int64_t m = std::min<int64_t>(8, n - j0);
+    for (int64_t r = 0; r < m; ++r) {
+      float s = s8[r];
+      for (int64_t i = hd8; i < hd; ++i) s += q[i] * simd::load1(krow[j0 + r], T, i);
+      out[j0 + r] = s * scale;
+    }
   }
-  for (; i + 8 <= n; i += 8) acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), simd::load8<T>(b, i), acc0);
-  const __m256 acc = _mm256_add_ps(acc0, acc1);
-  __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
-  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_add_ss(h, _mm_movehdup_ps(h));
-  float s = _mm_cvtss_f32(h);
-  for (; i < n; ++i) s += a[i] * simd::load1(b, T, i);
-  return s;
 }
 
-// acc += w * v (v a cached row of type T)
+// o += sum_j w[j] * v_j over the n value rows vrow[0..n). The output stays in registers across the
+// rows, 32 floats at a time.
 template <DType T>
-inline void axpy(float* acc, float w, const void* v, int64_t n) {
-  const __m256 wv = _mm256_set1_ps(w);
+void accumulate(float* o, const float* w, const void* const* vrow, int64_t n, int64_t hd) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(acc + i, _mm256_fmadd_ps(wv, simd::load8<T>(v, i), _mm256_loadu_ps(acc + i)));
-  for (; i < n; ++i) acc[i] += w * simd::load1(v, T, i);
-}
-
-// Element e of a cache block stored as T.
-template <DType T>
-inline const void* at(const void* block, int64_t e) {
-  return static_cast<const uint8_t*>(block) + e * static_cast<int64_t>(dtype_size(T));
+  for (; i + 32 <= hd; i += 32) {
+    __m256 a0 = _mm256_loadu_ps(o + i), a1 = _mm256_loadu_ps(o + i + 8);
+    __m256 a2 = _mm256_loadu_ps(o + i + 16), a3 = _mm256_loadu_ps(o + i + 24);
+    for (int64_t j = 0; j < n; ++j) {
+      const __m256 wv = _mm256_set1_ps(w[j]);
+      a0 = _mm256_fmadd_ps(wv, simd::load8<T>(vrow[j], i), a0);
+      a1 = _mm256_fmadd_ps(wv, simd::load8<T>(vrow[j], i + 8), a1);
+      a2 = _mm256_fmadd_ps(wv, simd::load8<T>(vrow[j], i + 16), a2);
+      a3 = _mm256_fmadd_ps(wv, simd::load8<T>(vrow[j], i + 24), a3);
+    }
+    _mm256_storeu_ps(o + i, a0);
+    _mm256_storeu_ps(o + i + 8, a1);
+    _mm256_storeu_ps(o + i + 16, a2);
+    _mm256_storeu_ps(o + i + 24, a3);
+  }
+  for (; i + 8 <= hd; i += 8) {
+    __m256 a = _mm256_loadu_ps(o + i);
+    for (int64_t j = 0; j < n; ++j) a = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), simd::load8<T>(vrow[j], i), a);
+    _mm256_storeu_ps(o + i, a);
+  }
+  for (; i < hd; ++i) {
+    float a = o[i];
+    for (int64_t j = 0; j < n; ++j) a += w[j] * simd::load1(vrow[j], T, i);
+    o[i] = a;
+  }
 }
 
 inline void scale(float* x, float r, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= r;
 }
 
-// Positions whose scores are computed together: the running maximum (and the rescale of what was
-// accumulated) is updated once per tile instead of once per position.
-constexpr int64_t kTile = 32;
+// Online softmax over one tile of scores e[0..n) (e has room for n rounded up to 8): raises the
+// running maximum m (rescaling o and the running sum l), then turns e into weights and adds them
+// to l.
+inline void softmax_tile(float* e, int64_t n, float* o, int64_t hd, float& m, float& l) {
+  const int64_t n8 = (n + 7) & ~int64_t{7};
+  std::fill(e + n, e + n8, -INFINITY);  // exp(-inf) is 0
+  __m256 mx = _mm256_set1_ps(-INFINITY);
+  for (int64_t j = 0; j < n8; j += 8) mx = _mm256_max_ps(mx, _mm256_loadu_ps(e + j));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, mx);
+  const float tmax = *std::max_element(lanes, lanes + 8);
+  if (tmax > m) {  // rescale what was accumulated under the old maximum
+    const float r = exp_det(m - tmax);
+    scale(o, r, hd);
+    l *= r;
+    m = tmax;
+  }
+  const __m256 mv = _mm256_set1_ps(m);
+  __m256 sum = _mm256_setzero_ps();
+  for (int64_t j = 0; j < n8; j += 8) {
+    const __m256 w = exp8(_mm256_sub_ps(_mm256_loadu_ps(e + j), mv));
+    _mm256_storeu_ps(e + j, w);
+    sum = _mm256_add_ps(sum, w);
+  }
+  _mm256_store_ps(lanes, sum);
+  l += ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+}
 
-// All query heads of kv head `kvh` for one query token at position `pos`: each key and value row is
-// read once for the whole group. `sc` holds kTile scores per query head, `m` and `l` the running
-// maximum and sum per query head.
+// All query heads of kv head `kvh` for one query token at position `pos`, a tile of positions at a
+// time. `sc` holds kTile scores per query head, `m` and `l` the running maximum and sum per head.
 template <DType T>
 void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, const AttentionShape& s, float* out,
                   float* sc, float* m, float* l) {
   const int64_t hd = s.head_dim, group = s.n_heads / s.n_kv_heads, kv_stride = s.n_kv_heads * hd;
   const int64_t lo = s.sliding_window > 0 ? std::max<int64_t>(0, pos - s.sliding_window + 1) : 0;
+  const int64_t es = static_cast<int64_t>(dtype_size(T));
   const float* qg = q + kvh * group * hd;
   float* og = out + kvh * group * hd;
   std::fill(og, og + group * hd, 0.0f);
   std::fill(m, m + group, -INFINITY);
   std::fill(l, l + group, 0.0f);
+  const void* krow[kTile];
+  const void* vrow[kTile];
   for (int64_t p0 = lo; p0 <= pos; p0 += kTile) {
     const int64_t n = std::min(kTile, pos + 1 - p0);
     for (int64_t j = 0; j < n; ++j) {
-      const int64_t p = p0 + j;
-      const void* k = at<T>(kv.k_blocks[p / kv.block_size], (p % kv.block_size) * kv_stride + kvh * hd);
-      for (int64_t g = 0; g < group; ++g) sc[g * kTile + j] = dot<T>(qg + g * hd, k, hd) * s.scale;
+      const int64_t p = p0 + j, offset = ((p % kv.block_size) * kv_stride + kvh * hd) * es;
+      krow[j] = static_cast<const uint8_t*>(kv.k_blocks[p / kv.block_size]) + offset;
+      vrow[j] = static_cast<const uint8_t*>(kv.v_blocks[p / kv.block_size]) + offset;
     }
+    for (int64_t j = n; j < ((n + 7) & ~int64_t{7}); ++j) krow[j] = krow[n - 1];  // scored, then dropped
     for (int64_t g = 0; g < group; ++g) {
       float* e = sc + g * kTile;
-      const float tmax = *std::max_element(e, e + n);
-      if (tmax > m[g]) {  // rescale what was accumulated under the old maximum
-        const float r = std::exp(m[g] - tmax);
-        scale(og + g * hd, r, hd);
-        l[g] *= r;
-        m[g] = tmax;
-      }
-      for (int64_t j = 0; j < n; ++j) {
-        e[j] = std::exp(e[j] - m[g]);
-        l[g] += e[j];
-      }
-    }
-    for (int64_t j = 0; j < n; ++j) {
-      const int64_t p = p0 + j;
-      const void* v = at<T>(kv.v_blocks[p / kv.block_size], (p % kv.block_size) * kv_stride + kvh * hd);
-      for (int64_t g = 0; g < group; ++g) axpy<T>(og + g * hd, sc[g * kTile + j], v, hd);
+      scores<T>(qg + g * hd, krow, n, hd, s.scale, e);
+      softmax_tile(e, n, og + g * hd, hd, m[g], l[g]);
+      accumulate<T>(og + g * hd, e, vrow, n, hd);
     }
   }
   for (int64_t g = 0; g < group; ++g) scale(og + g * hd, 1.0f / l[g], hd);

@@ -5,6 +5,8 @@
 
 #include <immintrin.h>
 
+#include "kernels/exp.h"
+
 namespace ember::kernels {
 
 void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out) {
@@ -28,9 +30,16 @@ void add_bias(float* x, const float* bias, int64_t n, int64_t dim) {
 }
 
 void silu_mul(float* gate, const float* up, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
+  int64_t i = 0;
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (; i + 8 <= n; i += 8) {
+    const __m256 g = _mm256_loadu_ps(gate + i);
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
+    _mm256_storeu_ps(gate + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
+  }
+  for (; i < n; ++i) {
     const float g = gate[i];
-    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+    gate[i] = g / (1.0f + exp_det(-g)) * up[i];
   }
 }
 

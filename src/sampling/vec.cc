@@ -10,40 +10,20 @@
 #define EMBER_SAMPLING_AVX2 1
 #endif
 
+#include "kernels/exp.h"
+
 namespace ember::sampling::vec {
 namespace {
 
-constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kLog2e = 1.44269504088896341f;
-// ln 2 split so that n * kLn2Hi is exact (Cody-Waite range reduction).
-constexpr float kLn2Hi = 0.693359375f;
-constexpr float kLn2Lo = -2.12194440e-4f;
-constexpr float kExpMin = -87.0f;  // below this the result is flushed to 0
-constexpr float kExpMax = 88.0f;
-// Taylor coefficients 1/k!, k = 7..2; on |r| <= ln2/2 the truncation error is below 1e-8.
-constexpr float kC[] = {1.0f / 5040, 1.0f / 720, 1.0f / 120, 1.0f / 24, 1.0f / 6, 0.5f};
+#ifdef EMBER_SAMPLING_AVX2
+using kernels::exp8;
+#endif
 
+constexpr float kInf = std::numeric_limits<float>::infinity();
 // Lane sums are reduced in this one order by both paths.
 float reduce8(const float* a) { return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])); }
 
 #ifdef EMBER_SAMPLING_AVX2
-// The vector twin of exp_det: same operations, same order.
-[[gnu::always_inline]] inline __m256 exp8(__m256 x) {
-  const __m256 keep = _mm256_cmp_ps(x, _mm256_set1_ps(kExpMin), _CMP_GE_OQ);
-  x = _mm256_min_ps(x, _mm256_set1_ps(kExpMax));
-  x = _mm256_max_ps(x, _mm256_set1_ps(kExpMin));
-  const __m256 n =
-      _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Hi), x);
-  r = _mm256_fmadd_ps(n, _mm256_set1_ps(-kLn2Lo), r);
-  __m256 p = _mm256_set1_ps(kC[0]);
-  for (int i = 1; i < 6; ++i) p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(kC[i]));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
-  return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
-}
-
 // Loads up to 8 floats from p (n of them), padding with `pad`.
 __m256 load_partial(const float* p, size_t n, float pad) {
   alignas(32) float buf[8];
@@ -54,19 +34,7 @@ __m256 load_partial(const float* p, size_t n, float pad) {
 
 }  // namespace
 
-float exp_det(float x) {
-  if (!(x >= kExpMin)) return 0.0f;
-  x = std::min(x, kExpMax);
-  const float n = std::nearbyint(x * kLog2e);
-  float r = std::fma(n, -kLn2Hi, x);
-  r = std::fma(n, -kLn2Lo, r);
-  float p = kC[0];
-  for (int i = 1; i < 6; ++i) p = std::fma(p, r, kC[i]);
-  p = std::fma(p, r, 1.0f);
-  p = std::fma(p, r, 1.0f);
-  const auto e = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
-  return p * std::bit_cast<float>(e);
-}
+float exp_det(float x) { return kernels::exp_det(x); }
 
 float max_value(std::span<const float> x) {
   // max(v, acc) keeps acc when v is NaN, in both paths.
