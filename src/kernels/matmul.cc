@@ -28,71 +28,106 @@ inline __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
 }
 
 // R rows (R <= 4) x NT tokens over columns [k0, k1): each weight vector is converted once and used
-// NT times; R*NT independent accumulators keep several load streams in flight. Writes (or adds, for
-// later column blocks) y[t * ldy + r].
+// NT times; R*NT independent accumulators keep several load streams in flight. Column c of the
+// tile's row i is w[i * ldw + c - wc0]. Writes (or adds, when `add`) y[t * ldy + i].
+// The sum is reduced every kc columns and the pieces added in order, which is what column blocking
+// of kc (a multiple of 8) does: a token gets the same bits whether the columns are blocked (many
+// tokens) or streamed whole (decode), and whatever R and NT are.
 template <DType T, int R, int NT>
-void float_tile(const void* w, int64_t ldw, int64_t r, const float* x, int64_t ldx, int64_t k0, int64_t k1, float* y,
-                int64_t ldy, bool add) {
-  // The loops over R and NT must unroll (GCC does not at -O2) or the accumulators live on the stack.
-  __m256 acc[R][NT];
-  #pragma GCC unroll 4
-  for (int i = 0; i < R; ++i)
+void float_tile(const void* w, int64_t ldw, int64_t wc0, const float* x, int64_t ldx, int64_t k0, int64_t k1,
+                int64_t kc, float* y, int64_t ldy, bool add) {
+  for (int64_t b0 = k0; b0 < k1; b0 += kc, add = true) {
+    const int64_t b1 = std::min(k1, b0 + kc);
+    // The loops over R and NT must unroll (GCC does not at -O2) or the accumulators live on the stack.
+    __m256 acc[R][NT];
     #pragma GCC unroll 4
-    for (int t = 0; t < NT; ++t) acc[i][t] = _mm256_setzero_ps();
-  const int64_t k8 = k0 + ((k1 - k0) & ~int64_t{7});
-  for (int64_t c = k0; c < k8; c += 8) {
-    __m256 xv[NT];
-    #pragma GCC unroll 4
-    for (int t = 0; t < NT; ++t) xv[t] = _mm256_loadu_ps(x + t * ldx + c);
-    #pragma GCC unroll 4
-    for (int i = 0; i < R; ++i) {
-      const __m256 wv = load8<T>(w, (r + i) * ldw + c);
+    for (int i = 0; i < R; ++i)
       #pragma GCC unroll 4
-      for (int t = 0; t < NT; ++t) acc[i][t] = _mm256_fmadd_ps(wv, xv[t], acc[i][t]);
+      for (int t = 0; t < NT; ++t) acc[i][t] = _mm256_setzero_ps();
+    const int64_t b8 = b0 + ((b1 - b0) & ~int64_t{7});
+    for (int64_t c = b0; c < b8; c += 8) {
+      __m256 xv[NT];
+      #pragma GCC unroll 4
+      for (int t = 0; t < NT; ++t) xv[t] = _mm256_loadu_ps(x + t * ldx + c);
+      #pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) {
+        const __m256 wv = load8<T>(w, i * ldw + c - wc0);
+        #pragma GCC unroll 4
+        for (int t = 0; t < NT; ++t) acc[i][t] = _mm256_fmadd_ps(wv, xv[t], acc[i][t]);
+      }
     }
-  }
-  #pragma GCC unroll 4
-  for (int t = 0; t < NT; ++t) {
-    const __m256 z = _mm256_setzero_ps();
-    alignas(16) float s[4];
-    _mm_store_ps(s, hsum4(acc[0][t], R > 1 ? acc[R > 1 ? 1 : 0][t] : z, R > 2 ? acc[R > 2 ? 2 : 0][t] : z,
-                          R > 3 ? acc[R > 3 ? 3 : 0][t] : z));
     #pragma GCC unroll 4
-    for (int i = 0; i < R; ++i) {
-      for (int64_t c = k8; c < k1; ++c) s[i] += to_f32(w, T, (r + i) * ldw + c) * x[t * ldx + c];
-      float& out = y[t * ldy + r + i];
-      out = add ? out + s[i] : s[i];
+    for (int t = 0; t < NT; ++t) {
+      const __m256 z = _mm256_setzero_ps();
+      alignas(16) float s[4];
+      _mm_store_ps(s, hsum4(acc[0][t], R > 1 ? acc[R > 1 ? 1 : 0][t] : z, R > 2 ? acc[R > 2 ? 2 : 0][t] : z,
+                            R > 3 ? acc[R > 3 ? 3 : 0][t] : z));
+      #pragma GCC unroll 4
+      for (int i = 0; i < R; ++i) {
+        for (int64_t c = b8; c < b1; ++c) s[i] += to_f32(w, T, i * ldw + c - wc0) * x[t * ldx + c];
+        float& out = y[t * ldy + i];
+        out = add ? out + s[i] : s[i];
+      }
     }
   }
 }
 
-// Rows [r0, r1) x tokens [0, n) over columns [k0, k1) in 4-row, 2-token register tiles (8
-// accumulators: more spill out of the 16 AVX2 registers).
+// Rows [r0, r1) x tokens [0, n) over columns [k0, k1) in register tiles. One or two tokens read
+// the weights in place (decode: the weight stream is all that matters). More tokens first convert
+// each 4-row tile's columns to float32 in `packed` (at most 32 KiB, cache-resident), so every
+// weight is converted once and the 4-row x 3-token tiles run on plain loads.
 template <DType T>
 void float_block(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1, int64_t k0,
-                 int64_t k1) {
+                 int64_t k1, int64_t kc, std::vector<float>& packed) {
   const bool add = k0 > 0;
-  auto tokens = [&]<int R>(int64_t r) {
+  const int64_t kl = k1 - k0, es = static_cast<int64_t>(dtype_size(T));
+  // The tile of rows starting at `wp` (row stride ldw, first column wc0) for every token; its
+  // outputs start at y + r.
+  auto tokens = [&]<DType W, int R>(const void* wp, int64_t ldw, int64_t wc0, int64_t r) {
     int64_t t = 0;
-    for (; t + 2 <= n; t += 2) float_tile<T, R, 2>(w.data, w.cols, r, x + t * w.cols, w.cols, k0, k1, y + t * w.rows, w.rows, add);
-    if (t < n) float_tile<T, R, 1>(w.data, w.cols, r, x + t * w.cols, w.cols, k0, k1, y + t * w.rows, w.rows, add);
+    for (; t + 3 <= n; t += 3)
+      float_tile<W, R, 3>(wp, ldw, wc0, x + t * w.cols, w.cols, k0, k1, kc, y + t * w.rows + r, w.rows, add);
+    for (; t + 2 <= n; t += 2)
+      float_tile<W, R, 2>(wp, ldw, wc0, x + t * w.cols, w.cols, k0, k1, kc, y + t * w.rows + r, w.rows, add);
+    if (t < n) float_tile<W, R, 1>(wp, ldw, wc0, x + t * w.cols, w.cols, k0, k1, kc, y + t * w.rows + r, w.rows, add);
   };
+  auto row = [&](int64_t r) { return static_cast<const uint8_t*>(w.data) + r * w.cols * es; };
   int64_t r = r0;
-  for (; r + 4 <= r1; r += 4) tokens.template operator()<4>(r);
-  for (; r < r1; ++r) tokens.template operator()<1>(r);
+  for (; r + 4 <= r1; r += 4) {
+    if (T != DType::F32 && n >= 3) {
+      packed.resize(static_cast<size_t>(4 * kl));
+      for (int64_t i = 0; i < 4; ++i) {
+        const uint8_t* src = row(r + i) + k0 * es;
+        float* dst = packed.data() + i * kl;
+        int64_t c = 0;
+        for (; c + 8 <= kl; c += 8) _mm256_storeu_ps(dst + c, load8<T>(src, c));
+        for (; c < kl; ++c) dst[c] = to_f32(src, T, c);
+      }
+      tokens.template operator()<DType::F32, 4>(packed.data(), kl, k0, r);
+    } else {
+      tokens.template operator()<T, 4>(row(r), w.cols, 0, r);
+    }
+  }
+  for (; r < r1; ++r) tokens.template operator()<T, 1>(row(r), w.cols, 0, r);
 }
 
 template <DType T>
 void float_rows(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
-  // Cache blocking for many tokens: a block of tokens x columns of activations (at most 256 KiB)
-  // stays in L2 while every row tile of [r0, r1) streams past it. A few tokens fit in L2 whole, and
-  // whole rows keep the weight stream contiguous (what decode's bandwidth needs).
+  // Sums are reduced every kColBlock columns (see float_tile), so results do not depend on n.
+  // Decode (n < 3) streams whole rows: the weight stream is what bounds it. More tokens block the
+  // columns too: a block of tokens x columns of activations (at most 256 KiB) stays in L2 while
+  // every row tile of [r0, r1) streams past it.
   constexpr int64_t kColBlock = 1024;
-  const int64_t kc = n < 16 || w.cols <= 2 * kColBlock ? w.cols : kColBlock;
+  const int64_t kc = w.cols <= 2 * kColBlock ? w.cols : kColBlock;
+  std::vector<float> packed;
+  if (n < 3) {
+    float_block<T>(w, x, n, y, r0, r1, 0, w.cols, kc, packed);
+    return;
+  }
   for (int64_t t0 = 0; t0 < n; t0 += kTokenBlock) {
     const int64_t nt = std::min(kTokenBlock, n - t0);
     for (int64_t k0 = 0; k0 < w.cols; k0 += kc)
-      float_block<T>(w, x + t0 * w.cols, nt, y + t0 * w.rows, r0, r1, k0, std::min(w.cols, k0 + kc));
+      float_block<T>(w, x + t0 * w.cols, nt, y + t0 * w.rows, r0, r1, k0, std::min(w.cols, k0 + kc), kc, packed);
   }
 }
 

@@ -66,6 +66,36 @@ TEST(Matmul, WideRowsMatchReference) {
 }
 
 // A fused set (plain and quantized outputs of different heights) equals separate products.
+// A token's outputs are the same bits alone (decode) as among many (a prompt, a batch of
+// sequences): the column blocks and register tiles must not change the order of any sum. Rows wider
+// than the column block, with a tail, for every dtype and instruction set.
+TEST(Matmul, TokenResultsDoNotDependOnHowManyShareTheCall) {
+  ThreadPool pool(2);
+  std::mt19937 rng(11);
+  const int64_t rows = 13;
+  for (Isa isa : supported_isas())
+    for (DType t : {DType::F32, DType::F16, DType::BF16})
+      for (int64_t cols : {40, 2052, 4100}) {
+        const int64_t n = 71;
+        std::vector<float> wf = randn(rows * cols, rng), x = randn(n * cols, rng), all(n * rows);
+        std::vector<uint16_t> wh(rows * cols);
+        WeightMatrix w{wf.data(), t, rows, cols};
+        if (t != DType::F32) {
+          for (size_t i = 0; i < wf.size(); ++i) wh[i] = t == DType::F16 ? f32_to_f16(wf[i]) : f32_to_bf16(wf[i]);
+          w.data = wh.data();
+        }
+        matmul(w, x.data(), n, all.data(), pool, isa);
+        for (int64_t count : {1, 2, 3, 5}) {
+          const int64_t t0 = 66;  // the last tokens, in a short call of their own
+          std::vector<float> some(count * rows);
+          matmul(w, x.data() + t0 * cols, count, some.data(), pool, isa);
+          for (int64_t i = 0; i < count * rows; ++i)
+            ASSERT_EQ(some[i], all[t0 * rows + i]) << "isa " << static_cast<int>(isa) << " dtype " << dtype_name(t)
+                                                   << " cols " << cols << " tokens " << count << " element " << i;
+        }
+      }
+}
+
 TEST(Matmul, FusedEqualsSeparateProducts) {
   ThreadPool pool(2);
   std::mt19937 rng(9);
