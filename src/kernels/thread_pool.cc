@@ -60,7 +60,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   const int64_t max_chunks = (n + grain - 1) / grain;
-  if (workers_.empty() || max_chunks == 1) {
+  if (workers_.empty() || max_chunks == 1 || caller_only_) {
     fn(0, n);
     return;
   }

@@ -35,6 +35,9 @@ class ThreadPool {
   // Loops run by the caller alone because of an earlier stall (for tests and diagnostics).
   int64_t solo_loops() const { return solo_loops_; }
 
+  // While set, loops run on the calling thread alone (a WidthTuner found the others do not help).
+  void set_caller_only(bool on) { caller_only_ = on; }
+
  private:
   using Clock = std::chrono::steady_clock;
   void worker_loop();
@@ -58,6 +61,7 @@ class ThreadPool {
   Clock::time_point solo_until_{}, last_stall_{};
   Clock::duration backoff_{};
   int64_t solo_loops_ = 0;
+  bool caller_only_ = false;
 };
 
 }  // namespace ember::kernels

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <cmath>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "kernels/attention.h"
 #include "kernels/ops.h"
@@ -64,6 +65,7 @@ struct Model::Source {
 
 Model::Model(std::string dir, ModelConfig config, Checkpoint checkpoint, const LoadOptions& options)
     : dir_(std::move(dir)), config_(std::move(config)), checkpoint_(std::move(checkpoint)), pool_(options.threads),
+      tuner_(pool_.size()),
       kv_dtype_(options.kv_dtype), scratch_(std::make_unique<Scratch>()) {}
 
 Model::~Model() = default;
@@ -244,6 +246,10 @@ void Model::forward(std::span<ForwardItem> batch) {
     }
   }
   prepare_rope(max_pos);
+  const int tune_kind = kernels::WidthTuner::kind_of_tokens(n);
+  const int width = tuner_.choose(tune_kind);
+  pool_.set_caller_only(width == 1);
+  const auto started = std::chrono::steady_clock::now();
   Scratch& s = *scratch_;
   s.resize(c, n);
   kernels::ThreadPool& pool = pool_;
@@ -353,6 +359,7 @@ void Model::forward(std::span<ForwardItem> batch) {
     std::copy_n(s.logits.data() + wanted * V, count * V, it.logits);
     wanted += count;
   }
+  tuner_.record(tune_kind, width, seconds_since(started));
 }
 
 std::vector<float> Model::forward(KvSequence& seq, std::span<const int32_t> tokens) {

@@ -10,6 +10,7 @@
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 #include "kernels/thread_pool.h"
+#include "kernels/width_tuner.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
 #include "model/safetensors.h"
@@ -97,6 +98,8 @@ class Model {
   InMemoryWeights memory_;                              // weights of from_memory models
   std::vector<kernels::QuantizedMatrix> quantized_;  // storage of quantized matrices
   kernels::ThreadPool pool_;
+  // Whether a step of a given size runs faster on all threads or on one (see WidthTuner).
+  kernels::WidthTuner tuner_;
   DType kv_dtype_;
   kernels::WeightMatrix embed_, lm_head_;
   std::vector<float> final_norm_;

@@ -1,0 +1,47 @@
+#pragma once
+// Decides, per kind of step, whether a step's loops run on all of a pool's threads or on the calling
+// thread alone, from the measured time of steps. A second thread does not always help: decode is
+// bound by memory bandwidth that one core may already take, two vCPUs may be siblings of one
+// physical core, and a neighbour process may hold the other core. Each kind (steps of similar size)
+// first tries both widths, then keeps the faster one and tries the other again now and then, so a
+// change (a neighbour that comes or goes) is noticed.
+#include <array>
+#include <cstdint>
+#include <vector>
+
+namespace ember::kernels {
+
+class WidthTuner {
+ public:
+  // Steps of one kind at one width: the last kSamples times.
+  static constexpr int kSamples = 5;
+  // In steady state one step in kProbeEvery of a kind runs at the other width.
+  static constexpr int kProbeEvery = 24;
+
+  explicit WidthTuner(int threads) : threads_(threads) {}
+
+  // How many threads the next step of `kind` (>= 0) should use: 1 or the pool's size.
+  int choose(int kind);
+  // Reports how long a step of `kind` took at `width`.
+  void record(int kind, int width, double seconds);
+
+  // The kind of a step that processes `tokens` tokens: steps within a factor of two share a kind.
+  static int kind_of_tokens(int64_t tokens);
+
+ private:
+  struct Times {
+    std::array<double, kSamples> s{};
+    int count = 0;  // samples recorded so far (ring position = count % kSamples)
+    double median() const;
+  };
+  struct Kind {
+    Times solo, full;
+    int64_t steps = 0;
+  };
+  Kind& kind(int k);
+
+  int threads_;
+  std::vector<Kind> kinds_;
+};
+
+}  // namespace ember::kernels

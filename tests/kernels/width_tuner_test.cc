@@ -1,0 +1,50 @@
+#include "kernels/width_tuner.h"
+
+#include <gtest/gtest.h>
+
+namespace ember::kernels {
+namespace {
+
+// Runs `steps` steps of one kind whose time at each width is given; returns how many ran solo.
+int run(WidthTuner& t, int kind, int steps, double solo_s, double full_s) {
+  int solo = 0;
+  for (int i = 0; i < steps; ++i) {
+    const int w = t.choose(kind);
+    solo += w == 1;
+    t.record(kind, w, w == 1 ? solo_s : full_s);
+  }
+  return solo;
+}
+
+TEST(WidthTuner, KeepsTheFasterWidthAndNoticesAChange) {
+  WidthTuner t(2);
+  // Two threads faster: after trying both, nearly every step runs on both.
+  EXPECT_LE(run(t, 0, 200, 0.010, 0.006), 3 + 200 / WidthTuner::kProbeEvery + 1);
+  // A neighbour takes the second core: full width now stalls, and the tuner moves to one thread
+  // within a few steps.
+  const int solo = run(t, 0, 200, 0.010, 0.030);
+  EXPECT_GE(solo, 200 - 5 - 200 / WidthTuner::kProbeEvery - 1);
+  // It leaves again: probes see full width fast again and the tuner returns to it.
+  EXPECT_LE(run(t, 0, 400, 0.010, 0.006), 5 * WidthTuner::kProbeEvery + 400 / WidthTuner::kProbeEvery + 1);
+  EXPECT_LE(run(t, 0, WidthTuner::kProbeEvery, 0.010, 0.006), 1) << "settled on full width";
+}
+
+TEST(WidthTuner, KindsAreIndependentAndOneThreadNeverProbes) {
+  WidthTuner t(2);
+  run(t, WidthTuner::kind_of_tokens(1), 100, 0.004, 0.008);    // decode: one thread wins
+  run(t, WidthTuner::kind_of_tokens(512), 100, 0.800, 0.450);  // prefill: two threads win
+  EXPECT_EQ(run(t, WidthTuner::kind_of_tokens(1), WidthTuner::kProbeEvery, 0.004, 0.008),
+            WidthTuner::kProbeEvery - 1);
+  EXPECT_EQ(run(t, WidthTuner::kind_of_tokens(300), WidthTuner::kProbeEvery, 0.800, 0.450), 1);
+
+  WidthTuner single(1);
+  EXPECT_EQ(run(single, 0, 50, 0.001, 0.5), 50);
+
+  EXPECT_EQ(WidthTuner::kind_of_tokens(1), 0);
+  EXPECT_EQ(WidthTuner::kind_of_tokens(2), 1);
+  EXPECT_EQ(WidthTuner::kind_of_tokens(3), WidthTuner::kind_of_tokens(4));
+  EXPECT_NE(WidthTuner::kind_of_tokens(4), WidthTuner::kind_of_tokens(5));
+}
+
+}  // namespace
+}  // namespace ember::kernels
