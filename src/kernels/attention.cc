@@ -32,10 +32,13 @@ template <DType T>
 void scores(const float* q, const void* const* krow, int64_t n, int64_t hd, float scale, float* out) {
   const int64_t hd8 = hd & ~int64_t{7};
   for (int64_t j0 = 0; j0 < n; j0 += 8) {
+    // The loops over r must unroll (GCC does not at -O2) or the accumulators live on the stack.
     __m256 a[8];
+    #pragma GCC unroll 8
     for (int r = 0; r < 8; ++r) a[r] = _mm256_setzero_ps();
     for (int64_t i = 0; i < hd8; i += 8) {
       const __m256 qv = _mm256_loadu_ps(q + i);
+      #pragma GCC unroll 8
       for (int r = 0; r < 8; ++r) a[r] = _mm256_fmadd_ps(qv, simd::load8<T>(krow[j0 + r], i), a[r]);
     }
     alignas(32) float s8[8];
@@ -50,24 +53,38 @@ void scores(const float* q, const void* const* krow, int64_t n, int64_t hd, floa
 }
 
 // o += sum_j w[j] * v_j over the n value rows vrow[0..n). The output stays in registers across the
-// rows, 32 floats at a time.
+// rows, 32 floats at a time, with even and odd rows in separate accumulators (eight independent
+// chains keep both FMA units busy; four would wait on each other's latency).
 template <DType T>
 void accumulate(float* o, const float* w, const void* const* vrow, int64_t n, int64_t hd) {
   int64_t i = 0;
   for (; i + 32 <= hd; i += 32) {
     __m256 a0 = _mm256_loadu_ps(o + i), a1 = _mm256_loadu_ps(o + i + 8);
     __m256 a2 = _mm256_loadu_ps(o + i + 16), a3 = _mm256_loadu_ps(o + i + 24);
-    for (int64_t j = 0; j < n; ++j) {
-      const __m256 wv = _mm256_set1_ps(w[j]);
-      a0 = _mm256_fmadd_ps(wv, simd::load8<T>(vrow[j], i), a0);
-      a1 = _mm256_fmadd_ps(wv, simd::load8<T>(vrow[j], i + 8), a1);
-      a2 = _mm256_fmadd_ps(wv, simd::load8<T>(vrow[j], i + 16), a2);
-      a3 = _mm256_fmadd_ps(wv, simd::load8<T>(vrow[j], i + 24), a3);
+    __m256 b0 = _mm256_setzero_ps(), b1 = b0, b2 = b0, b3 = b0;
+    int64_t j = 0;
+    for (; j + 2 <= n; j += 2) {
+      const __m256 wa = _mm256_set1_ps(w[j]), wb = _mm256_set1_ps(w[j + 1]);
+      a0 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], i), a0);
+      a1 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], i + 8), a1);
+      a2 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], i + 16), a2);
+      a3 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], i + 24), a3);
+      b0 = _mm256_fmadd_ps(wb, simd::load8<T>(vrow[j + 1], i), b0);
+      b1 = _mm256_fmadd_ps(wb, simd::load8<T>(vrow[j + 1], i + 8), b1);
+      b2 = _mm256_fmadd_ps(wb, simd::load8<T>(vrow[j + 1], i + 16), b2);
+      b3 = _mm256_fmadd_ps(wb, simd::load8<T>(vrow[j + 1], i + 24), b3);
     }
-    _mm256_storeu_ps(o + i, a0);
-    _mm256_storeu_ps(o + i + 8, a1);
-    _mm256_storeu_ps(o + i + 16, a2);
-    _mm256_storeu_ps(o + i + 24, a3);
+    if (j < n) {
+      const __m256 wa = _mm256_set1_ps(w[j]);
+      a0 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], i), a0);
+      a1 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], i + 8), a1);
+      a2 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], i + 16), a2);
+      a3 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], i + 24), a3);
+    }
+    _mm256_storeu_ps(o + i, _mm256_add_ps(a0, b0));
+    _mm256_storeu_ps(o + i + 8, _mm256_add_ps(a1, b1));
+    _mm256_storeu_ps(o + i + 16, _mm256_add_ps(a2, b2));
+    _mm256_storeu_ps(o + i + 24, _mm256_add_ps(a3, b3));
   }
   for (; i + 8 <= hd; i += 8) {
     __m256 a = _mm256_loadu_ps(o + i);
@@ -130,10 +147,17 @@ void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, co
   const void* vrow[kTile];
   for (int64_t p0 = lo; p0 <= pos; p0 += kTile) {
     const int64_t n = std::min(kTile, pos + 1 - p0);
+    // Block and slot of each position, stepped rather than divided (a 64-bit division per key
+    // costs more than its scores do at small head sizes).
+    int64_t blk = p0 / kv.block_size, slot = p0 % kv.block_size;
     for (int64_t j = 0; j < n; ++j) {
-      const int64_t p = p0 + j, offset = ((p % kv.block_size) * kv_stride + kvh * hd) * es;
-      krow[j] = static_cast<const uint8_t*>(kv.k_blocks[p / kv.block_size]) + offset;
-      vrow[j] = static_cast<const uint8_t*>(kv.v_blocks[p / kv.block_size]) + offset;
+      const int64_t offset = (slot * kv_stride + kvh * hd) * es;
+      krow[j] = static_cast<const uint8_t*>(kv.k_blocks[blk]) + offset;
+      vrow[j] = static_cast<const uint8_t*>(kv.v_blocks[blk]) + offset;
+      if (++slot == kv.block_size) {
+        slot = 0;
+        ++blk;
+      }
     }
     for (int64_t j = n; j < ((n + 7) & ~int64_t{7}); ++j) krow[j] = krow[n - 1];  // scored, then dropped
     for (int64_t g = 0; g < group; ++g) {
