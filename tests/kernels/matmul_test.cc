@@ -18,6 +18,21 @@ std::vector<float> randn(size_t n, std::mt19937& rng) {
   return v;
 }
 
+// Random weights of `dtype` (rows x cols) with the float32 originals; `view` points at the stored type.
+struct RandomWeights {
+  RandomWeights(DType dtype, int64_t rows, int64_t cols, std::mt19937& rng) : f(randn(rows * cols, rng)) {
+    view = WeightMatrix{f.data(), dtype, rows, cols};
+    if (dtype != DType::F32) {
+      h.resize(f.size());
+      for (size_t i = 0; i < f.size(); ++i) h[i] = dtype == DType::F16 ? f32_to_f16(f[i]) : f32_to_bf16(f[i]);
+      view.data = h.data();
+    }
+  }
+  std::vector<float> f;
+  std::vector<uint16_t> h;
+  WeightMatrix view;
+};
+
 // Every dtype, every instruction set this machine has, and awkward shapes (tails of the SIMD
 // width, token counts around the register tiles) against the scalar reference.
 TEST(Matmul, EveryIsaMatchesReferenceForAllDtypesAndShapes) {
@@ -28,13 +43,9 @@ TEST(Matmul, EveryIsaMatchesReferenceForAllDtypesAndShapes) {
       for (int64_t rows : {1, 7, 33})
         for (int64_t cols : {1, 8, 19, 64, 130})
           for (int64_t n : {1, 3, 4, 9, 70}) {
-            std::vector<float> wf = randn(rows * cols, rng), x = randn(n * cols, rng), y(n * rows), ref(n * rows);
-            std::vector<uint16_t> wh(rows * cols);
-            WeightMatrix w{wf.data(), t, rows, cols};
-            if (t != DType::F32) {
-              for (size_t i = 0; i < wf.size(); ++i) wh[i] = t == DType::F16 ? f32_to_f16(wf[i]) : f32_to_bf16(wf[i]);
-              w.data = wh.data();
-            }
+            const RandomWeights rw(t, rows, cols, rng);
+            const WeightMatrix& w = rw.view;
+            std::vector<float> x = randn(n * cols, rng), y(n * rows), ref(n * rows);
             matmul(w, x.data(), n, y.data(), pool, isa);
             matmul_reference(w, x.data(), n, ref.data());
             for (size_t i = 0; i < y.size(); ++i)
@@ -51,13 +62,9 @@ TEST(Matmul, WideRowsMatchReference) {
     for (DType t : {DType::F32, DType::BF16})
       for (int64_t n : {1, 5}) {
         const int64_t rows = 9, cols = 2600;
-        std::vector<float> wf = randn(rows * cols, rng), x = randn(n * cols, rng), y(n * rows), ref(n * rows);
-        std::vector<uint16_t> wh(rows * cols);
-        WeightMatrix w{wf.data(), t, rows, cols};
-        if (t == DType::BF16) {
-          for (size_t i = 0; i < wf.size(); ++i) wh[i] = f32_to_bf16(wf[i]);
-          w.data = wh.data();
-        }
+        const RandomWeights rw(t, rows, cols, rng);
+        const WeightMatrix& w = rw.view;
+        std::vector<float> x = randn(n * cols, rng), y(n * rows), ref(n * rows);
         matmul(w, x.data(), n, y.data(), pool, isa);
         matmul_reference(w, x.data(), n, ref.data());
         for (size_t i = 0; i < y.size(); ++i)
@@ -77,13 +84,9 @@ TEST(Matmul, TokenResultsDoNotDependOnHowManyShareTheCall) {
     for (DType t : {DType::F32, DType::F16, DType::BF16})
       for (int64_t cols : {40, 2052, 4100}) {
         const int64_t n = 71;
-        std::vector<float> wf = randn(rows * cols, rng), x = randn(n * cols, rng), all(n * rows);
-        std::vector<uint16_t> wh(rows * cols);
-        WeightMatrix w{wf.data(), t, rows, cols};
-        if (t != DType::F32) {
-          for (size_t i = 0; i < wf.size(); ++i) wh[i] = t == DType::F16 ? f32_to_f16(wf[i]) : f32_to_bf16(wf[i]);
-          w.data = wh.data();
-        }
+        const RandomWeights rw(t, rows, cols, rng);
+        const WeightMatrix& w = rw.view;
+        std::vector<float> x = randn(n * cols, rng), all(n * rows);
         matmul(w, x.data(), n, all.data(), pool, isa);
         for (int64_t count : {1, 2, 3, 5}) {
           const int64_t t0 = 66;  // the last tokens, in a short call of their own
