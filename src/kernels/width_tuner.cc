@@ -26,18 +26,34 @@ int WidthTuner::choose(int k) {
   Kind& c = kind(k);
   const int64_t step = c.steps++;
   // Explore: alternate until each width has a few samples (full width first: the usual winner).
-  const int need = 3;
-  if (c.full.count < need || c.solo.count < need) return c.full.count <= c.solo.count ? threads_ : 1;
-  const bool solo_better = c.solo.median() < c.full.median();
-  const bool probe = step % kProbeEvery == 0;
-  return solo_better != probe ? 1 : threads_;
+  constexpr int kNeed = 3;
+  if (c.full.count < kNeed || c.solo.count < kNeed) return c.full.count <= c.solo.count ? threads_ : 1;
+  const bool solo = c.solo.median() < c.full.median();
+  if (solo != c.solo_chosen || c.next_probe == 0) {  // a new choice: watch it closely
+    c.solo_chosen = solo;
+    c.probe_every = kProbeEvery;
+    c.next_probe = step + c.probe_every;
+  }
+  if (step >= c.next_probe) {
+    c.probe_every = std::min<int64_t>(2 * c.probe_every, kMaxProbeEvery);
+    c.next_probe = step + c.probe_every;
+    return solo ? threads_ : 1;
+  }
+  return solo ? 1 : threads_;
 }
 
 void WidthTuner::record(int k, int width, double seconds) {
   if (threads_ <= 1) return;
-  Times& t = width == 1 ? kind(k).solo : kind(k).full;
+  Kind& c = kind(k);
+  const bool probe = c.next_probe > 0 && (width == 1) != c.solo_chosen;
+  Times& t = width == 1 ? c.solo : c.full;
   t.s[static_cast<size_t>(t.count % kSamples)] = seconds;
   ++t.count;
+  // A probe clearly faster than the chosen width: confirm it soon rather than after a long wait.
+  if (probe && seconds < 0.8 * (c.solo_chosen ? c.solo : c.full).median()) {
+    c.probe_every = kProbeEvery;
+    c.next_probe = c.steps + kProbeEvery / 4;
+  }
 }
 
 }  // namespace ember::kernels

@@ -4,7 +4,8 @@
 // bound by memory bandwidth that one core may already take, two vCPUs may be siblings of one
 // physical core, and a neighbour process may hold the other core. Each kind (steps of similar size)
 // first tries both widths, then keeps the faster one and tries the other again now and then, so a
-// change (a neighbour that comes or goes) is noticed.
+// change (a neighbour that comes or goes) is noticed. Probes cost a slower step each, so they grow
+// rarer while they confirm the choice, and frequent again when one looks better than the choice.
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -15,8 +16,10 @@ class WidthTuner {
  public:
   // Steps of one kind at one width: the last kSamples times.
   static constexpr int kSamples = 5;
-  // In steady state one step in kProbeEvery of a kind runs at the other width.
+  // In steady state the other width is tried after kProbeEvery steps of a kind, then after twice
+  // as many each time it is slower again, up to kMaxProbeEvery.
   static constexpr int kProbeEvery = 24;
+  static constexpr int kMaxProbeEvery = 192;
 
   explicit WidthTuner(int threads) : threads_(threads) {}
 
@@ -37,6 +40,8 @@ class WidthTuner {
   struct Kind {
     Times solo, full;
     int64_t steps = 0;
+    bool solo_chosen = false;
+    int64_t probe_every = kProbeEvery, next_probe = 0;
   };
   Kind& kind(int k);
 

@@ -18,14 +18,16 @@ int run(WidthTuner& t, int kind, int steps, double solo_s, double full_s) {
 
 TEST(WidthTuner, KeepsTheFasterWidthAndNoticesAChange) {
   WidthTuner t(2);
-  // Two threads faster: after trying both, nearly every step runs on both.
-  EXPECT_LE(run(t, 0, 200, 0.010, 0.006), 3 + 200 / WidthTuner::kProbeEvery + 1);
+  // Two threads faster: after trying both, nearly every step runs on both, and probes of one
+  // thread grow rarer (24, 48, 96 steps apart).
+  EXPECT_LE(run(t, 0, 200, 0.010, 0.006), 3 + 3);
   // A neighbour takes the second core: full width now stalls, and the tuner moves to one thread
   // within a few steps.
   const int solo = run(t, 0, 200, 0.010, 0.030);
   EXPECT_GE(solo, 200 - 5 - 200 / WidthTuner::kProbeEvery - 1);
-  // It leaves again: probes see full width fast again and the tuner returns to it.
-  EXPECT_LE(run(t, 0, 400, 0.010, 0.006), 5 * WidthTuner::kProbeEvery + 400 / WidthTuner::kProbeEvery + 1);
+  // It leaves again: the next probe (at most kMaxProbeEvery steps away) sees full width fast, two
+  // quick probes confirm it, and the tuner returns to it.
+  EXPECT_LE(run(t, 0, 400, 0.010, 0.006), WidthTuner::kMaxProbeEvery + WidthTuner::kProbeEvery);
   EXPECT_LE(run(t, 0, WidthTuner::kProbeEvery, 0.010, 0.006), 1) << "settled on full width";
 }
 
@@ -33,9 +35,9 @@ TEST(WidthTuner, KindsAreIndependentAndOneThreadNeverProbes) {
   WidthTuner t(2);
   run(t, WidthTuner::kind_of_tokens(1), 100, 0.004, 0.008);    // decode: one thread wins
   run(t, WidthTuner::kind_of_tokens(512), 100, 0.800, 0.450);  // prefill: two threads win
-  EXPECT_EQ(run(t, WidthTuner::kind_of_tokens(1), WidthTuner::kProbeEvery, 0.004, 0.008),
+  EXPECT_GE(run(t, WidthTuner::kind_of_tokens(1), WidthTuner::kProbeEvery, 0.004, 0.008),
             WidthTuner::kProbeEvery - 1);
-  EXPECT_EQ(run(t, WidthTuner::kind_of_tokens(300), WidthTuner::kProbeEvery, 0.800, 0.450), 1);
+  EXPECT_LE(run(t, WidthTuner::kind_of_tokens(300), WidthTuner::kProbeEvery, 0.800, 0.450), 1);
 
   WidthTuner single(1);
   EXPECT_EQ(run(single, 0, 50, 0.001, 0.5), 50);
