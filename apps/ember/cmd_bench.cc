@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "apps/ember/commands.h"
+#include "base/clock.h"
 #include "base/error.h"
 #include "kernels/membw.h"
 #include "kernels/quant.h"
@@ -86,7 +87,6 @@ bool reset_peak_rss() {
 
 int run_bench(const BenchArgs& a) {
   using clock = std::chrono::steady_clock;
-  auto secs = [](clock::time_point t0) { return std::chrono::duration<double>(clock::now() - t0).count(); };
   auto note = [](const std::string& s) { std::fprintf(stderr, "[bench] %s\n", s.c_str()); };
   if (a.model_dir.empty() == a.synthetic.empty()) fail("bench", "give exactly one of -m DIR and --synthetic SHAPE");
   if (a.prompt < 1 || a.gen < 1 || a.reps < 1) fail("bench", "-p, -n and --reps must be at least 1");
@@ -110,7 +110,7 @@ int run_bench(const BenchArgs& a) {
   const auto t_load = clock::now();
   std::unique_ptr<model::Model> m = a.synthetic.empty() ? model::Model::load(a.model_dir, opt)
                                                         : model::make_synthetic_model(a.synthetic, float_type, opt);
-  const double load_s = secs(t_load);
+  const double load_s = seconds_since(t_load);
   const model::ModelConfig& c = m->config();
   const int threads = m->pool().size();
   const std::string weights = m->weight_type();
@@ -136,7 +136,7 @@ int run_bench(const BenchArgs& a) {
     auto t0 = clock::now();
     std::vector<float> logits = m->forward(seq, prompt);
     int32_t next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-    const double tp = secs(t0);
+    const double tp = seconds_since(t0);
     ttft.push_back(tp);
     prefill.push_back(static_cast<double>(a.prompt) / tp);
     note("rep " + std::to_string(r + 1) + ": decode " + std::to_string(a.gen) + " tokens");
@@ -145,7 +145,7 @@ int run_bench(const BenchArgs& a) {
       logits = m->forward(seq, std::span<const int32_t>(&next, 1));
       next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     }
-    decode.push_back(static_cast<double>(a.gen) / secs(t0));
+    decode.push_back(static_cast<double>(a.gen) / seconds_since(t0));
   }
   const double pf = median(prefill), dc = median(decode), tt = median(ttft);
   const double run_peak = status_mib("VmHWM:"), rss = status_mib("VmRSS:");

@@ -1,4 +1,5 @@
 #include "apps/ember/model_options.h"
+#include "base/clock.h"
 
 #include <unistd.h>
 
@@ -27,7 +28,7 @@ std::unique_ptr<model::Model> ModelOptions::load() const {
     };
   auto m = model::Model::load(dir, lo);
   if (!quiet) {
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double s = seconds_since(t0);
     std::fprintf(stderr, "%sloaded %s (%s, %.1f MB of weights) in %.3f s with %d threads\n", tty ? "\r\033[K" : "",
                  dir.c_str(), m->config().model_type.c_str(), static_cast<double>(m->weight_bytes()) / 1e6, s,
                  m->pool().size());

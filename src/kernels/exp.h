@@ -3,6 +3,7 @@
 // does the same operations in the same order and so gives the same bits. Softmax in attention, SiLU
 // and sampling use them; libm's exp is scalar and its last bit varies between libraries.
 // Both return 0 below -87 and for NaN, and saturate at exp(88).
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>

@@ -76,6 +76,10 @@ void float_tile(const void* w, int64_t ldw, int64_t wc0, const float* x, int64_t
 // the weights in place (decode: the weight stream is all that matters). More tokens first convert
 // each 4-row tile's columns to float32 in `packed` (at most 32 KiB, cache-resident), so every
 // weight is converted once and the 4-row x 3-token tiles run on plain loads.
+// From this many tokens on, 16-bit weight tiles are converted to float32 once (float_block) and
+// the columns are blocked (float_rows); fewer tokens stream the weights as stored.
+constexpr int64_t kPackTokens = 3;
+
 template <DType T>
 void float_block(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1, int64_t k0,
                  int64_t k1, int64_t kc, std::vector<float>& packed) {
@@ -94,7 +98,7 @@ void float_block(const WeightMatrix& w, const float* x, int64_t n, float* y, int
   auto row = [&](int64_t r) { return static_cast<const uint8_t*>(w.data) + r * w.cols * es; };
   int64_t r = r0;
   for (; r + 4 <= r1; r += 4) {
-    if (T != DType::F32 && n >= 3) {
+    if (T != DType::F32 && n >= kPackTokens) {
       packed.resize(static_cast<size_t>(4 * kl));
       for (int64_t i = 0; i < 4; ++i) {
         const uint8_t* src = row(r + i) + k0 * es;
@@ -114,13 +118,13 @@ void float_block(const WeightMatrix& w, const float* x, int64_t n, float* y, int
 template <DType T>
 void float_rows(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
   // Sums are reduced every kColBlock columns (see float_tile), so results do not depend on n.
-  // Decode (n < 3) streams whole rows: the weight stream is what bounds it. More tokens block the
-  // columns too: a block of tokens x columns of activations (at most 256 KiB) stays in L2 while
-  // every row tile of [r0, r1) streams past it.
+  // Decode (n < kPackTokens) streams whole rows: the weight stream is what bounds it. More tokens
+  // block the columns too: a block of tokens x columns of activations (at most 256 KiB) stays in
+  // L2 while every row tile of [r0, r1) streams past it.
   constexpr int64_t kColBlock = 1024;
   const int64_t kc = w.cols <= 2 * kColBlock ? w.cols : kColBlock;
   std::vector<float> packed;
-  if (n < 3) {
+  if (n < kPackTokens) {
     float_block<T>(w, x, n, y, r0, r1, 0, w.cols, kc, packed);
     return;
   }

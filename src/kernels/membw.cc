@@ -8,6 +8,8 @@
 #include <memory>
 #include <vector>
 
+#include "base/clock.h"
+
 namespace ember::kernels {
 
 double read_bandwidth(ThreadPool& pool, int64_t bytes, int passes) {
@@ -35,7 +37,7 @@ double read_bandwidth(ThreadPool& pool, int64_t bytes, int passes) {
       const __m256i s = _mm256_xor_si256(_mm256_xor_si256(s0, s1), _mm256_xor_si256(s2, s3));
       sink[static_cast<size_t>(a % 64)] ^= _mm256_extract_epi64(s, 0);  // keeps the loads alive
     });
-    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const double secs = seconds_since(t0);
     rates.push_back(static_cast<double>(n * 32) / secs);
   }
   std::sort(rates.begin(), rates.end());

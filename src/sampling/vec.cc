@@ -34,8 +34,6 @@ __m256 load_partial(const float* p, size_t n, float pad) {
 
 }  // namespace
 
-float exp_det(float x) { return kernels::exp_det(x); }
-
 float max_value(std::span<const float> x) {
   // max(v, acc) keeps acc when v is NaN, in both paths.
   float lanes[8];

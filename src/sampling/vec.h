@@ -9,11 +9,13 @@
 #include <span>
 #include <vector>
 
+#include "kernels/exp.h"
+
 namespace ember::sampling::vec {
 
 // exp(x) to ~1 ulp from our own polynomial (not libm, whose last bit varies between libraries);
-// 0 below -87 and for NaN.
-float exp_det(float x);
+// 0 below -87 and for NaN. The kernels' one, so that attention and sampling share it.
+using kernels::exp_det;
 
 // Largest value; -inf when there is none (empty row, all -inf or NaN).
 float max_value(std::span<const float> x);
