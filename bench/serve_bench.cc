@@ -4,6 +4,7 @@
 // model.forward over B sequences decoding one token each. Run: serve_bench [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 #include <httplib.h>
+#include <pthread.h>
 
 #include <algorithm>
 #include <atomic>
@@ -98,7 +99,10 @@ void BM_ConcurrentStreamingChats(benchmark::State& state) {
     const auto t0 = Clock::now();
     std::vector<std::thread> threads;
     for (int i = 0; i < clients; ++i)
-      threads.emplace_back([&, i] { results[static_cast<size_t>(i)] = stream_chat(port, i); });
+      threads.emplace_back([&, i] {
+        pthread_setname_np(pthread_self(), "bench-client");
+        results[static_cast<size_t>(i)] = stream_chat(port, i);
+      });
     for (auto& t : threads) t.join();
     state.SetIterationTime(std::chrono::duration<double>(Clock::now() - t0).count());
     for (const auto& r : results) {

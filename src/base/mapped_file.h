@@ -19,6 +19,9 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops this process's copies of the pages (the data was copied elsewhere); a later read faults
+  // them back in from the page cache, so the mapping stays valid.
+  void release_pages() const;
 
  private:
   std::string path_;

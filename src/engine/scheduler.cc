@@ -1,5 +1,7 @@
 #include "engine/scheduler.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 
 #include "base/error.h"
@@ -101,7 +103,10 @@ Scheduler::Scheduler(model::Model& model, const tokenizer::Tokenizer& tokenizer,
   cache_ = std::make_unique<model::KvCache>(model.config(), n_blocks, options_.block_size);
   stats_.kv_blocks_total = n_blocks;
   stats_.kv_blocks_free = n_blocks;
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "ember-schedule");  // so top -H and perf tell the threads apart
+    loop();
+  });
 }
 
 Scheduler::~Scheduler() { shutdown(/*cancel=*/true); }

@@ -9,6 +9,7 @@
 
 #include "base/error.h"
 #include "kernels/matmul_impl.h"
+#include "kernels/pack.h"
 #include "kernels/quant.h"
 #include "kernels/simd_avx2.h"
 
@@ -21,117 +22,129 @@ using detail::kTokenBlock;
 using simd::load8;
 inline float to_f32(const void* base, DType t, int64_t i) { return simd::load1(base, t, i); }
 
-// The four horizontal sums of a0..a3 in one vector (no per-row reduction chain).
-inline __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
-  const __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
-  return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
-}
-
-// R rows (R <= 4) x NT tokens over columns [k0, k1): each weight vector is converted once and used
-// NT times; R*NT independent accumulators keep several load streams in flight. Column c of the
-// tile's row i is w[i * ldw + c - wc0]. Writes (or adds, when `add`) y[t * ldy + i].
-// The sum is reduced every kc columns and the pieces added in order, which is what column blocking
-// of kc (a multiple of 8) does: a token gets the same bits whether the columns are blocked (many
-// tokens) or streamed whole (decode), and whatever R and NT are.
-template <DType T, int R, int NT>
-void float_tile(const void* w, int64_t ldw, int64_t wc0, const float* x, int64_t ldx, int64_t k0, int64_t k1,
-                int64_t kc, float* y, int64_t ldy, bool add) {
-  for (int64_t b0 = k0; b0 < k1; b0 += kc, add = true) {
-    const int64_t b1 = std::min(k1, b0 + kc);
-    // The loops over R and NT must unroll (GCC does not at -O2) or the accumulators live on the stack.
-    __m256 acc[R][NT];
-    #pragma GCC unroll 4
-    for (int i = 0; i < R; ++i)
-      #pragma GCC unroll 4
-      for (int t = 0; t < NT; ++t) acc[i][t] = _mm256_setzero_ps();
-    const int64_t b8 = b0 + ((b1 - b0) & ~int64_t{7});
-    for (int64_t c = b0; c < b8; c += 8) {
-      __m256 xv[NT];
-      #pragma GCC unroll 4
-      for (int t = 0; t < NT; ++t) xv[t] = _mm256_loadu_ps(x + t * ldx + c);
-      #pragma GCC unroll 4
-      for (int i = 0; i < R; ++i) {
-        const __m256 wv = load8<T>(w, i * ldw + c - wc0);
-        #pragma GCC unroll 4
-        for (int t = 0; t < NT; ++t) acc[i][t] = _mm256_fmadd_ps(wv, xv[t], acc[i][t]);
+// NP panels x NT tokens over columns [k0, k1) of panel-packed weights (pack.h). Each output is one
+// fused multiply-add chain in column order: the accumulators start at zero, or at the sum of the
+// earlier columns already in y when `add` (a float stored and loaded back is exact), so neither
+// the tile shape nor column blocking changes any result. y[t * ldy + i] is row i of the first panel.
+template <DType T, int NP, int NT>
+void panel_tile(const void* w, int64_t pstride, const float* x, int64_t ldx, int64_t k0, int64_t k1, float* y,
+                int64_t ldy, bool add) {
+  // The loops over NP, halves and NT must unroll (GCC does not at -O2) or the accumulators live on the stack.
+  __m256 acc[NP][2][NT];
+  #pragma GCC unroll 4
+  for (int p = 0; p < NP; ++p)
+    #pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h)
+      #pragma GCC unroll 8
+      for (int t = 0; t < NT; ++t)
+        acc[p][h][t] = add ? _mm256_loadu_ps(y + t * ldy + p * kPanelRows + h * 8) : _mm256_setzero_ps();
+  const int64_t base = k0 * kPanelRows;
+  #pragma GCC unroll 4
+  for (int64_t k = k0, e = base; k < k1; ++k, e += kPanelRows) {
+    if constexpr (NP == 1) {
+      // Many tokens: one broadcast at a time, or 12 accumulators + 6 broadcasts spill registers.
+      const __m256 w0 = load8<T>(w, e), w1 = load8<T>(w, e + 8);
+      #pragma GCC unroll 8
+      for (int t = 0; t < NT; ++t) {
+        const __m256 xb = _mm256_broadcast_ss(x + t * ldx + k);
+        acc[0][0][t] = _mm256_fmadd_ps(w0, xb, acc[0][0][t]);
+        acc[0][1][t] = _mm256_fmadd_ps(w1, xb, acc[0][1][t]);
       }
-    }
-    #pragma GCC unroll 4
-    for (int t = 0; t < NT; ++t) {
-      const __m256 z = _mm256_setzero_ps();
-      alignas(16) float s[4];
-      _mm_store_ps(s, hsum4(acc[0][t], R > 1 ? acc[R > 1 ? 1 : 0][t] : z, R > 2 ? acc[R > 2 ? 2 : 0][t] : z,
-                            R > 3 ? acc[R > 3 ? 3 : 0][t] : z));
-      #pragma GCC unroll 4
-      for (int i = 0; i < R; ++i) {
-        for (int64_t c = b8; c < b1; ++c) s[i] += to_f32(w, T, i * ldw + c - wc0) * x[t * ldx + c];
-        float& out = y[t * ldy + i];
-        out = add ? out + s[i] : s[i];
-      }
-    }
-  }
-}
-
-// Rows [r0, r1) x tokens [0, n) over columns [k0, k1) in register tiles. One or two tokens read
-// the weights in place (decode: the weight stream is all that matters). More tokens first convert
-// each 4-row tile's columns to float32 in `packed` (at most 32 KiB, cache-resident), so every
-// weight is converted once and the 4-row x 3-token tiles run on plain loads.
-// From this many tokens on, 16-bit weight tiles are converted to float32 once (float_block) and
-// the columns are blocked (float_rows); fewer tokens stream the weights as stored.
-constexpr int64_t kPackTokens = 3;
-
-template <DType T>
-void float_block(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1, int64_t k0,
-                 int64_t k1, int64_t kc, std::vector<float>& packed) {
-  const bool add = k0 > 0;
-  const int64_t kl = k1 - k0, es = static_cast<int64_t>(dtype_size(T));
-  // The tile of rows starting at `wp` (row stride ldw, first column wc0) for every token; its
-  // outputs start at y + r.
-  auto tokens = [&]<DType W, int R>(const void* wp, int64_t ldw, int64_t wc0, int64_t r) {
-    int64_t t = 0;
-    for (; t + 3 <= n; t += 3)
-      float_tile<W, R, 3>(wp, ldw, wc0, x + t * w.cols, w.cols, k0, k1, kc, y + t * w.rows + r, w.rows, add);
-    for (; t + 2 <= n; t += 2)
-      float_tile<W, R, 2>(wp, ldw, wc0, x + t * w.cols, w.cols, k0, k1, kc, y + t * w.rows + r, w.rows, add);
-    if (t < n) float_tile<W, R, 1>(wp, ldw, wc0, x + t * w.cols, w.cols, k0, k1, kc, y + t * w.rows + r, w.rows, add);
-  };
-  auto row = [&](int64_t r) { return static_cast<const uint8_t*>(w.data) + r * w.cols * es; };
-  int64_t r = r0;
-  for (; r + 4 <= r1; r += 4) {
-    if (T != DType::F32 && n >= kPackTokens) {
-      packed.resize(static_cast<size_t>(4 * kl));
-      for (int64_t i = 0; i < 4; ++i) {
-        const uint8_t* src = row(r + i) + k0 * es;
-        float* dst = packed.data() + i * kl;
-        int64_t c = 0;
-        for (; c + 8 <= kl; c += 8) _mm256_storeu_ps(dst + c, load8<T>(src, c));
-        for (; c < kl; ++c) dst[c] = to_f32(src, T, c);
-      }
-      tokens.template operator()<DType::F32, 4>(packed.data(), kl, k0, r);
     } else {
-      tokens.template operator()<T, 4>(row(r), w.cols, 0, r);
+      __m256 xb[NT];
+      #pragma GCC unroll 8
+      for (int t = 0; t < NT; ++t) xb[t] = _mm256_broadcast_ss(x + t * ldx + k);
+      #pragma GCC unroll 4
+      for (int p = 0; p < NP; ++p)
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          const __m256 wv = load8<T>(w, p * pstride + e + h * 8);
+          #pragma GCC unroll 8
+          for (int t = 0; t < NT; ++t) acc[p][h][t] = _mm256_fmadd_ps(wv, xb[t], acc[p][h][t]);
+        }
     }
   }
-  for (; r < r1; ++r) tokens.template operator()<T, 1>(row(r), w.cols, 0, r);
+  #pragma GCC unroll 4
+  for (int p = 0; p < NP; ++p)
+    #pragma GCC unroll 2
+    for (int h = 0; h < 2; ++h)
+      #pragma GCC unroll 8
+      for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * ldy + p * kPanelRows + h * 8, acc[p][h][t]);
 }
 
+// Tokens per register tile of one panel: 2 x 6 accumulators plus the weights and broadcasts fill the
+// 16 vector registers.
+constexpr int64_t kTileTokens = 6;
+// Columns per block once several tokens share the weights: a panel's block (16 x 256 weights) stays
+// in L1 while every token tile reuses it.
+constexpr int64_t kColBlock = 256;
+
+// Panels [g0, g1) x tokens [0, n) over columns [k0, k1). Decode (one or two tokens) streams several
+// panels at once so that enough independent chains hide the FMA latency; more tokens split into
+// tiles of at most kTileTokens, as even as possible, each reusing one panel's weights.
 template <DType T>
-void float_rows(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
-  // Sums are reduced every kColBlock columns (see float_tile), so results do not depend on n.
-  // Decode (n < kPackTokens) streams whole rows: the weight stream is what bounds it. More tokens
-  // block the columns too: a block of tokens x columns of activations (at most 256 KiB) stays in
-  // L2 while every row tile of [r0, r1) streams past it.
-  constexpr int64_t kColBlock = 1024;
-  const int64_t kc = w.cols <= 2 * kColBlock ? w.cols : kColBlock;
-  std::vector<float> packed;
-  if (n < kPackTokens) {
-    float_block<T>(w, x, n, y, r0, r1, 0, w.cols, kc, packed);
+void panel_block(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1, int64_t k0,
+                 int64_t k1) {
+  const int64_t K = w.cols, pstride = kPanelRows * K, es = static_cast<int64_t>(dtype_size(T));
+  const bool add = k0 > 0;
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const int64_t full = std::min(g1, w.rows / kPanelRows);  // panels whose 16 rows all exist
+  // One panel's tile for tokens [t, t + nt); a partial last panel goes through a 16-wide buffer.
+  alignas(32) float buf[kTileTokens * kPanelRows];
+  auto tile = [&]<int NP, int NT>(int64_t g, int64_t t) {
+    const void* wp = base + g * pstride * es;
+    const float* xt = x + t * K;
+    if (g < full) {
+      panel_tile<T, NP, NT>(wp, pstride, xt, K, k0, k1, y + t * w.rows + g * kPanelRows, w.rows, add);
+      return;
+    }
+    const int64_t valid = w.rows - g * kPanelRows;
+    for (int64_t i = 0; i < NT; ++i)
+      for (int64_t r = 0; r < kPanelRows; ++r) buf[i * kPanelRows + r] = add && r < valid ? y[(t + i) * w.rows + g * kPanelRows + r] : 0.0f;
+    panel_tile<T, 1, NT>(wp, pstride, xt, K, k0, k1, buf, kPanelRows, add);
+    for (int64_t i = 0; i < NT; ++i)
+      std::copy_n(buf + i * kPanelRows, valid, y + (t + i) * w.rows + g * kPanelRows);
+  };
+  auto tokens = [&]<int NP>(int64_t g, int64_t t, int64_t nt) {
+    switch (nt) {
+      case 1: tile.template operator()<NP, 1>(g, t); break;
+      case 2: tile.template operator()<NP, 2>(g, t); break;
+      case 3: tile.template operator()<1, 3>(g, t); break;
+      case 4: tile.template operator()<1, 4>(g, t); break;
+      case 5: tile.template operator()<1, 5>(g, t); break;
+      default: tile.template operator()<1, 6>(g, t); break;
+    }
+  };
+  if (n <= 2) {
+    int64_t g = g0;
+    if (n == 1)
+      for (; g + 4 <= full; g += 4) tokens.template operator()<4>(g, 0, 1);
+    else
+      for (; g + 2 <= full; g += 2) tokens.template operator()<2>(g, 0, 2);
+    for (; g < g1; ++g) tokens.template operator()<1>(g, 0, n);
     return;
   }
+  const int64_t tiles = (n + kTileTokens - 1) / kTileTokens;
+  for (int64_t g = g0; g < g1; ++g)
+    for (int64_t i = 0, t = 0; i < tiles; ++i) {
+      const int64_t nt = (n - t) / (tiles - i);  // even split: the remaining tokens over the remaining tiles
+      tokens.template operator()<1>(g, t, nt);
+      t += nt;
+    }
+}
+
+template <DType T>
+void panel_rows(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1) {
+  if (n <= 2) {  // decode: the weight stream is what bounds it, no blocking
+    panel_block<T>(w, x, n, y, g0, g1, 0, w.cols);
+    return;
+  }
+  // A block of tokens x columns of activations (at most 64 KiB) stays in L2 while the panels' blocks
+  // stream past it.
   for (int64_t t0 = 0; t0 < n; t0 += kTokenBlock) {
     const int64_t nt = std::min(kTokenBlock, n - t0);
-    for (int64_t k0 = 0; k0 < w.cols; k0 += kc)
-      float_block<T>(w, x + t0 * w.cols, nt, y + t0 * w.rows, r0, r1, k0, std::min(w.cols, k0 + kc), kc, packed);
+    for (int64_t k0 = 0; k0 < w.cols; k0 += kColBlock)
+      panel_block<T>(w, x + t0 * w.cols, nt, y + t0 * w.rows, g0, g1, k0, std::min(w.cols, k0 + kColBlock));
   }
 }
 
@@ -149,7 +162,7 @@ float quant_row_dot(const WeightMatrix& w, int64_t r, const QuantizedActs& a, in
 // Scalar product of one plain row with one token, summed in column order.
 float float_row_dot(const WeightMatrix& w, int64_t r, const float* x) {
   float s = 0.0f;
-  for (int64_t c = 0; c < w.cols; ++c) s += to_f32(w.data, w.dtype, r * w.cols + c) * x[c];
+  for (int64_t c = 0; c < w.cols; ++c) s += weight_at(w, r, c) * x[c];
   return s;
 }
 
@@ -257,11 +270,11 @@ void quant_groups(const WeightMatrix& w, const QuantizedActs& a, float* y, int64
 
 namespace detail {
 
-void float_rows_avx2(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
+void panel_rows_avx2(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1) {
   switch (w.dtype) {
-    case DType::F32: float_rows<DType::F32>(w, x, n, y, r0, r1); break;
-    case DType::F16: float_rows<DType::F16>(w, x, n, y, r0, r1); break;
-    case DType::BF16: float_rows<DType::BF16>(w, x, n, y, r0, r1); break;
+    case DType::F32: panel_rows<DType::F32>(w, x, n, y, g0, g1); break;
+    case DType::F16: panel_rows<DType::F16>(w, x, n, y, g0, g1); break;
+    case DType::BF16: panel_rows<DType::BF16>(w, x, n, y, g0, g1); break;
   }
 }
 
@@ -274,7 +287,12 @@ void quant_groups_avx2(const WeightMatrix& w, const QuantizedActs& a, float* y, 
 
 int64_t weight_bytes(const WeightMatrix& w) {
   if (w.qtype != QType::None) return quantized_bytes(w.qtype, w.rows, w.cols);
+  if (w.layout == Layout::Panels) return packed_bytes(w.dtype, w.rows, w.cols);
   return w.rows * w.cols * static_cast<int64_t>(dtype_size(w.dtype));
+}
+
+float weight_at(const WeightMatrix& w, int64_t r, int64_t c) {
+  return to_f32(w.data, w.dtype, w.layout == Layout::Panels ? panel_index(w.cols, r, c) : r * w.cols + c);
 }
 
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
@@ -299,6 +317,8 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
   bool quantized = false;
   for (size_t i = 0; i < outs.size(); ++i) {
     if (outs[i].w->cols != cols) fail("matmul", "fused products need weights with the same number of columns");
+    if (outs[i].w->qtype == QType::None && outs[i].w->layout != Layout::Panels)
+      fail("matmul", "plain weights must be packed into panels first (kernels::pack)");
     first[i + 1] = first[i] + (outs[i].w->rows + kQGroupRows - 1) / kQGroupRows;
     quantized = quantized || outs[i].w->qtype != QType::None;
   }
@@ -313,9 +333,8 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
     } else if (w.qtype != QType::None) {
       if (isa == Isa::Avx512) detail::quant_groups_avx512(w, a, y, g0, g1);
       else detail::quant_groups_avx2(w, a, y, g0, g1);
-    } else {
-      if (isa == Isa::Avx512) detail::float_rows_avx512(w, x, n_tokens, y, r0, r1);
-      else detail::float_rows_avx2(w, x, n_tokens, y, r0, r1);
+    } else {  // one panel kernel for AVX2 and AVX-512 machines alike
+      detail::panel_rows_avx2(w, x, n_tokens, y, g0, g1);
     }
   };
   // Chunks worth a thread hand-off (at least ~32K multiply-adds).
@@ -343,6 +362,10 @@ void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, f
 void copy_row(const WeightMatrix& w, int64_t row, float* out) {
   if (w.qtype != QType::None) {
     for (int64_t c = 0; c < w.cols; ++c) out[c] = scale_at(w, row, c / kQBlock) * static_cast<float>(quant_at(w, row, c));
+    return;
+  }
+  if (w.layout == Layout::Panels) {
+    for (int64_t c = 0; c < w.cols; ++c) out[c] = weight_at(w, row, c);
     return;
   }
   for (int64_t c = 0; c < w.cols; ++c) out[c] = to_f32(w.data, w.dtype, row * w.cols + c);

@@ -12,9 +12,13 @@ namespace ember::kernels {
 // Block quantization of a weight matrix (see quant.h); None: plain dtype storage.
 enum class QType : uint8_t { None, Q8_0, Q4_0 };
 
-// A weight matrix [rows][cols]; rows are output features. Plain: row-major in `dtype`.
+// How plain weights are stored: Rows, row-major as in a checkpoint; Panels, packed for the matmul
+// (pack.h).
+enum class Layout : uint8_t { Rows, Panels };
+
+// A weight matrix [rows][cols]; rows are output features. Plain: `dtype` values in `layout`.
 // Quantized (qtype != None): data points to the blocks and scales to their float16 scales (layout in
-// quant.h); dtype is unused.
+// quant.h); dtype and layout are unused.
 struct WeightMatrix {
   const void* data = nullptr;
   DType dtype = DType::F32;
@@ -22,6 +26,7 @@ struct WeightMatrix {
   int64_t cols = 0;
   QType qtype = QType::None;
   const uint16_t* scales = nullptr;
+  Layout layout = Layout::Rows;
 };
 
 // Bytes of weight data one product reads (what bounds decode speed).
@@ -29,7 +34,9 @@ int64_t weight_bytes(const WeightMatrix& w);
 
 // y[t][r] = sum_c w[r][c] * x[t][c] for t < n_tokens (x: [n_tokens][cols], y: [n_tokens][rows]).
 // Rows are split across the pool's threads; tokens are processed in cache-sized blocks so each
-// weight tile is reused across many tokens. Quantized weights multiply int8-quantized activations.
+// weight tile is reused across many tokens. Plain weights must be packed into panels (pack.h); each
+// output is then one fused multiply-add chain in column order, so a token's result has the same bits
+// however many tokens share the call. Quantized weights multiply int8-quantized activations.
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool);
 // The same with an explicit instruction set (tests run every supported one).
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool, Isa isa);
@@ -46,10 +53,13 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
 void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool, Isa isa);
 
 // Scalar reference of matmul (one thread, sequential sums; quantized weights use the same activation
-// quantization): the oracle for every SIMD path.
+// quantization): the oracle for every SIMD path. Plain weights may be in either layout.
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y);
 
-// out[i] = row `row` of w converted (or dequantized) to float32 (embedding lookup).
+// Weight (r, c) of a plain matrix in either layout, as float32.
+float weight_at(const WeightMatrix& w, int64_t r, int64_t c);
+
+// out[i] = row `row` of w converted (or dequantized) to float32 (embedding lookup); any layout.
 void copy_row(const WeightMatrix& w, int64_t row, float* out);
 
 }  // namespace ember::kernels

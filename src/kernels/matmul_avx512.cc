@@ -1,4 +1,5 @@
-// AVX-512 kernels (F, BW, VL, VNNI, BF16); this file alone is compiled with those flags and is only
+// AVX-512 kernels of quantized weights (F, BW, VL, VNNI, BF16); plain weights use the AVX2 panel
+// kernel everywhere. This file alone is compiled with those flags and is only
 // called when cpu.cc found them.
 #include <immintrin.h>
 
@@ -10,63 +11,6 @@
 namespace ember::kernels::detail {
 
 namespace {
-
-// 16 weights of row `p` from column c as float32 (masked for the row's tail).
-template <DType T>
-inline __m512 load16(const void* p, int64_t c, __mmask16 m) {
-  if constexpr (T == DType::F32) return _mm512_maskz_loadu_ps(m, static_cast<const float*>(p) + c);
-  const __m256i h = _mm256_maskz_loadu_epi16(m, static_cast<const uint16_t*>(p) + c);
-  if constexpr (T == DType::F16) return _mm512_cvtph_ps(h);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
-// 4 rows x NT tokens over all columns: every weight vector is converted once and used NT times.
-template <DType T, int NT>
-void float_tile(const void* const* wr, int64_t cols, const float* x, float* y, int64_t ldy) {
-  __m512 acc[4][NT];
-  for (int r = 0; r < 4; ++r)
-    for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
-  for (int64_t c = 0; c < cols; c += 16) {
-    const __mmask16 m = cols - c >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (cols - c)) - 1);
-    __m512 xv[NT];
-    for (int t = 0; t < NT; ++t) xv[t] = _mm512_maskz_loadu_ps(m, x + t * cols + c);
-    for (int r = 0; r < 4; ++r) {
-      const __m512 wv = load16<T>(wr[r], c, m);
-      for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
-    }
-  }
-  for (int t = 0; t < NT; ++t)
-    for (int r = 0; r < 4; ++r) y[t * ldy + r] = _mm512_reduce_add_ps(acc[r][t]);
-}
-
-template <DType T>
-void float_rows(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
-  const int64_t es = static_cast<int64_t>(dtype_size(T));
-  const char* base = static_cast<const char*>(w.data);
-  for (int64_t tb = 0; tb < n; tb += kTokenBlock) {
-    const int64_t te = std::min(n, tb + kTokenBlock);
-    for (int64_t r = r0; r < r1; r += 4) {
-      // A short last tile repeats its last row and keeps only the real rows.
-      const void* wr[4];
-      for (int k = 0; k < 4; ++k) wr[k] = base + std::min(r + k, r1 - 1) * w.cols * es;
-      const int64_t nr = std::min<int64_t>(4, r1 - r);
-      for (int64_t t = tb; t < te;) {
-        float out[4 * 4];
-        const int64_t nt = std::min<int64_t>(4, te - t);
-        const float* xt = x + t * w.cols;
-        switch (nt) {
-          case 4: float_tile<T, 4>(wr, w.cols, xt, out, 4); break;
-          case 3: float_tile<T, 3>(wr, w.cols, xt, out, 4); break;
-          case 2: float_tile<T, 2>(wr, w.cols, xt, out, 4); break;
-          default: float_tile<T, 1>(wr, w.cols, xt, out, 4); break;
-        }
-        for (int64_t k = 0; k < nt; ++k)
-          for (int64_t i = 0; i < nr; ++i) y[(t + k) * w.rows + r + i] = out[k * 4 + i];
-        t += nt;
-      }
-    }
-  }
-}
 
 inline __m512i bcast4(const int8_t* p) {
   int32_t v;
@@ -142,14 +86,6 @@ void quant_groups(const WeightMatrix& w, const QuantizedActs& a, float* y, int64
 }
 
 }  // namespace
-
-void float_rows_avx512(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1) {
-  switch (w.dtype) {
-    case DType::F32: float_rows<DType::F32>(w, x, n, y, r0, r1); break;
-    case DType::F16: float_rows<DType::F16>(w, x, n, y, r0, r1); break;
-    case DType::BF16: float_rows<DType::BF16>(w, x, n, y, r0, r1); break;
-  }
-}
 
 void quant_groups_avx512(const WeightMatrix& w, const QuantizedActs& a, float* y, int64_t g0, int64_t g1) {
   if (w.qtype == QType::Q8_0) quant_groups<QType::Q8_0>(w, a, y, g0, g1);

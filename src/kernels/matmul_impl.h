@@ -9,9 +9,8 @@ namespace ember::kernels::detail {
 
 constexpr int64_t kTokenBlock = 64;  // tokens whose activations stay in L2 while a weight tile is reused
 
-// Plain weights: output rows [r0, r1) for all n tokens.
-void float_rows_avx2(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
-void float_rows_avx512(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t r0, int64_t r1);
+// Panel-packed plain weights: 16-row panels [g0, g1) for all n tokens.
+void panel_rows_avx2(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1);
 
 // Quantized weights: 16-row groups [g0, g1) for all tokens of a.
 void quant_groups_avx2(const WeightMatrix& w, const QuantizedActs& a, float* y, int64_t g0, int64_t g1);

@@ -1,5 +1,7 @@
 #include "kernels/thread_pool.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 
 #if defined(__x86_64__)
@@ -29,7 +31,11 @@ constexpr auto kMaxBackoff = std::chrono::milliseconds(1000);
 
 ThreadPool::ThreadPool(int n_threads) {
   if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  for (int i = 1; i < n_threads; ++i)
+    workers_.emplace_back([this] {
+      pthread_setname_np(pthread_self(), "ember-compute");  // so top -H and perf tell the threads apart
+      worker_loop();
+    });
 }
 
 ThreadPool::~ThreadPool() {

@@ -89,6 +89,11 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
     progress(std::string("quantizing weights to ") + kernels::qtype_name(options.quantize));
     m->quantize_weights(options.quantize);
   }
+  progress("packing weights for the matmul");
+  m->pack_weights();
+  // Every matrix now lives in its packed or quantized copy: the mapped pages read to make them need
+  // not stay resident (the embedding rows fault back in on use).
+  m->checkpoint_.release_pages();
   return m;
 }
 
@@ -109,7 +114,15 @@ std::unique_ptr<Model> Model::from_memory(ModelConfig config, InMemoryWeights we
     if (options.progress) options.progress(std::string("quantizing weights to ") + kernels::qtype_name(options.quantize));
     m->quantize_weights(options.quantize);
   }
+  m->pack_weights();
   return m;
+}
+
+// In-memory sources are freed once nothing else (the embedding lookup) uses them.
+void Model::release_source(const void* source) {
+  if (source == embed_.data) return;
+  for (auto& [name, t] : memory_.tensors)
+    if (t.data == source) memory_.data.erase(name);
 }
 
 void Model::quantize_weights(kernels::QType q) {
@@ -118,15 +131,33 @@ void Model::quantize_weights(kernels::QType q) {
     const void* source = w.data;
     quantized_.push_back(kernels::quantize(w, type, pool_));
     w = quantized_.back().view();
-    // In-memory sources are freed once nothing else (the embedding lookup) uses them.
-    if (source == embed_.data) return;
-    for (auto& [name, t] : memory_.tensors)
-      if (t.data == source) memory_.data.erase(name);
+    release_source(source);
   };
   quantized_.reserve(layers_.size() * 7 + 1);
   for (Layer& L : layers_)
     for (WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) convert(*w, q);
   convert(lm_head_, kernels::QType::Q8_0);
+}
+
+// Plain matrices the matmul reads are repacked into panels (kernels/pack.h). A tied embedding then
+// reads its rows from the packed head, so that matrix is held once.
+void Model::pack_weights() {
+  const bool tied = embed_.data == lm_head_.data;
+  auto convert = [&](WeightMatrix& w) {
+    if (w.qtype != kernels::QType::None || w.layout == kernels::Layout::Panels) return;
+    const void* source = w.data;
+    packed_.push_back(kernels::pack(w, pool_));
+    w = packed_.back().view();
+    release_source(source);
+  };
+  for (Layer& L : layers_)
+    for (WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) convert(*w);
+  convert(lm_head_);
+  if (tied && lm_head_.layout == kernels::Layout::Panels) {
+    const void* source = embed_.data;
+    embed_ = lm_head_;
+    release_source(source);
+  }
 }
 
 int64_t Model::decode_weight_bytes() const {

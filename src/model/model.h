@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/matmul.h"
+#include "kernels/pack.h"
 #include "kernels/quant.h"
 #include "kernels/thread_pool.h"
 #include "kernels/width_tuner.h"
@@ -90,6 +91,8 @@ class Model {
   Model(std::string dir, ModelConfig config, Checkpoint checkpoint, const LoadOptions& options);
   void bind_weights(const Source& src);
   void quantize_weights(kernels::QType q);
+  void pack_weights();
+  void release_source(const void* source);
   void prepare_rope(int64_t max_pos);
 
   std::string dir_;
@@ -97,6 +100,7 @@ class Model {
   Checkpoint checkpoint_;
   InMemoryWeights memory_;                              // weights of from_memory models
   std::vector<kernels::QuantizedMatrix> quantized_;  // storage of quantized matrices
+  std::vector<kernels::PackedMatrix> packed_;        // storage of panel-packed plain matrices
   kernels::ThreadPool pool_;
   // Whether a step of a given size runs faster on all threads or on one (see WidthTuner).
   kernels::WidthTuner tuner_;

@@ -166,6 +166,10 @@ const TensorInfo& Checkpoint::require(const std::string& name, const std::vector
   return *t;
 }
 
+void Checkpoint::release_pages() const {
+  for (const auto& f : files_) f->release_pages();
+}
+
 size_t Checkpoint::total_bytes() const {
   size_t n = 0;
   for (const auto& [name, t] : index_) n += t->size_bytes;

@@ -30,6 +30,7 @@ class SafetensorsFile {
 
   explicit SafetensorsFile(const std::string& path);  // throws ember::Error naming the file and tensor
   const std::map<std::string, TensorInfo>& tensors() const { return tensors_; }
+  void release_pages() const { file_.release_pages(); }
 
  private:
   MappedFile file_;
@@ -44,6 +45,8 @@ class Checkpoint {
   // The tensor `name` with exactly `shape`; throws naming the tensor if it is absent or mis-shaped.
   const TensorInfo& require(const std::string& name, const std::vector<int64_t>& shape) const;
   size_t total_bytes() const;
+  // Once the weights have been copied (packed, quantized): see MappedFile::release_pages.
+  void release_pages() const;
 
  private:
   std::vector<std::shared_ptr<SafetensorsFile>> files_;

@@ -4,8 +4,11 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
+#include "base/error.h"
+#include "kernels/pack.h"
 #include "kernels/quant.h"
 
 namespace ember::kernels {
@@ -18,19 +21,24 @@ std::vector<float> randn(size_t n, std::mt19937& rng) {
   return v;
 }
 
-// Random weights of `dtype` (rows x cols) with the float32 originals; `view` points at the stored type.
+// Random weights of `dtype` (rows x cols) with the float32 originals; `rows_view` points at the
+// stored type row-major, `view` at its panel-packed copy (what matmul takes).
 struct RandomWeights {
   RandomWeights(DType dtype, int64_t rows, int64_t cols, std::mt19937& rng) : f(randn(rows * cols, rng)) {
-    view = WeightMatrix{f.data(), dtype, rows, cols};
+    rows_view = WeightMatrix{f.data(), dtype, rows, cols};
     if (dtype != DType::F32) {
       h.resize(f.size());
       for (size_t i = 0; i < f.size(); ++i) h[i] = dtype == DType::F16 ? f32_to_f16(f[i]) : f32_to_bf16(f[i]);
-      view.data = h.data();
+      rows_view.data = h.data();
     }
+    packed = pack(rows_view, pool);
+    view = packed.view();
   }
   std::vector<float> f;
   std::vector<uint16_t> h;
-  WeightMatrix view;
+  WeightMatrix rows_view, view;
+  ThreadPool pool{1};
+  PackedMatrix packed;
 };
 
 // Every dtype, every instruction set this machine has, and awkward shapes (tails of the SIMD
@@ -47,14 +55,14 @@ TEST(Matmul, EveryIsaMatchesReferenceForAllDtypesAndShapes) {
             const WeightMatrix& w = rw.view;
             std::vector<float> x = randn(n * cols, rng), y(n * rows), ref(n * rows);
             matmul(w, x.data(), n, y.data(), pool, isa);
-            matmul_reference(w, x.data(), n, ref.data());
+            matmul_reference(rw.rows_view, x.data(), n, ref.data());
             for (size_t i = 0; i < y.size(); ++i)
               ASSERT_NEAR(y[i], ref[i], 1e-4 * (1 + std::sqrt(static_cast<float>(cols))))
                   << isa_name(isa) << " " << dtype_name(t) << " rows=" << rows << " cols=" << cols << " n=" << n;
           }
 }
 
-// Wide rows take the column-blocked path (partial sums added per column block).
+// Wide rows take the column-blocked path (sums carried from one column block to the next).
 TEST(Matmul, WideRowsMatchReference) {
   ThreadPool pool(2);
   std::mt19937 rng(5);
@@ -88,8 +96,8 @@ TEST(Matmul, TokenResultsDoNotDependOnHowManyShareTheCall) {
         const WeightMatrix& w = rw.view;
         std::vector<float> x = randn(n * cols, rng), all(n * rows);
         matmul(w, x.data(), n, all.data(), pool, isa);
-        for (int64_t count : {1, 2, 3, 5}) {
-          const int64_t t0 = 66;  // the last tokens, in a short call of their own
+        for (int64_t count : {1, 2, 3, 5, 7, 16}) {
+          const int64_t t0 = n - count;  // the last tokens, in a short call of their own
           std::vector<float> some(count * rows);
           matmul(w, x.data() + t0 * cols, count, some.data(), pool, isa);
           for (int64_t i = 0; i < count * rows; ++i)
@@ -105,10 +113,10 @@ TEST(Matmul, FusedEqualsSeparateProducts) {
   const int64_t cols = 96, n = 3;
   std::vector<float> x = randn(n * cols, rng);
   for (Isa isa : supported_isas()) {
-    std::vector<float> w0 = randn(40 * cols, rng), w1 = randn(8 * cols, rng), w2 = randn(19 * cols, rng);
-    const WeightMatrix a{w0.data(), DType::F32, 40, cols}, b{w1.data(), DType::F32, 8, cols};
+    const RandomWeights a(DType::F32, 40, cols, rng), b(DType::BF16, 8, cols, rng);
+    std::vector<float> w2 = randn(19 * cols, rng);
     QuantizedMatrix c = quantize(WeightMatrix{w2.data(), DType::F32, 19, cols}, QType::Q4_0, pool);
-    const WeightMatrix* ws[] = {&a, &b, &c.view()};
+    const WeightMatrix* ws[] = {&a.view, &b.view, &c.view()};
     std::vector<std::vector<float>> fused(3), alone(3);
     std::vector<MatmulOut> outs;
     for (int i = 0; i < 3; ++i) {
@@ -120,12 +128,40 @@ TEST(Matmul, FusedEqualsSeparateProducts) {
     matmul_fused(outs, x.data(), n, pool, isa);
     for (int i = 0; i < 3; ++i) EXPECT_EQ(fused[i], alone[i]) << isa_name(isa) << " output " << i;
   }
-  std::vector<float> bad(5 * 64, 1.0f), y(64);
-  const WeightMatrix narrow{bad.data(), DType::F32, 5, 64};
-  std::vector<float> wa = randn(40 * cols, rng);
-  const WeightMatrix wide{wa.data(), DType::F32, 40, cols};
-  const MatmulOut mixed[] = {{&wide, y.data()}, {&narrow, y.data()}};
-  EXPECT_ANY_THROW(matmul_fused(mixed, x.data(), 1, pool));
+  std::vector<float> y(64);
+  const RandomWeights narrow(DType::F32, 5, 64, rng), wide(DType::F32, 40, cols, rng);
+  const MatmulOut mixed[] = {{&wide.view, y.data()}, {&narrow.view, y.data()}};
+  EXPECT_THROW(matmul_fused(mixed, x.data(), 1, pool), Error);
+}
+
+// Packing keeps every weight (any row count, padding rows are not rows), and matmul refuses plain
+// weights that were not packed rather than reading them in the wrong layout.
+TEST(Pack, KeepsEveryWeightAndMatmulNeedsIt) {
+  ThreadPool pool(2);
+  std::mt19937 rng(13);
+  for (DType t : {DType::F32, DType::F16, DType::BF16})
+    for (int64_t rows : {1, 16, 17, 50}) {
+      const int64_t cols = 37;
+      const RandomWeights rw(t, rows, cols, rng);
+      EXPECT_EQ(rw.view.layout, Layout::Panels);
+      EXPECT_EQ(rw.packed.bytes(), packed_bytes(t, rows, cols));
+      EXPECT_EQ(weight_bytes(rw.view), packed_bytes(t, rows, cols));
+      std::vector<float> a(cols), b(cols);
+      for (int64_t r = 0; r < rows; ++r) {
+        copy_row(rw.rows_view, r, a.data());
+        copy_row(rw.view, r, b.data());
+        ASSERT_EQ(a, b) << dtype_name(t) << " row " << r;
+        for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(weight_at(rw.view, r, c), a[c]);
+      }
+      std::vector<float> x = randn(cols, rng), y(rows);
+      try {
+        matmul(rw.rows_view, x.data(), 1, y.data(), pool);
+        ADD_FAILURE() << "unpacked plain weights were accepted";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find("pack"), std::string::npos) << e.what();
+      }
+      EXPECT_THROW(pack(rw.view, pool), Error);  // already packed
+    }
 }
 
 // Quantized weights: every instruction set computes the same integer dot products as the scalar

@@ -115,6 +115,41 @@ TEST_P(Golden, SplitPrefillMatchesFullPrefill) {
   }
 }
 
+// A sequence's logits have the same bits whether it runs alone or in one forward pass with others
+// (what the server's batched decode steps rely on to answer as a one-shot run does): every case's
+// prompt, prefilled alone, then one decode step of all of them together.
+TEST_P(Golden, BatchedDecodeStepEqualsDecodingAlone) {
+  const json g = read_json(test::testdata("golden/" + GetParam() + ".json"));
+  auto m = Model::load(test::model_dir(g["model"].get<std::string>()), {.threads = 2, .progress = {}});
+  const int64_t V = m->config().vocab_size;
+  std::vector<std::vector<int32_t>> prompts, next;
+  for (const auto& cs : g["cases"]) {
+    const auto greedy = cs["greedy_ids"].get<std::vector<int32_t>>();
+    if (greedy.empty()) continue;
+    prompts.push_back(cs["prompt_ids"].get<std::vector<int32_t>>());
+    next.push_back({greedy[0]});
+  }
+  ASSERT_GE(prompts.size(), 2u) << "needs several cases";
+  int64_t total = 0;
+  for (const auto& p : prompts) total += static_cast<int64_t>(p.size()) + 1;
+  auto cache = m->make_cache(2 * total + 64 * static_cast<int64_t>(prompts.size()));
+  std::vector<KvSequence> together, alone;
+  std::vector<std::vector<float>> batched(prompts.size(), std::vector<float>(static_cast<size_t>(V)));
+  std::vector<ForwardItem> items;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    together.emplace_back(*cache);
+    alone.emplace_back(*cache);
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    m->forward(together[i], prompts[i]);
+    m->forward(alone[i], prompts[i]);
+    items.push_back({&together[i], next[i], batched[i].data(), false});
+  }
+  m->forward(items);
+  for (size_t i = 0; i < prompts.size(); ++i)
+    ASSERT_EQ(m->forward(alone[i], next[i]), batched[i]) << "case " << i << " of " << prompts.size();
+}
+
 // The same through the command line: `ember logits --jsonl` on every case's ids, and `ember generate`
 // (greedy) on every case whose text the tokenizer turns into its ids.
 TEST_P(Golden, CommandLineLogitsAndGenerate) {
