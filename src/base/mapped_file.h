@@ -29,6 +29,10 @@ class MappedFile {
   size_t size_ = 0;
 };
 
+// Drops the resident pages lying wholly inside [data, data + bytes) of a read-only file mapping, as
+// MappedFile::release_pages does for the whole file.
+void release_pages(const void* data, size_t bytes);
+
 // Reads a whole (small) file into a string; throws ember::Error naming the path.
 std::string read_file(const std::string& path);
 

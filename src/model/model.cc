@@ -118,17 +118,23 @@ std::unique_ptr<Model> Model::from_memory(ModelConfig config, InMemoryWeights we
   return m;
 }
 
-// In-memory sources are freed once nothing else (the embedding lookup) uses them.
-void Model::release_source(const void* source) {
-  if (source == embed_.data) return;
+// A matrix copied into packed or quantized form: its source is freed (in-memory weights) or its
+// mapped pages dropped (a checkpoint), so that loading never holds both copies of every matrix. Not
+// while the embedding lookup still reads it.
+void Model::release_source(const WeightMatrix& source) {
+  if (source.data == embed_.data) return;
+  if (memory_.tensors.empty()) {  // mapped from a checkpoint (never madvise heap memory: it would zero it)
+    release_pages(source.data, static_cast<size_t>(source.rows * source.cols) * dtype_size(source.dtype));
+    return;
+  }
   for (auto& [name, t] : memory_.tensors)
-    if (t.data == source) memory_.data.erase(name);
+    if (t.data == source.data) memory_.data.erase(name);
 }
 
 void Model::quantize_weights(kernels::QType q) {
   auto convert = [&](WeightMatrix& w, kernels::QType type) {
     if (!kernels::quantizable(w.cols) || w.qtype != kernels::QType::None) return;
-    const void* source = w.data;
+    const WeightMatrix source = w;
     quantized_.push_back(kernels::quantize(w, type, pool_));
     w = quantized_.back().view();
     release_source(source);
@@ -145,7 +151,7 @@ void Model::pack_weights() {
   const bool tied = embed_.data == lm_head_.data;
   auto convert = [&](WeightMatrix& w) {
     if (w.qtype != kernels::QType::None || w.layout == kernels::Layout::Panels) return;
-    const void* source = w.data;
+    const WeightMatrix source = w;
     packed_.push_back(kernels::pack(w, pool_));
     w = packed_.back().view();
     release_source(source);
@@ -154,7 +160,7 @@ void Model::pack_weights() {
     for (WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) convert(*w);
   convert(lm_head_);
   if (tied && lm_head_.layout == kernels::Layout::Panels) {
-    const void* source = embed_.data;
+    const WeightMatrix source = embed_;
     embed_ = lm_head_;
     release_source(source);
   }

@@ -92,7 +92,7 @@ class Model {
   void bind_weights(const Source& src);
   void quantize_weights(kernels::QType q);
   void pack_weights();
-  void release_source(const void* source);
+  void release_source(const kernels::WeightMatrix& source);
   void prepare_rope(int64_t max_pos);
 
   std::string dir_;
