@@ -2,9 +2,11 @@
 // prefill (64 tokens, compute-bound: FLOP/s), per weight type and instruction set.
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <random>
 #include <vector>
 
+#include "kernels/attention.h"
 #include "kernels/matmul.h"
 #include "kernels/pack.h"
 #include "kernels/quant.h"
@@ -83,6 +85,39 @@ void BM_MatmulSmall(benchmark::State& state) {
   state.counters["FLOP/s"] = benchmark::Counter(2.0 * rows * cols * n * state.iterations(), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_MatmulSmall)->ArgNames({"type", "tokens"})->ArgsProduct({{0, 2}, {1, 16}})->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// One batched decode step's attention, chat-skills' shape (8 query heads, 4 kv heads of 32) over a
+// float32 paged cache: 16 sequences, one new token each, `positions` cached positions; one thread.
+void BM_AttentionDecode(benchmark::State& state) {
+  const int64_t positions = state.range(0), seqs = 16, block = 16;
+  const AttentionShape s{8, 4, 32, 0, 1.0f / std::sqrt(32.0f)};
+  const int64_t kv_dim = s.n_kv_heads * s.head_dim, n_blocks = (positions + block - 1) / block;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<std::vector<float>> k(static_cast<size_t>(seqs * n_blocks)), v(k.size());
+  std::vector<const void*> kp, vp;
+  for (size_t i = 0; i < k.size(); ++i) {
+    k[i].resize(static_cast<size_t>(block * kv_dim));
+    v[i].resize(k[i].size());
+    for (auto& e : k[i]) e = d(rng);
+    for (auto& e : v[i]) e = d(rng);
+    kp.push_back(k[i].data());
+    vp.push_back(v[i].data());
+  }
+  std::vector<float> q(static_cast<size_t>(seqs * s.n_heads * s.head_dim)), out(q.size());
+  for (auto& e : q) e = d(rng);
+  std::vector<AttentionItem> items;
+  for (int64_t i = 0; i < seqs; ++i)
+    items.push_back({q.data() + i * s.n_heads * s.head_dim, 1, positions - 1,
+                     KvView{kp.data() + i * n_blocks, vp.data() + i * n_blocks, block, DType::F32},
+                     out.data() + i * s.n_heads * s.head_dim});
+  ThreadPool pool(1);
+  for (auto _ : state) {
+    attention(items, s, pool);
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+BENCHMARK(BM_AttentionDecode)->ArgName("positions")->Arg(65)->Arg(300)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 }  // namespace ember::kernels

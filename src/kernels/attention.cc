@@ -14,8 +14,9 @@ namespace ember::kernels {
 namespace {
 
 // Positions whose scores are computed together: the running maximum (and the rescale of what was
-// accumulated) is updated once per tile instead of once per position.
-constexpr int64_t kTile = 32;
+// accumulated) is updated once per tile instead of once per position. A decode step of a short
+// conversation fits one tile: smaller tiles cost more in per-tile work than the scores themselves.
+constexpr int64_t kTile = 128;
 
 // Lane r of the result is the sum of a[r]'s eight lanes.
 inline __m256 sum_rows8(const __m256* a) {

@@ -104,7 +104,7 @@ TEST(Attention, BatchedItemsMatchNaive) {
     struct Case {
       int64_t n_pos, n_tok;
     };
-    const std::vector<Case> cases{{1, 1}, {70, 1}, {33, 9}, {100, 1}};
+    const std::vector<Case> cases{{1, 1}, {70, 1}, {33, 9}, {100, 1}, {300, 1}, {160, 9}};
     std::vector<Cache> caches;
     std::vector<std::vector<float>> qs, outs;
     std::vector<AttentionItem> items;
