@@ -90,6 +90,7 @@ BENCHMARK(BM_MatmulSmall)->ArgNames({"type", "tokens"})->ArgsProduct({{0, 2}, {1
 // float32 paged cache: 16 sequences, one new token each, `positions` cached positions; one thread.
 void BM_AttentionDecode(benchmark::State& state) {
   const int64_t positions = state.range(0), seqs = 16, block = 16;
+  const DType kv_type = state.range(1) ? DType::BF16 : DType::F32;  // bf16 data: the float buffers reinterpreted
   const AttentionShape s{8, 4, 32, 0, 1.0f / std::sqrt(32.0f)};
   const int64_t kv_dim = s.n_kv_heads * s.head_dim, n_blocks = (positions + block - 1) / block;
   std::mt19937 rng(1);
@@ -109,7 +110,7 @@ void BM_AttentionDecode(benchmark::State& state) {
   std::vector<AttentionItem> items;
   for (int64_t i = 0; i < seqs; ++i)
     items.push_back({q.data() + i * s.n_heads * s.head_dim, 1, positions - 1,
-                     KvView{kp.data() + i * n_blocks, vp.data() + i * n_blocks, block, DType::F32},
+                     KvView{kp.data() + i * n_blocks, vp.data() + i * n_blocks, block, kv_type},
                      out.data() + i * s.n_heads * s.head_dim});
   ThreadPool pool(1);
   for (auto _ : state) {
@@ -117,7 +118,7 @@ void BM_AttentionDecode(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
   }
 }
-BENCHMARK(BM_AttentionDecode)->ArgName("positions")->Arg(65)->Arg(300)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_AttentionDecode)->ArgNames({"positions", "bf16"})->ArgsProduct({{65, 300}, {0, 1}})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 }  // namespace ember::kernels

@@ -136,7 +136,7 @@ inline void softmax_tile(float* e, int64_t n, float* o, int64_t hd, float& m, fl
 template <DType T>
 void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, const AttentionShape& s, float* out,
                   float* sc, float* m, float* l) {
-  const int64_t hd = s.head_dim, group = s.n_heads / s.n_kv_heads, kv_stride = s.n_kv_heads * hd;
+  const int64_t hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
   const int64_t lo = s.sliding_window > 0 ? std::max<int64_t>(0, pos - s.sliding_window + 1) : 0;
   const int64_t es = static_cast<int64_t>(dtype_size(T));
   const float* qg = q + kvh * group * hd;
@@ -152,7 +152,7 @@ void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, co
     // costs more than its scores do at small head sizes).
     int64_t blk = p0 / kv.block_size, slot = p0 % kv.block_size;
     for (int64_t j = 0; j < n; ++j) {
-      const int64_t offset = (slot * kv_stride + kvh * hd) * es;
+      const int64_t offset = ((kvh * kv.block_size + slot) * hd) * es;
       krow[j] = static_cast<const uint8_t*>(kv.k_blocks[blk]) + offset;
       vrow[j] = static_cast<const uint8_t*>(kv.v_blocks[blk]) + offset;
       if (++slot == kv.block_size) {

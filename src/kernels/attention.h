@@ -10,9 +10,10 @@
 namespace ember::kernels {
 
 // Keys and values of one sequence in one layer, stored in fixed-size blocks of positions.
-// Position p lives in block block_ptrs[p / block_size], slot p % block_size; each slot holds
-// n_kv_heads * head_dim values of `dtype` (keys in k_blocks, values in v_blocks); scores and sums
-// are computed in float32 whatever the stored type.
+// Position p lives in block k_blocks[p / block_size] (values: v_blocks), slot p % block_size. A block
+// holds each kv head's slots together: value i of kv head h in slot s is element
+// (h * block_size + s) * head_dim + i, so one head's keys are read as one sequential run. Values are
+// stored as `dtype`; scores and sums are computed in float32 whatever the stored type.
 struct KvView {
   const void* const* k_blocks = nullptr;
   const void* const* v_blocks = nullptr;

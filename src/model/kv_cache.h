@@ -30,7 +30,7 @@ class KvCache {
   int refcount(int32_t block) const { return refs_[block]; }
   void copy_block(int32_t from, int32_t to);
 
-  // [block_size][kv_dim] elements of dtype().
+  // [n_kv_heads][block_size][head_dim] elements of dtype() (see kernels::KvView).
   void* keys(int32_t block, int64_t layer) { return base(block, layer); }
   void* values(int32_t block, int64_t layer) { return base(block, layer) + layer_stride_; }
 

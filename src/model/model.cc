@@ -329,10 +329,12 @@ void Model::forward(std::span<ForwardItem> batch) {
         kernels::rope_rotate_half(s.q.data() + row * Q, c.num_attention_heads, hd, cs, sn);
         kernels::rope_rotate_half(s.k.data() + row * KV, c.num_key_value_heads, hd, cs, sn);
         const int32_t block = seq.blocks()[static_cast<size_t>(pos / bs)];
-        const int64_t slot = pos % bs;
-        const int64_t at = slot * KV * static_cast<int64_t>(dtype_size(cache.dtype()));
-        kernels::store_row(s.k.data() + row * KV, KV, cache.dtype(), static_cast<uint8_t*>(cache.keys(block, l)) + at);
-        kernels::store_row(s.v.data() + row * KV, KV, cache.dtype(), static_cast<uint8_t*>(cache.values(block, l)) + at);
+        const int64_t slot = pos % bs, es = static_cast<int64_t>(dtype_size(cache.dtype()));
+        for (int64_t h = 0; h < c.num_key_value_heads; ++h) {  // head-major blocks (kernels::KvView)
+          const int64_t at = (h * bs + slot) * hd * es;
+          kernels::store_row(s.k.data() + row * KV + h * hd, hd, cache.dtype(), static_cast<uint8_t*>(cache.keys(block, l)) + at);
+          kernels::store_row(s.v.data() + row * KV + h * hd, hd, cache.dtype(), static_cast<uint8_t*>(cache.values(block, l)) + at);
+        }
       }
     }
     // Attention of every sequence in one dispatch: a decode step has little work per sequence.

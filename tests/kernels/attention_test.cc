@@ -11,10 +11,11 @@
 namespace ember::kernels {
 namespace {
 
-// One sequence's cache in blocks, with random keys and values stored as `dtype`; k and v hold the
-// stored values as float32 (what the reference computes with).
+// One sequence's cache in blocks, with random keys and values stored as `dtype` in the kernel's
+// head-major block layout; k and v hold the stored values as float32, position-major ([pos][kv_dim]:
+// what the reference computes with).
 struct Cache {
-  Cache(int64_t n_pos, int64_t kv_dim, int64_t block, std::mt19937& rng, DType dtype = DType::F32)
+  Cache(int64_t n_pos, int64_t kv_dim, int64_t head_dim, int64_t block, std::mt19937& rng, DType dtype = DType::F32)
       : kv_dim(kv_dim), block(block), dtype(dtype) {
     std::normal_distribution<float> dist(0.0f, 1.0f);
     const int64_t n_blocks = (n_pos + block - 1) / block;
@@ -25,8 +26,13 @@ struct Cache {
     const size_t es = dtype_size(dtype);
     ks.resize(k.size() * es);
     vs.resize(v.size() * es);
-    store_row(k.data(), static_cast<int64_t>(k.size()), dtype, ks.data());
-    store_row(v.data(), static_cast<int64_t>(v.size()), dtype, vs.data());
+    const int64_t n_kv = kv_dim / head_dim;
+    for (int64_t p = 0; p < n_blocks * block; ++p)
+      for (int64_t h = 0; h < n_kv; ++h) {
+        const int64_t at = ((p / block) * block * kv_dim + (h * block + p % block) * head_dim) * static_cast<int64_t>(es);
+        store_row(k.data() + p * kv_dim + h * head_dim, head_dim, dtype, ks.data() + at);
+        store_row(v.data() + p * kv_dim + h * head_dim, head_dim, dtype, vs.data() + at);
+      }
     for (size_t i = 0; i < k.size(); ++i) {
       if (dtype == DType::F16) {
         k[i] = f16_to_f32(f32_to_f16(k[i]));
@@ -85,7 +91,7 @@ TEST(Attention, StreamingMatchesNaiveWithGqaAndWindow) {
   const int64_t heads = 4, kv_heads = 2, hd = 8, n_pos = 37, block = 5;
   for (DType kv_type : {DType::F32, DType::F16, DType::BF16})
   for (int64_t window : {0, 6}) {
-    const Cache cache(n_pos, kv_heads * hd, block, rng, kv_type);
+    const Cache cache(n_pos, kv_heads * hd, hd, block, rng, kv_type);
     const int64_t n_tok = 5, first = n_pos - n_tok;
     std::vector<float> q = random_vector(n_tok * heads * hd, rng), out(q.size());
     AttentionShape s{heads, kv_heads, hd, window, 1.0f / std::sqrt(8.0f)};
@@ -109,7 +115,7 @@ TEST(Attention, BatchedItemsMatchNaive) {
     std::vector<std::vector<float>> qs, outs;
     std::vector<AttentionItem> items;
     for (const Case& c : cases) {
-      caches.emplace_back(c.n_pos, s.n_kv_heads * hd, 16, rng);
+      caches.emplace_back(c.n_pos, s.n_kv_heads * hd, hd, 16, rng);
       qs.push_back(random_vector(static_cast<size_t>(c.n_tok * s.n_heads * hd), rng));
       outs.emplace_back(qs.back().size());
     }
