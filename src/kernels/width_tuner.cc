@@ -2,14 +2,32 @@
 
 #include <algorithm>
 #include <bit>
+#include <limits>
+#include <utility>
 
 namespace ember::kernels {
 
-double WidthTuner::Times::median() const {
-  const int n = std::min(count, kSamples);
+void WidthTuner::Times::add(double seconds) {
+  s[static_cast<size_t>(count % kSamples)] = seconds;
+  ++count;
+}
+
+double WidthTuner::Times::usual() const {
+  const int n = std::min(count, kSamples), keep = n - n / 4;
   std::array<double, kSamples> v = s;
-  std::nth_element(v.begin(), v.begin() + n / 2, v.begin() + n);
-  return v[static_cast<size_t>(n / 2)];
+  // Insertion sort: n is at most kSamples (std::sort trips GCC's array-bounds warning here).
+  for (int i = 1; i < n; ++i)
+    for (int j = i; j > 0 && v[static_cast<size_t>(j)] < v[static_cast<size_t>(j - 1)]; --j)
+      std::swap(v[static_cast<size_t>(j)], v[static_cast<size_t>(j - 1)]);
+  double sum = 0;
+  for (int i = 0; i < keep; ++i) sum += v[static_cast<size_t>(i)];
+  return keep > 0 ? sum / keep : std::numeric_limits<double>::infinity();
+}
+
+double WidthTuner::Times::best() const {
+  double b = std::numeric_limits<double>::infinity();
+  for (int i = 0; i < std::min(count, kSamples); ++i) b = std::min(b, s[static_cast<size_t>(i)]);
+  return b;
 }
 
 WidthTuner::Kind& WidthTuner::kind(int k) {
@@ -27,13 +45,28 @@ int WidthTuner::choose(int k) {
   const int64_t step = c.steps++;
   // Explore: alternate until each width has a few samples (full width first: the usual winner).
   constexpr int kNeed = 3;
-  if (c.full.count < kNeed || c.solo.count < kNeed) return c.full.count <= c.solo.count ? threads_ : 1;
-  const bool solo = c.solo.median() < c.full.median();
-  if (solo != c.solo_chosen || c.next_probe == 0) {  // a new choice: watch it closely
-    c.solo_chosen = solo;
+  if (c.next_probe == 0) {
+    if (c.full.count < kNeed || c.solo.count < kNeed) return c.full.count <= c.solo.count ? threads_ : 1;
+    c.solo_chosen = c.solo.usual() < c.full.usual();
     c.probe_every = kProbeEvery;
     c.next_probe = step + c.probe_every;
+  } else {
+    Times& chosen = c.solo_chosen ? c.solo : c.full;
+    Times& other = c.solo_chosen ? c.full : c.solo;
+    if (other.best() < kMargin * chosen.usual()) {
+      // Switch. The new choice starts from its best probe; the old one's times belong to the
+      // conditions that made it lose, so its probes start afresh, the first one soon (a burst of
+      // delays, not a change, may have caused the switch).
+      const double start = other.best();
+      other = Times{};
+      other.add(start);
+      chosen = Times{};
+      c.solo_chosen = !c.solo_chosen;
+      c.probe_every = kProbeEvery / 2;
+      c.next_probe = step + kProbeEvery / 4;
+    }
   }
+  const bool solo = c.solo_chosen;
   if (step >= c.next_probe) {
     c.probe_every = std::min<int64_t>(2 * c.probe_every, kMaxProbeEvery);
     c.next_probe = step + c.probe_every;
@@ -45,15 +78,7 @@ int WidthTuner::choose(int k) {
 void WidthTuner::record(int k, int width, double seconds) {
   if (threads_ <= 1) return;
   Kind& c = kind(k);
-  const bool probe = c.next_probe > 0 && (width == 1) != c.solo_chosen;
-  Times& t = width == 1 ? c.solo : c.full;
-  t.s[static_cast<size_t>(t.count % kSamples)] = seconds;
-  ++t.count;
-  // A probe clearly faster than the chosen width: confirm it soon rather than after a long wait.
-  if (probe && seconds < 0.8 * (c.solo_chosen ? c.solo : c.full).median()) {
-    c.probe_every = kProbeEvery;
-    c.next_probe = c.steps + kProbeEvery / 4;
-  }
+  (width == 1 ? c.solo : c.full).add(seconds);
 }
 
 }  // namespace ember::kernels

@@ -5,7 +5,13 @@
 // physical core, and a neighbour process may hold the other core. Each kind (steps of similar size)
 // first tries both widths, then keeps the faster one and tries the other again now and then, so a
 // change (a neighbour that comes or goes) is noticed. Probes cost a slower step each, so they grow
-// rarer while they confirm the choice, and frequent again when one looks better than the choice.
+// rarer while they confirm the choice.
+//
+// On a shared host some steps are delayed (more often on two threads: a step waits whenever either
+// thread is held up). Delays only add time, so the chosen width is judged by its usual cost (the
+// mean of its recent steps without the slowest quarter) and the other by its best recent probe, and
+// the choice changes only for a clear gain: a few slow steps, or one lucky probe among slow ones,
+// do not make it flap.
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -15,7 +21,10 @@ namespace ember::kernels {
 class WidthTuner {
  public:
   // Steps of one kind at one width: the last kSamples times.
-  static constexpr int kSamples = 5;
+  static constexpr int kSamples = 8;
+  // The other width is chosen when its best probe takes less than this share of the chosen one's
+  // usual time.
+  static constexpr double kMargin = 0.85;
   // In steady state the other width is tried after kProbeEvery steps of a kind, then after twice
   // as many each time it is slower again, up to kMaxProbeEvery.
   static constexpr int kProbeEvery = 24;
@@ -35,7 +44,9 @@ class WidthTuner {
   struct Times {
     std::array<double, kSamples> s{};
     int count = 0;  // samples recorded so far (ring position = count % kSamples)
-    double median() const;
+    void add(double seconds);
+    double usual() const;  // mean of the fastest three quarters
+    double best() const;   // infinity when empty
   };
   struct Kind {
     Times solo, full;
