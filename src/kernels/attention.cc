@@ -26,38 +26,77 @@ inline __m256 sum_rows8(const __m256* a) {
   return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
-// out[j] = (q . k_j) * scale for the n key rows krow[0..n) (krow padded to a multiple of 8). Eight
-// rows at a time, each with its own accumulator, reduced together: one horizontal sum per eight
-// scores rather than one per score.
+// A score's columns [from, hd) (a head size that is not a multiple of 8) added to its vector part.
 template <DType T>
-void scores(const float* q, const void* const* krow, int64_t n, int64_t hd, float scale, float* out) {
-  const int64_t hd8 = hd & ~int64_t{7};
-  for (int64_t j0 = 0; j0 < n; j0 += 8) {
-    // The loops over r must unroll (GCC does not at -O2) or the accumulators live on the stack.
+inline float score_rest(float sum, const float* q, const void* krow, int64_t from, int64_t hd) {
+  for (int64_t i = from; i < hd; ++i) sum += q[i] * simd::load1(krow, T, i);
+  return sum;
+}
+
+// Scores in passes of `keys` key rows: eight accumulators, `fma(a, j0, i)` adds columns [i, i + 8) of
+// the pass starting at key j0, then one horizontal reduction serves all eight (one per score would
+// cost more than the products); `emit(j0, s8, m)` takes the m valid sums.
+template <int kKeys, class Fma, class Emit>
+inline void score_passes(int64_t n, int64_t hd8, Fma&& fma, Emit&& emit) {
+  for (int64_t j0 = 0; j0 < n; j0 += kKeys) {
+    // The loops over the accumulators must unroll (GCC does not at -O2) or they live on the stack.
     __m256 a[8];
     #pragma GCC unroll 8
     for (int r = 0; r < 8; ++r) a[r] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < hd8; i += 8) {
-      const __m256 qv = _mm256_loadu_ps(q + i);
-      #pragma GCC unroll 8
-      for (int r = 0; r < 8; ++r) a[r] = _mm256_fmadd_ps(qv, simd::load8<T>(krow[j0 + r], i), a[r]);
-    }
+    for (int64_t i = 0; i < hd8; i += 8) fma(a, j0, i);
     alignas(32) float s8[8];
     _mm256_store_ps(s8, sum_rows8(a));
-    const int64_t m = std::min<int64_t>(8, n - j0);
-    for (int64_t r = 0; r < m; ++r) {
-      float s = s8[r];
-      for (int64_t i = hd8; i < hd; ++i) s += q[i] * simd::load1(krow[j0 + r], T, i);
-      out[j0 + r] = s * scale;
-    }
+    emit(j0, s8, std::min<int64_t>(kKeys, n - j0));
   }
 }
 
-// o += sum_j w[j] * v_j over the n value rows vrow[0..n). The output stays in registers across the
-// rows, 32 floats at a time, with even and odd rows in separate accumulators (eight independent
-// chains keep both FMA units busy; four would wait on each other's latency).
+// out[j] = (q . k_j) * scale for the n key rows krow[0..n) (krow padded to a multiple of 8), eight
+// keys per pass.
 template <DType T>
-void accumulate(float* o, const float* w, const void* const* vrow, int64_t n, int64_t hd) {
+void scores(const float* q, const void* const* krow, int64_t n, int64_t hd, float scale, float* out) {
+  const int64_t hd8 = hd & ~int64_t{7};
+  score_passes<8>(
+      n, hd8,
+      [&](__m256* a, int64_t j0, int64_t i) {
+        const __m256 qv = _mm256_loadu_ps(q + i);
+        #pragma GCC unroll 8
+        for (int r = 0; r < 8; ++r) a[r] = _mm256_fmadd_ps(qv, simd::load8<T>(krow[j0 + r], i), a[r]);
+      },
+      [&](int64_t j0, const float* s8, int64_t m) {
+        for (int64_t r = 0; r < m; ++r) out[j0 + r] = score_rest<T>(s8[r], q, krow[j0 + r], hd8, hd) * scale;
+      });
+}
+
+// scores() for two query heads that share the key rows: each key vector is loaded once for both.
+// Four keys x two heads per pass; lane 2r + h of the reduction is key r's score for head h.
+template <DType T>
+void scores2(const float* q0, const float* q1, const void* const* krow, int64_t n, int64_t hd, float scale, float* out0,
+             float* out1) {
+  const int64_t hd8 = hd & ~int64_t{7};
+  score_passes<4>(
+      n, hd8,
+      [&](__m256* a, int64_t j0, int64_t i) {
+        const __m256 qa = _mm256_loadu_ps(q0 + i), qb = _mm256_loadu_ps(q1 + i);
+        #pragma GCC unroll 4
+        for (int r = 0; r < 4; ++r) {
+          const __m256 kv = simd::load8<T>(krow[j0 + r], i);
+          a[2 * r] = _mm256_fmadd_ps(qa, kv, a[2 * r]);
+          a[2 * r + 1] = _mm256_fmadd_ps(qb, kv, a[2 * r + 1]);
+        }
+      },
+      [&](int64_t j0, const float* s8, int64_t m) {
+        for (int64_t r = 0; r < m; ++r) {
+          out0[j0 + r] = score_rest<T>(s8[2 * r], q0, krow[j0 + r], hd8, hd) * scale;
+          out1[j0 + r] = score_rest<T>(s8[2 * r + 1], q1, krow[j0 + r], hd8, hd) * scale;
+        }
+      });
+}
+
+// o += sum_j w[j] * v_j over the n value rows vrow[0..n) (columns from c0 on). The output stays in
+// registers across the rows, 32 floats at a time, with even and odd rows in separate accumulators
+// (eight independent chains keep both FMA units busy; four would wait on each other's latency).
+template <DType T>
+void accumulate(float* o, const float* w, const void* const* vrow, int64_t n, int64_t hd, int64_t c0 = 0) {
   int64_t i = 0;
   for (; i + 32 <= hd; i += 32) {
     __m256 a0 = _mm256_loadu_ps(o + i), a1 = _mm256_loadu_ps(o + i + 8);
@@ -66,21 +105,21 @@ void accumulate(float* o, const float* w, const void* const* vrow, int64_t n, in
     int64_t j = 0;
     for (; j + 2 <= n; j += 2) {
       const __m256 wa = _mm256_set1_ps(w[j]), wb = _mm256_set1_ps(w[j + 1]);
-      a0 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], i), a0);
-      a1 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], i + 8), a1);
-      a2 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], i + 16), a2);
-      a3 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], i + 24), a3);
-      b0 = _mm256_fmadd_ps(wb, simd::load8<T>(vrow[j + 1], i), b0);
-      b1 = _mm256_fmadd_ps(wb, simd::load8<T>(vrow[j + 1], i + 8), b1);
-      b2 = _mm256_fmadd_ps(wb, simd::load8<T>(vrow[j + 1], i + 16), b2);
-      b3 = _mm256_fmadd_ps(wb, simd::load8<T>(vrow[j + 1], i + 24), b3);
+      a0 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], c0 + i), a0);
+      a1 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], c0 + i + 8), a1);
+      a2 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], c0 + i + 16), a2);
+      a3 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], c0 + i + 24), a3);
+      b0 = _mm256_fmadd_ps(wb, simd::load8<T>(vrow[j + 1], c0 + i), b0);
+      b1 = _mm256_fmadd_ps(wb, simd::load8<T>(vrow[j + 1], c0 + i + 8), b1);
+      b2 = _mm256_fmadd_ps(wb, simd::load8<T>(vrow[j + 1], c0 + i + 16), b2);
+      b3 = _mm256_fmadd_ps(wb, simd::load8<T>(vrow[j + 1], c0 + i + 24), b3);
     }
     if (j < n) {
       const __m256 wa = _mm256_set1_ps(w[j]);
-      a0 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], i), a0);
-      a1 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], i + 8), a1);
-      a2 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], i + 16), a2);
-      a3 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], i + 24), a3);
+      a0 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], c0 + i), a0);
+      a1 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], c0 + i + 8), a1);
+      a2 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], c0 + i + 16), a2);
+      a3 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], c0 + i + 24), a3);
     }
     _mm256_storeu_ps(o + i, _mm256_add_ps(a0, b0));
     _mm256_storeu_ps(o + i + 8, _mm256_add_ps(a1, b1));
@@ -89,13 +128,48 @@ void accumulate(float* o, const float* w, const void* const* vrow, int64_t n, in
   }
   for (; i + 8 <= hd; i += 8) {
     __m256 a = _mm256_loadu_ps(o + i);
-    for (int64_t j = 0; j < n; ++j) a = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), simd::load8<T>(vrow[j], i), a);
+    for (int64_t j = 0; j < n; ++j) a = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), simd::load8<T>(vrow[j], c0 + i), a);
     _mm256_storeu_ps(o + i, a);
   }
   for (; i < hd; ++i) {
     float a = o[i];
-    for (int64_t j = 0; j < n; ++j) a += w[j] * simd::load1(vrow[j], T, i);
+    for (int64_t j = 0; j < n; ++j) a += w[j] * simd::load1(vrow[j], T, c0 + i);
     o[i] = a;
+  }
+}
+
+// accumulate() for two heads sharing the value rows: o0 += sum_j w0[j] * v_j, o1 likewise with w1;
+// each value vector is loaded once for both (16 floats of each output at a time: 4 chains per head).
+template <DType T>
+void accumulate2(float* o0, float* o1, const float* w0, const float* w1, const void* const* vrow, int64_t n, int64_t hd) {
+  int64_t i = 0;
+  for (; i + 16 <= hd; i += 16) {
+    __m256 a0 = _mm256_loadu_ps(o0 + i), a1 = _mm256_loadu_ps(o0 + i + 8);
+    __m256 b0 = _mm256_loadu_ps(o1 + i), b1 = _mm256_loadu_ps(o1 + i + 8);
+    __m256 c0 = _mm256_setzero_ps(), c1 = c0, d0 = c0, d1 = c0;
+    // Row j into one set of chains: x for head 0, y for head 1.
+    auto row = [&](int64_t j, __m256& x0, __m256& x1, __m256& y0, __m256& y1) {
+      const __m256 wa = _mm256_set1_ps(w0[j]), wb = _mm256_set1_ps(w1[j]);
+      const __m256 v0 = simd::load8<T>(vrow[j], i), v1 = simd::load8<T>(vrow[j], i + 8);
+      x0 = _mm256_fmadd_ps(wa, v0, x0);
+      x1 = _mm256_fmadd_ps(wa, v1, x1);
+      y0 = _mm256_fmadd_ps(wb, v0, y0);
+      y1 = _mm256_fmadd_ps(wb, v1, y1);
+    };
+    int64_t j = 0;
+    for (; j + 2 <= n; j += 2) {  // even and odd rows in separate chains (latency)
+      row(j, a0, a1, b0, b1);
+      row(j + 1, c0, c1, d0, d1);
+    }
+    if (j < n) row(j, a0, a1, b0, b1);
+    _mm256_storeu_ps(o0 + i, _mm256_add_ps(a0, c0));
+    _mm256_storeu_ps(o0 + i + 8, _mm256_add_ps(a1, c1));
+    _mm256_storeu_ps(o1 + i, _mm256_add_ps(b0, d0));
+    _mm256_storeu_ps(o1 + i + 8, _mm256_add_ps(b1, d1));
+  }
+  if (i < hd) {  // the rest of the head, one output at a time
+    accumulate<T>(o0 + i, w0, vrow, n, hd - i, i);
+    accumulate<T>(o1 + i, w1, vrow, n, hd - i, i);
   }
 }
 
@@ -161,7 +235,15 @@ void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, co
       }
     }
     for (int64_t j = n; j < ((n + 7) & ~int64_t{7}); ++j) krow[j] = krow[n - 1];  // scored, then dropped
-    for (int64_t g = 0; g < group; ++g) {
+    int64_t g = 0;
+    for (; g + 2 <= group; g += 2) {  // heads in pairs: each key and value row is read once for both
+      float *e0 = sc + g * kTile, *e1 = e0 + kTile;
+      scores2<T>(qg + g * hd, qg + (g + 1) * hd, krow, n, hd, s.scale, e0, e1);
+      softmax_tile(e0, n, og + g * hd, hd, m[g], l[g]);
+      softmax_tile(e1, n, og + (g + 1) * hd, hd, m[g + 1], l[g + 1]);
+      accumulate2<T>(og + g * hd, og + (g + 1) * hd, e0, e1, vrow, n, hd);
+    }
+    if (g < group) {
       float* e = sc + g * kTile;
       scores<T>(qg + g * hd, krow, n, hd, s.scale, e);
       softmax_tile(e, n, og + g * hd, hd, m[g], l[g]);

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -101,12 +102,16 @@ TEST(Attention, StreamingMatchesNaiveWithGqaAndWindow) {
 }
 
 // Several sequences of different lengths in one call (a decode step plus a prompt chunk), with
-// contexts longer than the kernel's score tile and a head size that is not a multiple of 8.
+// contexts longer than the kernel's score tile, grouped query heads in pairs and alone, and head
+// sizes that are not multiples of 8.
 TEST(Attention, BatchedItemsMatchNaive) {
   ThreadPool pool(3);
   std::mt19937 rng(5);
-  for (int64_t hd : {32, 12}) {
-    const AttentionShape s{8, 2, hd, 0, 1.0f / std::sqrt(static_cast<float>(hd))};
+  // Query heads per kv head: 4 (in pairs), 3 (a pair and one alone), 1; head sizes with tails past
+  // the 16- and 8-wide loops.
+  for (const auto& [heads, kv_heads] : {std::pair<int64_t, int64_t>{8, 2}, {6, 2}, {4, 4}})
+  for (int64_t hd : {32, 12, 40}) {
+    const AttentionShape s{heads, kv_heads, hd, 0, 1.0f / std::sqrt(static_cast<float>(hd))};
     struct Case {
       int64_t n_pos, n_tok;
     };
