@@ -1,5 +1,6 @@
 #pragma once
 // Small accessors for tokenizer.json fields that report the component and field at fault.
+#include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -36,10 +37,16 @@ T field(const json& j, const char* key, const std::string& where) {
   return field_or<T>(j, key, T{}, where);
 }
 
+// Sequences inside sequences deeper than this are refused: real tokenizers nest two or three, and a
+// crafted file nested thousands deep would exhaust the stack (and `where` grows with every level).
+constexpr std::ptrdiff_t kMaxSequenceDepth = 32;
+
 // The components listed in array field `key` of a Sequence, made by make(item, where); nulls skipped.
 template <typename T, typename Make>
 std::vector<std::unique_ptr<const T>> make_sequence(const json& j, const char* key, const std::string& where,
                                                     Make make) {
+  if (std::count(where.begin(), where.end(), '[') >= kMaxSequenceDepth)  // one '[' per enclosing Sequence
+    fail("tokenizer.json", where + ": Sequences nested more than " + std::to_string(kMaxSequenceDepth) + " deep");
   const json& list = field<json>(j, key, where);
   if (!list.is_array()) fail("tokenizer.json", where + "." + key + ": expected an array");
   std::vector<std::unique_ptr<const T>> parts;

@@ -55,6 +55,35 @@ TEST(TokenizerErrors, UnsupportedComponentsAreNamed) {
   EXPECT_NE(load_error(j).find("WordPiece"), std::string::npos);
 }
 
+// A crafted file with Sequences nested far deeper than real ones gets an error naming the nesting, for every
+// component kind that has Sequences, instead of running out of stack.
+TEST(TokenizerErrors, DeepSequenceNestingIsRefused) {
+  struct Kind {
+    const char* section;
+    const char* list;
+    nlohmann::json leaf;
+  };
+  const std::vector<Kind> kinds = {
+      {"normalizer", "normalizers", {{"type", "NFC"}}},
+      {"pre_tokenizer", "pretokenizers", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+      {"decoder", "decoders", {{"type", "ByteLevel"}}},
+      {"post_processor", "processors", {{"type", "ByteLevel"}, {"trim_offsets", false}}},
+  };
+  for (const auto& k : kinds) {
+    nlohmann::json node = k.leaf;
+    for (int i = 0; i < 200; ++i) node = {{"type", "Sequence"}, {k.list, nlohmann::json::array({node})}};
+    auto j = gpt2_json();
+    j[k.section] = node;
+    const std::string msg = load_error(j);
+    EXPECT_NE(msg.find("nested"), std::string::npos) << k.section << ": " << msg.substr(0, 300);
+    // A few levels, as real files have, still load.
+    nlohmann::json shallow = k.leaf;
+    for (int i = 0; i < 3; ++i) shallow = {{"type", "Sequence"}, {k.list, nlohmann::json::array({shallow})}};
+    j[k.section] = shallow;
+    EXPECT_EQ(load_error(j), "") << k.section;
+  }
+}
+
 TEST(TokenizerErrors, MalformedJson) {
   std::ifstream in(test::tokenizer_dir("gpt2") + "/tokenizer.json");
   std::stringstream ss;
