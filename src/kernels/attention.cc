@@ -33,7 +33,7 @@ inline float score_rest(float sum, const float* q, const void* krow, int64_t fro
   return sum;
 }
 
-// Scores in passes of `keys` key rows: eight accumulators, `fma(a, j0, i)` adds columns [i, i + 8) of
+// Scores in passes of kKeys key rows: eight accumulators, `fma(a, j0, i)` adds columns [i, i + 8) of
 // the pass starting at key j0, then one horizontal reduction serves all eight (one per score would
 // cost more than the products); `emit(j0, s8, m)` takes the m valid sums.
 template <int kKeys, class Fma, class Emit>
