@@ -19,9 +19,12 @@ inline void cpu_relax() {
 // About 20-50 microseconds of spinning: covers the gap between the loops of one decode step.
 constexpr int kSpinIterations = 1000;
 // A wait counts as a stall when it exceeds this and several times the caller's mean chunk time: a
-// running worker finishes its last chunk about as fast as the caller does; a descheduled one takes
-// a scheduler slice (milliseconds).
-constexpr auto kStallFloor = std::chrono::microseconds(250);
+// running worker finishes its last chunk about as fast as the caller does; one descheduled for a
+// busy neighbour takes a scheduler slice (milliseconds). Shorter waits come from short-lived
+// threads of our own (a server's connection threads writing a token each take tens of
+// microseconds) and are no reason to give up the second thread: at 250 us, serving 16 streams ran
+// 20-34% of its loops on one thread.
+constexpr auto kStallFloor = std::chrono::microseconds(1000);
 constexpr int kStallChunks = 4;
 // Solo periods start short (a neighbour may leave) and double while stalls recur, up to a bound
 // that keeps the cost of probing again (one stall) small.
