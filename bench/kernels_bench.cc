@@ -41,6 +41,17 @@ struct Fixture {
   }
 };
 
+// Times matmul of f.w (rows x cols) with n tokens of constant activations; reports FLOP/s.
+void time_matmul(benchmark::State& state, const Fixture& f, int64_t n, int64_t rows, int64_t cols, ThreadPool& pool,
+                 Isa isa) {
+  std::vector<float> x(n * cols, 0.5f), y(n * rows);
+  for (auto _ : state) {
+    matmul(f.w, x.data(), n, y.data(), pool, isa);
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["FLOP/s"] = benchmark::Counter(2.0 * rows * cols * n * state.iterations(), benchmark::Counter::kIsRate);
+}
+
 void BM_Matmul(benchmark::State& state) {
   const int kind = static_cast<int>(state.range(0));
   const int64_t n = state.range(1), rows = 2048, cols = 8192;
@@ -51,13 +62,8 @@ void BM_Matmul(benchmark::State& state) {
   }
   ThreadPool pool(static_cast<int>(state.range(3)));
   Fixture f(kind, rows, cols, pool);
-  std::vector<float> x(n * cols, 0.5f), y(n * rows);
-  for (auto _ : state) {
-    matmul(f.w, x.data(), n, y.data(), pool, isa);
-    benchmark::DoNotOptimize(y.data());
-  }
+  time_matmul(state, f, n, rows, cols, pool, isa);
   state.counters["bytes/s"] = benchmark::Counter(static_cast<double>(weight_bytes(f.w)) * state.iterations(), benchmark::Counter::kIsRate);
-  state.counters["FLOP/s"] = benchmark::Counter(2.0 * rows * cols * n * state.iterations(), benchmark::Counter::kIsRate);
 }
 
 void Args(benchmark::internal::Benchmark* b) {
@@ -77,12 +83,7 @@ void BM_MatmulSmall(benchmark::State& state) {
   const int64_t n = state.range(1), rows = 1280, cols = 256;
   ThreadPool pool(1);
   Fixture f(kind, rows, cols, pool);
-  std::vector<float> x(n * cols, 0.5f), y(n * rows);
-  for (auto _ : state) {
-    matmul(f.w, x.data(), n, y.data(), pool);
-    benchmark::DoNotOptimize(y.data());
-  }
-  state.counters["FLOP/s"] = benchmark::Counter(2.0 * rows * cols * n * state.iterations(), benchmark::Counter::kIsRate);
+  time_matmul(state, f, n, rows, cols, pool, best_isa());
 }
 BENCHMARK(BM_MatmulSmall)->ArgNames({"type", "tokens"})->ArgsProduct({{0, 2}, {1, 16}})->Unit(benchmark::kMicrosecond)->UseRealTime();
 

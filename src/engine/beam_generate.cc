@@ -1,10 +1,10 @@
-#include "base/clock.h"
 #include "engine/beam_generate.h"
 
 #include <algorithm>
 #include <chrono>
 #include <string>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "sampling/logits_processors.h"
 

@@ -1,9 +1,9 @@
-#include "base/clock.h"
 #include "engine/session.h"
 
 #include <algorithm>
 #include <chrono>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "sampling/stop_strings.h"
 

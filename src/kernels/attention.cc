@@ -226,7 +226,7 @@ void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, co
     // costs more than its scores do at small head sizes).
     int64_t blk = p0 / kv.block_size, slot = p0 % kv.block_size;
     for (int64_t j = 0; j < n; ++j) {
-      const int64_t offset = ((kvh * kv.block_size + slot) * hd) * es;
+      const int64_t offset = kv_offset(kv.block_size, hd, kvh, slot) * es;
       krow[j] = static_cast<const uint8_t*>(kv.k_blocks[blk]) + offset;
       vrow[j] = static_cast<const uint8_t*>(kv.v_blocks[blk]) + offset;
       if (++slot == kv.block_size) {

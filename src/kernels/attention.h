@@ -14,6 +14,12 @@ namespace ember::kernels {
 // holds each kv head's slots together: value i of kv head h in slot s is element
 // (h * block_size + s) * head_dim + i, so one head's keys are read as one sequential run. Values are
 // stored as `dtype`; scores and sums are computed in float32 whatever the stored type.
+// Element offset, within a block, of kv head `kvh`'s values in slot `slot` (the layout above): the
+// one place both the cache writer and the attention kernel take it from.
+inline int64_t kv_offset(int64_t block_size, int64_t head_dim, int64_t kvh, int64_t slot) {
+  return (kvh * block_size + slot) * head_dim;
+}
+
 struct KvView {
   const void* const* k_blocks = nullptr;
   const void* const* v_blocks = nullptr;

@@ -20,7 +20,6 @@ namespace {
 using detail::kTokenBlock;
 
 using simd::load8;
-inline float to_f32(const void* base, DType t, int64_t i) { return simd::load1(base, t, i); }
 
 // NP panels x NT tokens over columns [k0, k1) of panel-packed weights (pack.h). Each output is one
 // fused multiply-add chain in column order: the accumulators start at zero, or at the sum of the
@@ -292,7 +291,7 @@ int64_t weight_bytes(const WeightMatrix& w) {
 }
 
 float weight_at(const WeightMatrix& w, int64_t r, int64_t c) {
-  return to_f32(w.data, w.dtype, w.layout == Layout::Panels ? panel_index(w.cols, r, c) : r * w.cols + c);
+  return simd::load1(w.data, w.dtype, w.layout == Layout::Panels ? panel_index(w.cols, r, c) : r * w.cols + c);
 }
 
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {
@@ -312,7 +311,8 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
   check_isa(isa);
   if (n_tokens <= 0 || outs.empty()) return;
   const int64_t cols = outs[0].w->cols;
-  // Work units are 16-row ranges (one quantized group, four float tiles), numbered across all outputs.
+  // Work units are 16-row ranges (one quantized group or one panel), numbered across all outputs.
+  static_assert(kPanelRows == kQGroupRows, "a work unit is both one quantized group and one panel");
   std::vector<int64_t> first(outs.size() + 1, 0);
   bool quantized = false;
   for (size_t i = 0; i < outs.size(); ++i) {
@@ -364,11 +364,7 @@ void copy_row(const WeightMatrix& w, int64_t row, float* out) {
     for (int64_t c = 0; c < w.cols; ++c) out[c] = scale_at(w, row, c / kQBlock) * static_cast<float>(quant_at(w, row, c));
     return;
   }
-  if (w.layout == Layout::Panels) {
-    for (int64_t c = 0; c < w.cols; ++c) out[c] = weight_at(w, row, c);
-    return;
-  }
-  for (int64_t c = 0; c < w.cols; ++c) out[c] = to_f32(w.data, w.dtype, row * w.cols + c);
+  for (int64_t c = 0; c < w.cols; ++c) out[c] = weight_at(w, row, c);
 }
 
 }  // namespace ember::kernels

@@ -331,7 +331,7 @@ void Model::forward(std::span<ForwardItem> batch) {
         const int32_t block = seq.blocks()[static_cast<size_t>(pos / bs)];
         const int64_t slot = pos % bs, es = static_cast<int64_t>(dtype_size(cache.dtype()));
         for (int64_t h = 0; h < c.num_key_value_heads; ++h) {  // head-major blocks (kernels::KvView)
-          const int64_t at = (h * bs + slot) * hd * es;
+          const int64_t at = kernels::kv_offset(bs, hd, h, slot) * es;
           kernels::store_row(s.k.data() + row * KV + h * hd, hd, cache.dtype(), static_cast<uint8_t*>(cache.keys(block, l)) + at);
           kernels::store_row(s.v.data() + row * KV + h * hd, hd, cache.dtype(), static_cast<uint8_t*>(cache.values(block, l)) + at);
         }
