@@ -16,8 +16,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <random>
 #include <span>
 #include <string>
@@ -26,6 +24,7 @@
 #include "base/error.h"
 #include "model/model.h"
 #include "model/synthetic.h"
+#include "model_folder.h"
 
 namespace {
 
@@ -38,51 +37,6 @@ struct Args {
   int64_t ctx = 1024, prompt = 256, gen = 64;
   int threads = 1;
 };
-
-void write_config(const model::ModelConfig& c, const fs::path& file) {
-  nlohmann::ordered_json j = {
-      {"architectures", {c.model_type == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
-      {"model_type", c.model_type},
-      {"hidden_size", c.hidden_size},
-      {"intermediate_size", c.intermediate_size},
-      {"num_hidden_layers", c.num_hidden_layers},
-      {"num_attention_heads", c.num_attention_heads},
-      {"num_key_value_heads", c.num_key_value_heads},
-      {"head_dim", c.head_dim},
-      {"vocab_size", c.vocab_size},
-      {"max_position_embeddings", c.max_position_embeddings},
-      {"rms_norm_eps", c.rms_norm_eps},
-      {"rope_theta", c.rope.theta},
-      {"tie_word_embeddings", c.tie_word_embeddings},
-      {"hidden_act", "silu"},
-      {"bos_token_id", 1},
-      {"eos_token_id", 2},
-      {"torch_dtype", "bfloat16"},
-  };
-  std::ofstream(file) << j.dump(2) << '\n';
-}
-
-// A safetensors file: 8-byte little-endian header length, JSON header, then the tensors' bytes.
-void write_safetensors(const model::InMemoryWeights& w, const fs::path& file) {
-  nlohmann::ordered_json header = {{"__metadata__", {{"format", "pt"}}}};
-  size_t offset = 0;
-  for (const auto& [name, info] : w.tensors) {
-    const size_t n = w.data.at(name).size();
-    header[name] = {{"dtype", dtype_name(info.dtype)}, {"shape", info.shape}, {"data_offsets", {offset, offset + n}}};
-    offset += n;
-  }
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
-  std::ofstream out(file, std::ios::binary);
-  const uint64_t len = text.size();
-  out.write(reinterpret_cast<const char*>(&len), 8);  // x86-64 is little-endian
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  for (const auto& [name, info] : w.tensors) {
-    const std::vector<uint8_t>& bytes = w.data.at(name);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  }
-  if (!out) throw Error(file.string() + ": write failed");
-}
 
 // The measured process: load from disk, prefill, decode. Prints nothing on success.
 int child(const Args& a) {
@@ -108,8 +62,8 @@ int run(const Args& a, const char* self) {
   {
     kernels::ThreadPool pool(a.threads);
     const model::InMemoryWeights w = model::synthetic_weights(c, DType::BF16, 1, pool);
-    write_config(c, dir / "config.json");
-    write_safetensors(w, dir / "model.safetensors");
+    bench::write_config(c, DType::BF16, dir / "config.json");
+    bench::write_safetensors(w, dir / "model.safetensors");
   }
   const auto file_bytes = static_cast<double>(fs::file_size(dir / "model.safetensors"));
   const double kv_bytes = static_cast<double>(a.ctx) * static_cast<double>(c.num_hidden_layers) * 2.0 *

@@ -1,5 +1,5 @@
-// Load test of `ember serve` on loopback: C concurrent streaming chat clients (chat-skills model, end
-// tokens banned so every reply has the same length). Reports aggregate generated tokens/s and the median
+// Load test of `ember serve` on loopback: C concurrent streaming chat clients (end tokens banned so
+// every reply has the same length), on chat-skills and on a random-weight Minueza-32M-UltraChat. Reports aggregate generated tokens/s and the median
 // and 90th-percentile time to first token. BM_BatchedDecodeStep times the engine's part alone: one
 // model.forward over B sequences decoding one token each. Run: serve_bench [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "model_folder.h"
+#include "sampling/generation_config.h"
 #include "server/server.h"
 
 namespace {
@@ -23,11 +25,40 @@ using nlohmann::ordered_json;
 
 constexpr int kTokens = 64;
 
+// A served model: chat-skills as shipped, or a random-weight copy of a real model's folder (its own
+// config.json, tokenizer and chat template) written once per run under /tmp.
 struct Fixture {
-  std::string dir = std::string(EMBER_SHARED_DIR) + "/models/chat-skills";
-  std::unique_ptr<ember::model::Model> model = ember::model::Model::load(dir, {});
-  ember::tokenizer::Tokenizer tok = ember::tokenizer::Tokenizer::from_folder(dir);
+  std::string dir;
+  std::unique_ptr<ember::model::Model> model;
+  ember::tokenizer::Tokenizer tok;
+  ordered_json no_eos;  // logit_bias that bans every end-of-sequence id: each reply runs kTokens
+  std::unique_ptr<ember::model::Model> single_thread;  // for BM_BatchedDecodeStep's one-thread runs
+
+  explicit Fixture(std::string d)
+      : dir(std::move(d)), model(ember::model::Model::load(dir, {})), tok(ember::tokenizer::Tokenizer::from_folder(dir)) {
+    ember::sampling::SamplingParams p = ember::sampling::from_generation_config(dir);
+    ember::sampling::merge_eos(p, model->config().eos_token_ids);
+    for (const int32_t id : p.eos_token_ids) no_eos[std::to_string(id)] = -100;
+  }
 };
+
+const std::string kShared = EMBER_SHARED_DIR;
+
+Fixture& fixture(const std::string& name) {
+  if (name == "chat-skills") {
+    static Fixture fx(kShared + "/models/chat-skills");
+    return fx;
+  }
+  // Minueza-32M-UltraChat: a real 32M-parameter chat model (Mistral architecture, F32 weights, 32k
+  // vocabulary); its decode step streams 130 MB of weights, as larger models' steps do.
+  static Fixture fx([] {
+    const std::string dir = "/tmp/ember-serve-bench-minueza-32m";
+    std::fprintf(stderr, "writing a random-weight Minueza-32M-UltraChat to %s ...\n", dir.c_str());
+    ember::bench::write_random_model_folder(kShared + "/tokenizers/minueza-32m-ultrachat", dir);
+    return dir;
+  }());
+  return fx;
+}
 
 struct ClientResult {
   double ttft = 0;
@@ -43,7 +74,7 @@ double quantile(std::vector<double> v, double q) {
   return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
 }
 
-ClientResult stream_chat(int port, int i) {
+ClientResult stream_chat(const Fixture& fx, int port, int i) {
   httplib::Client c("127.0.0.1", port);
   c.set_read_timeout(300, 0);
   const ordered_json body{
@@ -51,7 +82,7 @@ ClientResult stream_chat(int port, int i) {
       {"max_tokens", kTokens},
       {"stream", true},
       {"stream_options", {{"include_usage", true}}},
-      {"logit_bias", {{"2049", -100}, {"2", -100}}}};
+      {"logit_bias", fx.no_eos}};
   ClientResult r;
   const auto t0 = Clock::now();
   std::string buffer;
@@ -81,8 +112,8 @@ ClientResult stream_chat(int port, int i) {
   return r;
 }
 
-void BM_ConcurrentStreamingChats(benchmark::State& state) {
-  static Fixture fx;
+void BM_ConcurrentStreamingChats(benchmark::State& state, const char* model) {
+  Fixture& fx = fixture(model);
   std::signal(SIGPIPE, SIG_IGN);
   const int clients = static_cast<int>(state.range(0));
   ember::engine::SchedulerOptions so;
@@ -101,7 +132,7 @@ void BM_ConcurrentStreamingChats(benchmark::State& state) {
     for (int i = 0; i < clients; ++i)
       threads.emplace_back([&, i] {
         pthread_setname_np(pthread_self(), "bench-client");
-        results[static_cast<size_t>(i)] = stream_chat(port, i);
+        results[static_cast<size_t>(i)] = stream_chat(fx, port, i);
       });
     for (auto& t : threads) t.join();
     state.SetIterationTime(std::chrono::duration<double>(Clock::now() - t0).count());
@@ -119,16 +150,19 @@ void BM_ConcurrentStreamingChats(benchmark::State& state) {
   state.counters["errors"] = static_cast<double>(errors);
   if (errors > 0) state.SkipWithError("some requests failed");
 }
-BENCHMARK(BM_ConcurrentStreamingChats)->Arg(1)->Arg(4)->Arg(16)->UseManualTime()->Unit(benchmark::kMillisecond)
-    ->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_ConcurrentStreamingChats, chat_skills, "chat-skills")
+    ->Arg(1)->Arg(4)->Arg(16)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(2.0);
+BENCHMARK_CAPTURE(BM_ConcurrentStreamingChats, minueza_32m, "minueza-32m")
+    ->Arg(1)->Arg(4)->Arg(16)->UseManualTime()->Unit(benchmark::kMillisecond)->MinTime(2.0);
 
 // One decode step of B sequences whose caches hold kContext positions: what the scheduler runs per
 // step once every client is past its prompt.
 // Args: batch, threads (0: all cores; 1 shows the work without thread hand-offs).
-void BM_BatchedDecodeStep(benchmark::State& state) {
-  static Fixture fx;
-  static std::unique_ptr<ember::model::Model> single = ember::model::Model::load(fx.dir, {.threads = 1, .progress = {}});
-  ember::model::Model& model = state.range(1) == 1 ? *single : *fx.model;
+void BM_BatchedDecodeStep(benchmark::State& state, const char* name) {
+  Fixture& fx = fixture(name);
+  if (state.range(1) == 1 && !fx.single_thread)
+    fx.single_thread = ember::model::Model::load(fx.dir, {.threads = 1, .progress = {}});
+  ember::model::Model& model = state.range(1) == 1 ? *fx.single_thread : *fx.model;
   constexpr int64_t kContext = 64;
   const int64_t batch = state.range(0);
   ember::model::KvCache cache(model.config(), batch * (kContext / 16 + 2), 16);
@@ -152,7 +186,10 @@ void BM_BatchedDecodeStep(benchmark::State& state) {
   state.counters["tokens_per_s"] = benchmark::Counter(static_cast<double>(state.iterations() * batch),
                                                       benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_BatchedDecodeStep)->ArgsProduct({{1, 4, 16}, {0, 1}})->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_BatchedDecodeStep, chat_skills, "chat-skills")
+    ->ArgsProduct({{1, 4, 16}, {0, 1}})->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_BatchedDecodeStep, minueza_32m, "minueza-32m")
+    ->ArgsProduct({{1, 4, 16}, {0, 1}})->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

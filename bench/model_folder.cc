@@ -1,0 +1,75 @@
+#include "model_folder.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "kernels/thread_pool.h"
+#include "model/config.h"
+#include "model/synthetic.h"
+
+namespace ember::bench {
+
+namespace fs = std::filesystem;
+
+void write_safetensors(const model::InMemoryWeights& w, const fs::path& file) {
+  nlohmann::ordered_json header = {{"__metadata__", {{"format", "pt"}}}};
+  size_t offset = 0;
+  for (const auto& [name, info] : w.tensors) {
+    const size_t n = w.data.at(name).size();
+    header[name] = {{"dtype", dtype_name(info.dtype)}, {"shape", info.shape}, {"data_offsets", {offset, offset + n}}};
+    offset += n;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::ofstream out(file, std::ios::binary);
+  const uint64_t len = text.size();
+  out.write(reinterpret_cast<const char*>(&len), 8);  // x86-64 is little-endian
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  for (const auto& [name, info] : w.tensors) {
+    const std::vector<uint8_t>& bytes = w.data.at(name);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  }
+  if (!out) throw Error(file.string() + ": write failed");
+}
+
+void write_config(const model::ModelConfig& c, DType dtype, const fs::path& file) {
+  const char* torch_dtype = dtype == DType::F32 ? "float32" : dtype == DType::F16 ? "float16" : "bfloat16";
+  nlohmann::ordered_json j = {
+      {"architectures", {c.model_type == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
+      {"model_type", c.model_type},
+      {"hidden_size", c.hidden_size},
+      {"intermediate_size", c.intermediate_size},
+      {"num_hidden_layers", c.num_hidden_layers},
+      {"num_attention_heads", c.num_attention_heads},
+      {"num_key_value_heads", c.num_key_value_heads},
+      {"head_dim", c.head_dim},
+      {"vocab_size", c.vocab_size},
+      {"max_position_embeddings", c.max_position_embeddings},
+      {"rms_norm_eps", c.rms_norm_eps},
+      {"rope_theta", c.rope.theta},
+      {"tie_word_embeddings", c.tie_word_embeddings},
+      {"hidden_act", "silu"},
+      {"bos_token_id", 1},
+      {"eos_token_id", 2},
+      {"torch_dtype", torch_dtype},
+  };
+  std::ofstream(file) << j.dump(2) << '\n';
+}
+
+model::ModelConfig write_random_model_folder(const fs::path& source, const fs::path& dir) {
+  fs::create_directories(dir);
+  for (const auto& entry : fs::directory_iterator(source))
+    if (entry.path().extension() == ".json")
+      fs::copy_file(entry.path(), dir / entry.path().filename(), fs::copy_options::overwrite_existing);
+  const model::ModelConfig config = model::load_config(dir.string());
+  std::ifstream in(dir / "config.json");
+  const auto raw = nlohmann::json::parse(in);
+  const std::string torch_dtype = raw.value("torch_dtype", "bfloat16");
+  const DType dtype = torch_dtype == "float32" ? DType::F32 : torch_dtype == "float16" ? DType::F16 : DType::BF16;
+  kernels::ThreadPool pool(0);
+  write_safetensors(model::synthetic_weights(config, dtype, 1, pool), dir / "model.safetensors");
+  return config;
+}
+
+}  // namespace ember::bench
