@@ -1,5 +1,6 @@
 // Load test of `ember serve` on loopback: C concurrent streaming chat clients (end tokens banned so
-// every reply has the same length), on chat-skills and on a random-weight Minueza-32M-UltraChat. Reports aggregate generated tokens/s and the median
+// every reply has the same length), on chat-skills and on random-weight copies of Minueza-32M-UltraChat
+// and TinyLlama-1.1B-Chat. Reports aggregate generated tokens/s and the median
 // and 90th-percentile time to first token. BM_BatchedDecodeStep times the engine's part alone: one
 // model.forward over B sequences decoding one token each. Run: serve_bench [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
@@ -52,6 +53,15 @@ struct Fixture {
 
 const std::string kShared = EMBER_SHARED_DIR;
 
+// A random-weight copy of ../shared/tokenizers/<name>, which holds a real model's config.json,
+// tokenizer and chat template.
+std::string random_copy(const std::string& name) {
+  const std::string dir = "/tmp/ember-serve-bench-" + name;
+  std::fprintf(stderr, "writing a random-weight %s to %s ...\n", name.c_str(), dir.c_str());
+  ember::bench::write_random_model_folder(kShared + "/tokenizers/" + name, dir);
+  return dir;
+}
+
 Fixture& fixture(const std::string& name) {
   if (name == "chat-skills") {
     static Fixture fx(kShared + "/models/chat-skills");
@@ -59,12 +69,12 @@ Fixture& fixture(const std::string& name) {
   }
   // Minueza-32M-UltraChat: a real 32M-parameter chat model (Mistral architecture, F32 weights, 32k
   // vocabulary); its decode step streams 130 MB of weights, as larger models' steps do.
-  static Fixture fx([] {
-    const std::string dir = "/tmp/ember-serve-bench-minueza-32m";
-    std::fprintf(stderr, "writing a random-weight Minueza-32M-UltraChat to %s ...\n", dir.c_str());
-    ember::bench::write_random_model_folder(kShared + "/tokenizers/minueza-32m-ultrachat", dir);
-    return dir;
-  }());
+  if (name == "minueza-32m") {
+    static Fixture fx(random_copy("minueza-32m-ultrachat"));
+    return fx;
+  }
+  // TinyLlama-1.1B-Chat: BF16, 2.2 GB, the size people run on laptops.
+  static Fixture fx(random_copy("tinyllama-1.1b-chat"));
   return fx;
 }
 
@@ -164,6 +174,8 @@ void BM_ConcurrentStreamingChats(benchmark::State& state, const char* model) {
 BENCHMARK_CAPTURE(BM_ConcurrentStreamingChats, chat_skills, "chat-skills")
     ->Arg(1)->Arg(4)->Arg(16)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_ConcurrentStreamingChats, minueza_32m, "minueza-32m")
+    ->Arg(1)->Arg(4)->Arg(16)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ConcurrentStreamingChats, tinyllama_1_1b, "tinyllama-1.1b")
     ->Arg(1)->Arg(4)->Arg(16)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // One decode step of B sequences whose caches hold kContext positions: what the scheduler runs per
