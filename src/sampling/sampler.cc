@@ -14,6 +14,11 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr size_t kDrawBlock = 4096;  // dense draws find the block first, then the token inside it
+// Draws draw_nucleus() may reject before it settles for the exact nucleus; with top_p >= 1/2 each
+// draw is kept with probability >= 1/2, so all 8 are rejected less than once in 256 tokens.
+constexpr int kNucleusAttempts = 8;
+// Float sums over a row are trusted to this relative error (as in dense_top_p).
+constexpr double kMassMargin = 1e-4;
 
 uint64_t splitmix64(uint64_t& x) {
   uint64_t z = (x += 0x9E3779B97F4A7C15ull);
@@ -218,26 +223,73 @@ int32_t Sampler::draw_list() {
   return c[i].id;
 }
 
-int32_t Sampler::draw_dense(std::span<const float> row) {
+double Sampler::fill_weights(std::span<const float> row) {
   const float t = params_.temperature, shift = max_ / t;
-  const size_t blocks = block_sums_.size();
   double total = 0;
-  for (size_t b = 0; b < blocks; ++b) {
+  for (size_t b = 0; b < block_sums_.size(); ++b) {
     const size_t start = b * kDrawBlock, len = std::min(kDrawBlock, row.size() - start);
     block_sums_[b] = vec::sum_exp(row.subspan(start, len), t, shift, -kInf,
                                   std::span<float>(weights_).subspan(start, len));
     total += block_sums_[b];
   }
+  return total;
+}
+
+int32_t Sampler::draw_weighted(size_t n, double total) {
   const double target = rng_.uniform() * total;
   double acc = 0;
   size_t b = 0;
-  if (!walk(blocks, acc, target, [&](size_t j) { return block_sums_[j]; }, b))
+  if (!walk(block_sums_.size(), acc, target, [&](size_t j) { return block_sums_[j]; }, b))
     fail("sampler", "no token has a finite logit");
   acc -= block_sums_[b];
   const size_t start = b * kDrawBlock;
   size_t i = 0;
-  walk(std::min(kDrawBlock, row.size() - start), acc, target, [&](size_t j) { return weights_[start + j]; }, i);
+  walk(std::min(kDrawBlock, n - start), acc, target, [&](size_t j) { return weights_[start + j]; }, i);
   return static_cast<int32_t>(start + i);
+}
+
+int32_t Sampler::draw_dense(std::span<const float> row) { return draw_weighted(row.size(), fill_weights(row)); }
+
+bool Sampler::nucleus_by_rejection() const {
+  const SamplingParams& p = params_;
+  // min_p could leave a small part of the nucleus' mass, and then most draws would be rejected.
+  return p.top_p >= 0.5f && p.top_p < 1.0f && p.top_k <= 0 && p.min_p <= 0.0f && p.typical_p >= 1.0f;
+}
+
+// Top-p without ranking the row: draw from the whole distribution and keep the draw only
+// if it lies in the kept set, else draw again. Rejection sampling yields exactly the kept set's
+// renormalised distribution; a test costs two threshold sums over the row, where finding the nucleus
+// costs a threshold search and a list of all its tokens (most of a flat 150k row).
+int32_t Sampler::draw_nucleus(std::span<const float> row) {
+  max_ = vec::max_value(row);
+  if (max_ == -kInf) fail("sampler", "no token has a finite logit");
+  const double total = fill_weights(row);
+  const double target = static_cast<double>(params_.top_p) * total;
+  for (int attempt = 0; attempt < kNucleusAttempts; ++attempt) {
+    const int32_t x = draw_weighted(row.size(), total);
+    // The mass ranked before x (ranks_before on logit / t) lies between the mass from a few ulps over
+    // row[x] and the mass from a few ulps under it, less x's own: dividing by t rounds at most a few
+    // neighbouring values to one logit, and those rank by id.
+    float hi = row[x], lo = row[x];
+    for (int i = 0; i < 8; ++i) {
+      hi = std::nextafter(hi, kInf);
+      lo = std::nextafter(lo, -kInf);
+    }
+    const double before_min = vec::sum_where_at_least(weights_, row, hi);
+    const double before_max = vec::sum_where_at_least(weights_, row, lo) - weights_[x];
+    bool kept;
+    if (before_max < target * (1 - kMassMargin)) {
+      kept = true;
+    } else if (before_min >= target * (1 + kMassMargin)) {
+      kept = false;
+    } else {  // too close to call with float sums: the exact kept set decides
+      warp(row);
+      kept = std::any_of(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(n_),
+                         [x](const Candidate& c) { return c.id == x; });
+    }
+    if (kept) return x;
+  }
+  return warp(row) ? draw_list() : draw_dense(row);
 }
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> context, size_t n_prompt) {
@@ -245,6 +297,8 @@ int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> 
   int32_t token;
   if (!params_.sampling())
     token = greedy(row);
+  else if (nucleus_by_rejection())
+    token = draw_nucleus(row);
   else
     token = warp(row) ? draw_list() : draw_dense(row);
   if (want_logprobs_) compute_logprobs(logits, token);

@@ -67,7 +67,11 @@ class Sampler {
   size_t materialize(std::span<const float> row, float threshold, bool with_p);
   size_t dense_top_p(std::span<const float> row);
   int32_t draw_list();
+  double fill_weights(std::span<const float> row);  // weights_ and block_sums_; returns their total
+  int32_t draw_weighted(size_t n, double total);
   int32_t draw_dense(std::span<const float> row);
+  bool nucleus_by_rejection() const;
+  int32_t draw_nucleus(std::span<const float> row);
   void compute_logprobs(std::span<const float> logits, int32_t token);
 
   SamplingParams params_;

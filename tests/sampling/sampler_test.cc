@@ -46,6 +46,8 @@ std::vector<Case> warper_cases() {
   return {{"temperature", sampling(0.8f, 0, 1.0f, 0.0f)},
           {"top_k", sampling(1.0f, 40, 1.0f, 0.0f)},
           {"top_p", sampling(0.9f, 0, 0.9f, 0.0f)},
+          {"top_p_below_half", sampling(1.1f, 0, 0.3f, 0.0f)},
+          {"top_p_min_p", sampling(0.8f, 0, 0.95f, 0.01f)},
           {"min_p", sampling(1.2f, 0, 1.0f, 0.05f)},
           {"top_k_top_p_min_p", sampling(0.7f, 100, 0.8f, 0.02f)}};
 }
@@ -141,6 +143,32 @@ TEST(Sampler, EmpiricalDistributionMatchesTheExactOne) {
     double expected = 0;
     for (double p : exact) expected += std::sqrt(p / kDraws) / 2;
     EXPECT_LE(total_variation, 2 * expected) << c.name;
+  }
+}
+
+// Top-p alone is drawn by rejection (draw from the whole row, keep the draw if it is in the nucleus).
+// Rows with many ties put whole groups of equal logits on the nucleus' edge, where only some of a
+// group survive (by id) and the float sums cannot decide; removed tokens must never be drawn.
+TEST(Sampler, NucleusByRejectionKeepsExactlyTheNucleusWithTies) {
+  constexpr int kDraws = 20000;
+  auto logits = random_logits(5000, 21, 8.0);
+  for (float& x : logits) x = std::round(x * 2) / 2;  // steps of 0.5: hundreds of ties per value
+  for (float temperature : {1.0f, 0.7f, 1.3f}) {
+    for (float top_p : {0.5f, 0.9f, 0.97f}) {
+      const SamplingParams p = sampling(temperature, 0, top_p, 0.0f, 99);
+      const auto exact = test::reference_distribution(logits, p);
+      Sampler s(p);
+      std::vector<int> hits(logits.size(), 0);
+      for (int i = 0; i < kDraws; ++i) ++hits[s.sample(logits, {}, 0)];
+      for (size_t i = 0; i < logits.size(); ++i) {
+        const double f = static_cast<double>(hits[i]) / kDraws;
+        if (exact[i] == 0) {
+          ASSERT_EQ(hits[i], 0) << "T " << temperature << " top_p " << top_p << " drew removed token " << i;
+        }
+        ASSERT_LE(std::fabs(f - exact[i]), bernstein_bound(exact[i], kDraws))
+            << "T " << temperature << " top_p " << top_p << " token " << i << " p " << exact[i];
+      }
+    }
   }
 }
 
