@@ -182,15 +182,21 @@ void quant_tile(const uint8_t* group, const uint16_t* scales, const QuantizedAct
                 int64_t valid_rows) {
   const int64_t nb = a.n_blocks, bb = Q8 ? 512 : 256;
   const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(0x0F);
+  // Every loop over halves and tokens must unroll (GCC does not at -O2), or the sums live on the stack
+  // and each add waits for a store to forward.
   __m256 acc[2][NT];
+  #pragma GCC unroll 2
   for (int h = 0; h < 2; ++h)
+    #pragma GCC unroll 2
     for (int t = 0; t < NT; ++t) acc[h][t] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* tile = group + b * bb;
     // The lines a few blocks ahead (past the group's end is harmless: prefetches do not fault).
     for (int64_t l = 0; l < bb; l += 64) _mm_prefetch(reinterpret_cast<const char*>(tile + kPrefetchAhead + l), _MM_HINT_T0);
     __m256i isum[2][NT];
+    #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h)
+      #pragma GCC unroll 2
       for (int t = 0; t < NT; ++t) isum[h][t] = _mm256_setzero_si256();
     auto x4 = [&](int t, int64_t k) {
       int32_t v;
@@ -202,6 +208,7 @@ void quant_tile(const uint8_t* group, const uint16_t* scales, const QuantizedAct
         const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + j * 64));
         const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + j * 64 + 32));
         const __m256i u0 = _mm256_sign_epi8(w0, w0), u1 = _mm256_sign_epi8(w1, w1);
+        #pragma GCC unroll 2
         for (int t = 0; t < NT; ++t) {
           const __m256i xv = x4(t, 4 * j);
           isum[0][t] = _mm256_add_epi32(isum[0][t], _mm256_madd_epi16(_mm256_maddubs_epi16(u0, _mm256_sign_epi8(xv, w0)), ones));
@@ -214,6 +221,7 @@ void quant_tile(const uint8_t* group, const uint16_t* scales, const QuantizedAct
         const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + j * 64 + 32));
         const __m256i lo0 = _mm256_and_si256(v0, low4), hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), low4);
         const __m256i lo1 = _mm256_and_si256(v1, low4), hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), low4);
+        #pragma GCC unroll 2
         for (int t = 0; t < NT; ++t) {
           const __m256i xl = x4(t, 4 * j), xh = x4(t, 16 + 4 * j);
           const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, xl), _mm256_maddubs_epi16(hi0, xh));
@@ -226,6 +234,7 @@ void quant_tile(const uint8_t* group, const uint16_t* scales, const QuantizedAct
     const uint16_t* sc = scales + b * kQGroupRows;
     const __m256 sw0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
     const __m256 sw1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 8)));
+    #pragma GCC unroll 2
     for (int t = 0; t < NT; ++t) {
       const int64_t tb = (t0 + t) * nb + b;
       if constexpr (!Q8) {
@@ -238,6 +247,7 @@ void quant_tile(const uint8_t* group, const uint16_t* scales, const QuantizedAct
       acc[1][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[1][t]), _mm256_mul_ps(sw1, dx), acc[1][t]);
     }
   }
+  #pragma GCC unroll 2
   for (int t = 0; t < NT; ++t) {
     alignas(32) float out[16];
     _mm256_store_ps(out, acc[0][t]);
