@@ -1,5 +1,6 @@
 #include "apps/ember/model_options.h"
 #include "base/clock.h"
+#include "kernels/quant.h"
 
 #include <unistd.h>
 
@@ -13,6 +14,10 @@ void ModelOptions::add_to(CLI::App& cmd) {
   cmd.add_option("-t,--threads", threads, "Threads (default: all cores)");
   cmd.add_option("--ctx", ctx, "Context size in tokens (default: the model's max_position_embeddings)");
   cmd.add_option("--kv-dtype", kv_dtype, "KV cache storage: f32 (default), f16 or bf16 (half the memory)");
+  cmd.add_option("--quantize", quantize,
+                 "Quantize weight matrices at load: q8_0 (about half of BF16's memory) or q4_0 (about a quarter); "
+                 "none (default) keeps the stored dtype")
+      ->check(CLI::IsMember({"none", "q8_0", "q4_0"}));
   cmd.add_flag("-q,--quiet", quiet, "No progress or statistics on stderr");
 }
 
@@ -22,6 +27,7 @@ std::unique_ptr<model::Model> ModelOptions::load() const {
   model::LoadOptions lo;
   lo.threads = threads;
   lo.kv_dtype = model::parse_kv_dtype(kv_dtype);
+  lo.quantize = kernels::parse_qtype(quantize);
   if (!quiet)
     lo.progress = [tty](const std::string& stage) {
       if (tty) std::fprintf(stderr, "\r\033[Kloading: %s", stage.c_str());
@@ -29,9 +35,13 @@ std::unique_ptr<model::Model> ModelOptions::load() const {
   auto m = model::Model::load(dir, lo);
   if (!quiet) {
     const double s = seconds_since(t0);
-    std::fprintf(stderr, "%sloaded %s (%s, %.1f MB of weights) in %.3f s with %d threads\n", tty ? "\r\033[K" : "",
-                 dir.c_str(), m->config().model_type.c_str(), static_cast<double>(m->weight_bytes()) / 1e6, s,
-                 m->pool().size());
+    char quantized[96] = "";
+    if (quantize != "none")
+      std::snprintf(quantized, sizeof quantized, ", matrices quantized to %s: %.1f MB", quantize.c_str(),
+                    static_cast<double>(m->decode_weight_bytes()) / 1e6);
+    std::fprintf(stderr, "%sloaded %s (%s, %.1f MB of weights%s) in %.3f s with %d threads\n", tty ? "\r\033[K" : "",
+                 dir.c_str(), m->config().model_type.c_str(), static_cast<double>(m->weight_bytes()) / 1e6,
+                 quantized, s, m->pool().size());
   }
   return m;
 }

@@ -18,6 +18,7 @@ struct ModelOptions {
   int threads = 0;
   int64_t ctx = 0;
   std::string kv_dtype = "f32";  // how the KV cache stores keys and values
+  std::string quantize = "none";  // q8_0 / q4_0: weight matrices quantized at load
   bool quiet = false;
 
   void add_to(CLI::App& cmd);
