@@ -43,8 +43,10 @@ struct Fixture {
   ordered_json no_eos;  // logit_bias that bans every end-of-sequence id: each reply runs kTokens
   std::unique_ptr<ember::model::Model> single_thread;  // for BM_BatchedDecodeStep's one-thread runs
 
-  explicit Fixture(std::string d)
-      : dir(std::move(d)), model(ember::model::Model::load(dir, {})), tok(ember::tokenizer::Tokenizer::from_folder(dir)) {
+  explicit Fixture(std::string d, ember::kernels::QType quantize = ember::kernels::QType::None)
+      : dir(std::move(d)),
+        model(ember::model::Model::load(dir, {.threads = 0, .progress = {}, .quantize = quantize})),
+        tok(ember::tokenizer::Tokenizer::from_folder(dir)) {
     ember::sampling::SamplingParams p = ember::sampling::from_generation_config(dir);
     ember::sampling::merge_eos(p, model->config().eos_token_ids);
     for (const int32_t id : p.eos_token_ids) no_eos[std::to_string(id)] = -100;
@@ -73,7 +75,12 @@ Fixture& fixture(const std::string& name) {
     static Fixture fx(random_copy("minueza-32m-ultrachat"));
     return fx;
   }
-  // TinyLlama-1.1B-Chat: BF16, 2.2 GB, the size people run on laptops.
+  // TinyLlama-1.1B-Chat: BF16, 2.2 GB, the size people run on laptops; and quantized to 4 bits at
+  // load, as most of them run it.
+  if (name == "tinyllama-1.1b-q4_0") {
+    static Fixture fx(random_copy("tinyllama-1.1b-chat"), ember::kernels::QType::Q4_0);
+    return fx;
+  }
   static Fixture fx(random_copy("tinyllama-1.1b-chat"));
   return fx;
 }
@@ -176,6 +183,8 @@ BENCHMARK_CAPTURE(BM_ConcurrentStreamingChats, chat_skills, "chat-skills")
 BENCHMARK_CAPTURE(BM_ConcurrentStreamingChats, minueza_32m, "minueza-32m")
     ->Arg(1)->Arg(4)->Arg(16)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_ConcurrentStreamingChats, tinyllama_1_1b, "tinyllama-1.1b")
+    ->Arg(1)->Arg(4)->Arg(16)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ConcurrentStreamingChats, tinyllama_1_1b_q4_0, "tinyllama-1.1b-q4_0")
     ->Arg(1)->Arg(4)->Arg(16)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 // One decode step of B sequences whose caches hold kContext positions: what the scheduler runs per
