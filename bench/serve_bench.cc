@@ -14,6 +14,7 @@
 #include <csignal>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -56,11 +57,15 @@ struct Fixture {
 const std::string kShared = EMBER_SHARED_DIR;
 
 // A random-weight copy of ../shared/tokenizers/<name>, which holds a real model's config.json,
-// tokenizer and chat template.
+// tokenizer and chat template. Written once per run: a second write would truncate a file that an
+// earlier fixture's model still maps.
 std::string random_copy(const std::string& name) {
+  static std::set<std::string> written;
   const std::string dir = "/tmp/ember-serve-bench-" + name;
-  std::fprintf(stderr, "writing a random-weight %s to %s ...\n", name.c_str(), dir.c_str());
-  ember::bench::write_random_model_folder(kShared + "/tokenizers/" + name, dir);
+  if (written.insert(name).second) {
+    std::fprintf(stderr, "writing a random-weight %s to %s ...\n", name.c_str(), dir.c_str());
+    ember::bench::write_random_model_folder(kShared + "/tokenizers/" + name, dir);
+  }
   return dir;
 }
 
