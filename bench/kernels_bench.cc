@@ -70,8 +70,9 @@ void Args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "tokens", "isa", "threads"});
   for (int isa : {1, 2})
     for (int kind = 0; kind < 5; ++kind)
-      for (int n : {1, 64}) b->Args({kind, n, isa, 1});
+      for (int n : {1, 16, 64}) b->Args({kind, n, isa, 1});  // decode, a batched decode step, prefill
   for (int kind = 0; kind < 5; ++kind) b->Args({kind, 1, 2, 2});
+  for (int kind = 0; kind < 5; ++kind) b->Args({kind, 16, 1, 2});
 }
 
 BENCHMARK(BM_Matmul)->Apply(Args)->Unit(benchmark::kMicrosecond)->UseRealTime();

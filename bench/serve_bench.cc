@@ -227,6 +227,8 @@ BENCHMARK_CAPTURE(BM_BatchedDecodeStep, chat_skills, "chat-skills")
     ->ArgsProduct({{1, 4, 16}, {0, 1}})->UseRealTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_BatchedDecodeStep, minueza_32m, "minueza-32m")
     ->ArgsProduct({{1, 4, 16}, {0, 1}})->UseRealTime()->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_BatchedDecodeStep, tinyllama_1_1b, "tinyllama-1.1b")
+    ->ArgsProduct({{1, 16}, {0}})->UseRealTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace
 
