@@ -84,27 +84,39 @@ TEST(Matmul, WideRowsMatchReference) {
 // A token's outputs are the same bits alone (decode) as among many (a prompt, a batch of
 // sequences): the column blocks and register tiles must not change the order of any sum. Rows wider
 // than the column block, with a tail, for every dtype and instruction set.
+// The last `count` tokens of a call of 71, in a call of their own, get the same bits.
+void expect_batch_invariant(const WeightMatrix& w, Isa isa, ThreadPool& pool, std::mt19937& rng, const std::string& what) {
+  const int64_t n = 71;
+  std::vector<float> x = randn(n * w.cols, rng), all(n * w.rows);
+  matmul(w, x.data(), n, all.data(), pool, isa);
+  for (int64_t count : {1, 2, 3, 5, 7, 16}) {
+    const int64_t t0 = n - count;
+    std::vector<float> some(count * w.rows);
+    matmul(w, x.data() + t0 * w.cols, count, some.data(), pool, isa);
+    for (int64_t i = 0; i < count * w.rows; ++i)
+      ASSERT_EQ(some[i], all[t0 * w.rows + i]) << "isa " << static_cast<int>(isa) << " " << what << " cols " << w.cols
+                                               << " tokens " << count << " element " << i;
+  }
+}
+
 TEST(Matmul, TokenResultsDoNotDependOnHowManyShareTheCall) {
   ThreadPool pool(2);
   std::mt19937 rng(11);
   const int64_t rows = 13;
-  for (Isa isa : supported_isas())
+  for (Isa isa : supported_isas()) {
     for (DType t : {DType::F32, DType::F16, DType::BF16})
       for (int64_t cols : {40, 2052, 4100}) {
-        const int64_t n = 71;
         const RandomWeights rw(t, rows, cols, rng);
-        const WeightMatrix& w = rw.view;
-        std::vector<float> x = randn(n * cols, rng), all(n * rows);
-        matmul(w, x.data(), n, all.data(), pool, isa);
-        for (int64_t count : {1, 2, 3, 5, 7, 16}) {
-          const int64_t t0 = n - count;  // the last tokens, in a short call of their own
-          std::vector<float> some(count * rows);
-          matmul(w, x.data() + t0 * cols, count, some.data(), pool, isa);
-          for (int64_t i = 0; i < count * rows; ++i)
-            ASSERT_EQ(some[i], all[t0 * rows + i]) << "isa " << static_cast<int>(isa) << " dtype " << dtype_name(t)
-                                                   << " cols " << cols << " tokens " << count << " element " << i;
-        }
+        expect_batch_invariant(rw.view, isa, pool, rng, dtype_name(t));
       }
+    // Quantized: the server's batched steps of a --quantize model rely on this as well.
+    for (QType q : {QType::Q8_0, QType::Q4_0})
+      for (int64_t cols : {64, 2080}) {
+        const std::vector<float> wf = randn(rows * cols, rng);
+        const QuantizedMatrix qm = quantize(WeightMatrix{wf.data(), DType::F32, rows, cols}, q, pool);
+        expect_batch_invariant(qm.view(), isa, pool, rng, q == QType::Q8_0 ? "q8_0" : "q4_0");
+      }
+  }
 }
 
 TEST(Matmul, FusedEqualsSeparateProducts) {
