@@ -207,6 +207,46 @@ TEST_F(ServeTest, ConcurrentRequestsEqualSequentialAnswers) {
       << "decode steps were not batched";
 }
 
+// A model quantized at load (`ember serve --quantize q4_0`): concurrent batched answers still equal a
+// ChatSession's on the same quantized weights.
+TEST_F(ServeTest, QuantizedModelConcurrentAnswersEqualChatSession) {
+  auto q4 = model::Model::load(*dir_, {.threads = 2, .progress = {}, .quantize = kernels::QType::Q4_0});
+  ASSERT_EQ(q4->weight_type(), "q4_0");
+  const size_t n = std::min<size_t>(6, cases_->size());
+  std::vector<Reference> want(n);
+  for (size_t i = 0; i < n; ++i) {
+    const auto& c = (*cases_)[i];
+    engine::ChatSession chat(*q4, *tok_, *dir_);
+    want[i].messages = c["messages"];
+    want[i].enable_thinking = c["enable_thinking"].get<bool>();
+    engine::ChatOptions o;
+    o.enable_thinking = want[i].enable_thinking;
+    const auto reply = chat.reply(want[i].messages, *params_, o);
+    want[i].content = reply.content;
+    want[i].reasoning = reply.reasoning_content;
+  }
+  RunningServer srv(*q4, *tok_, {.max_parallel = 4, .prefill_chunk = 32}, {});
+  std::vector<std::future<Reference>> futures;
+  for (size_t i = 0; i < n; ++i)
+    futures.push_back(std::async(std::launch::async, [&, i] {
+      auto c = srv.client();
+      const bool stream = i % 2 == 0;
+      auto res = post(c, "/v1/chat/completions", chat_body(want[i], stream));
+      Reference got;
+      if (!res || res->status != 200) return got;
+      if (stream) return collect_stream(res->body);
+      const auto j = ordered_json::parse(res->body);
+      got.content = j["choices"][0]["message"]["content"];
+      got.reasoning = j["choices"][0]["message"].value("reasoning_content", std::string());
+      return got;
+    }));
+  for (size_t i = 0; i < n; ++i) {
+    const Reference got = futures[i].get();
+    EXPECT_EQ(got.content, want[i].content) << "client " << i;
+    EXPECT_EQ(got.reasoning, want[i].reasoning) << "client " << i;
+  }
+}
+
 // The next turn of a conversation reuses the KV cache of the previous one.
 TEST_F(ServeTest, NextTurnReusesCachedPrefix) {
   auto srv = start();
