@@ -1,9 +1,11 @@
 #include "model_folder.h"
 
 #include <fstream>
+#include <utility>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/mapped_file.h"
 #include "kernels/thread_pool.h"
 #include "model/config.h"
 #include "model/synthetic.h"
@@ -11,6 +13,26 @@
 namespace ember::bench {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// config.json's torch_dtype names of the float types.
+constexpr std::pair<DType, const char*> kTorchDtypes[] = {
+    {DType::F32, "float32"}, {DType::F16, "float16"}, {DType::BF16, "bfloat16"}};
+
+const char* torch_dtype_name(DType t) {
+  for (const auto& [d, name] : kTorchDtypes)
+    if (d == t) return name;
+  return "bfloat16";
+}
+
+DType torch_dtype(const std::string& name) {  // BF16 for a missing or unknown name
+  for (const auto& [d, n] : kTorchDtypes)
+    if (name == n) return d;
+  return DType::BF16;
+}
+
+}  // namespace
 
 void write_safetensors(const model::InMemoryWeights& w, const fs::path& file) {
   nlohmann::ordered_json header = {{"__metadata__", {{"format", "pt"}}}};
@@ -34,7 +56,6 @@ void write_safetensors(const model::InMemoryWeights& w, const fs::path& file) {
 }
 
 void write_config(const model::ModelConfig& c, DType dtype, const fs::path& file) {
-  const char* torch_dtype = dtype == DType::F32 ? "float32" : dtype == DType::F16 ? "float16" : "bfloat16";
   nlohmann::ordered_json j = {
       {"architectures", {c.model_type == "qwen2" ? "Qwen2ForCausalLM" : "LlamaForCausalLM"}},
       {"model_type", c.model_type},
@@ -52,24 +73,21 @@ void write_config(const model::ModelConfig& c, DType dtype, const fs::path& file
       {"hidden_act", "silu"},
       {"bos_token_id", 1},
       {"eos_token_id", 2},
-      {"torch_dtype", torch_dtype},
+      {"torch_dtype", torch_dtype_name(dtype)},
   };
   std::ofstream(file) << j.dump(2) << '\n';
 }
 
-model::ModelConfig write_random_model_folder(const fs::path& source, const fs::path& dir) {
+void write_random_model_folder(const fs::path& source, const fs::path& dir) {
   fs::create_directories(dir);
   for (const auto& entry : fs::directory_iterator(source))
     if (entry.path().extension() == ".json")
       fs::copy_file(entry.path(), dir / entry.path().filename(), fs::copy_options::overwrite_existing);
   const model::ModelConfig config = model::load_config(dir.string());
-  std::ifstream in(dir / "config.json");
-  const auto raw = nlohmann::json::parse(in);
-  const std::string torch_dtype = raw.value("torch_dtype", "bfloat16");
-  const DType dtype = torch_dtype == "float32" ? DType::F32 : torch_dtype == "float16" ? DType::F16 : DType::BF16;
+  const auto raw = nlohmann::json::parse(read_file((dir / "config.json").string()));
+  const DType dtype = torch_dtype(raw.value("torch_dtype", ""));
   kernels::ThreadPool pool(0);
   write_safetensors(model::synthetic_weights(config, dtype, 1, pool), dir / "model.safetensors");
-  return config;
 }
 
 }  // namespace ember::bench

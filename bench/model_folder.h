@@ -17,7 +17,7 @@ void write_config(const model::ModelConfig& config, DType dtype, const std::file
 
 // Copies every .json file of `source` (a folder with config.json, tokenizer.json, tokenizer_config.json
 // and the like) into `dir`, and writes model.safetensors with random weights of config.json's shape in
-// its torch_dtype (BF16 when it names none). Returns the config.
-model::ModelConfig write_random_model_folder(const std::filesystem::path& source, const std::filesystem::path& dir);
+// its torch_dtype (BF16 when it names none).
+void write_random_model_folder(const std::filesystem::path& source, const std::filesystem::path& dir);
 
 }  // namespace ember::bench
