@@ -119,11 +119,15 @@ size_t Sampler::materialize(std::span<const float> row, float threshold, bool wi
   return n;
 }
 
+void Sampler::set_max(std::span<const float> row) {
+  max_ = vec::max_value(row);
+  if (max_ == -kInf) fail("sampler", "no token has a finite logit");
+}
+
 bool Sampler::warp(std::span<const float> row) {
   const SamplingParams& p = params_;
   const float t = p.temperature;
-  max_ = vec::max_value(row);
-  if (max_ == -kInf) fail("sampler", "no token has a finite logit");
+  set_max(row);
   bool list = false;
   p_set_ = false;
   auto cands = [&] { return std::span<Candidate>(cand_.data(), n_); };
@@ -235,7 +239,7 @@ double Sampler::fill_weights(std::span<const float> row) {
   return total;
 }
 
-int32_t Sampler::draw_weighted(size_t n, double total) {
+int32_t Sampler::draw_weighted(double total) {
   const double target = rng_.uniform() * total;
   double acc = 0;
   size_t b = 0;
@@ -244,11 +248,11 @@ int32_t Sampler::draw_weighted(size_t n, double total) {
   acc -= block_sums_[b];
   const size_t start = b * kDrawBlock;
   size_t i = 0;
-  walk(std::min(kDrawBlock, n - start), acc, target, [&](size_t j) { return weights_[start + j]; }, i);
+  walk(std::min(kDrawBlock, weights_.size() - start), acc, target, [&](size_t j) { return weights_[start + j]; }, i);
   return static_cast<int32_t>(start + i);
 }
 
-int32_t Sampler::draw_dense(std::span<const float> row) { return draw_weighted(row.size(), fill_weights(row)); }
+int32_t Sampler::draw_dense(std::span<const float> row) { return draw_weighted(fill_weights(row)); }
 
 bool Sampler::nucleus_by_rejection() const {
   const SamplingParams& p = params_;
@@ -261,12 +265,11 @@ bool Sampler::nucleus_by_rejection() const {
 // renormalised distribution; a test costs two threshold sums over the row, where finding the nucleus
 // costs a threshold search and a list of all its tokens (most of a flat 150k row).
 int32_t Sampler::draw_nucleus(std::span<const float> row) {
-  max_ = vec::max_value(row);
-  if (max_ == -kInf) fail("sampler", "no token has a finite logit");
+  set_max(row);
   const double total = fill_weights(row);
   const double target = static_cast<double>(params_.top_p) * total;
   for (int attempt = 0; attempt < kNucleusAttempts; ++attempt) {
-    const int32_t x = draw_weighted(row.size(), total);
+    const int32_t x = draw_weighted(total);
     // The mass ranked before x (ranks_before on logit / t) lies between the mass from a few ulps over
     // row[x] and the mass from a few ulps under it, less x's own: dividing by t rounds at most a few
     // neighbouring values to one logit, and those rank by id.

@@ -63,12 +63,13 @@ class Sampler {
   std::span<const float> apply_penalties(std::span<const float> logits, std::span<const int32_t> context,
                                          size_t n_prompt);
   int32_t greedy(std::span<const float> row) const;
+  void set_max(std::span<const float> row);  // max_; throws when no logit is finite
   bool warp(std::span<const float> row);  // true: survivors in cand_[0, n_); false: the whole row
   size_t materialize(std::span<const float> row, float threshold, bool with_p);
   size_t dense_top_p(std::span<const float> row);
   int32_t draw_list();
   double fill_weights(std::span<const float> row);  // weights_ and block_sums_; returns their total
-  int32_t draw_weighted(size_t n, double total);
+  int32_t draw_weighted(double total);               // a token by weights_ (total: their sum)
   int32_t draw_dense(std::span<const float> row);
   bool nucleus_by_rejection() const;
   int32_t draw_nucleus(std::span<const float> row);
