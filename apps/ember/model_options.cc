@@ -1,5 +1,6 @@
 #include "apps/ember/model_options.h"
 #include "base/clock.h"
+#include "base/error.h"
 #include "kernels/quant.h"
 
 #include <unistd.h>
@@ -17,7 +18,14 @@ void ModelOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--quantize", quantize,
                  "Quantize weight matrices at load: q8_0 (about half of BF16's memory) or q4_0 (about a quarter); "
                  "none (default) keeps the stored dtype")
-      ->check(CLI::IsMember({"none", "q8_0", "q4_0"}));
+      ->check([](const std::string& s) {  // parse_qtype knows the names; CLI11 adds the flag's
+        try {
+          kernels::parse_qtype(s);
+          return std::string();
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+      });
   cmd.add_flag("-q,--quiet", quiet, "No progress or statistics on stderr");
 }
 
