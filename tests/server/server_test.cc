@@ -94,22 +94,42 @@ class ServeTest : public ::testing::Test {
   // ChatSession's one-shot answers to the first `at_least` cases (all by default), made on first
   // use: most tests need one, and each costs a second under the sanitizers.
   static const std::vector<Reference>& refs(size_t at_least = SIZE_MAX) {
-    while (refs_->size() < std::min(at_least, cases_->size())) {
-      const auto& c = (*cases_)[refs_->size()];
-      Reference r;
-      r.messages = c["messages"];
-      r.enable_thinking = c["enable_thinking"].get<bool>();
-      engine::ChatSession chat(*model_, *tok_, *dir_);
-      engine::ChatOptions o;
-      o.enable_thinking = r.enable_thinking;
-      const auto reply = chat.reply(r.messages, *params_, o);
-      r.content = reply.content;
-      r.reasoning = reply.reasoning_content;
-      r.completion_tokens = reply.generation.tokens.size();
-      r.finish = engine::finish_reason_name(reply.generation.finish);
-      refs_->push_back(std::move(r));
-    }
+    while (refs_->size() < std::min(at_least, cases_->size())) refs_->push_back(reference(*model_, (*cases_)[refs_->size()]));
     return *refs_;
+  }
+
+  // ChatSession's one-shot answer of `model` to eval case c.
+  static Reference reference(model::Model& model, const ordered_json& c) {
+    Reference r;
+    r.messages = c["messages"];
+    r.enable_thinking = c["enable_thinking"].get<bool>();
+    engine::ChatSession chat(model, *tok_, *dir_);
+    engine::ChatOptions o;
+    o.enable_thinking = r.enable_thinking;
+    const auto reply = chat.reply(r.messages, *params_, o);
+    r.content = reply.content;
+    r.reasoning = reply.reasoning_content;
+    r.completion_tokens = reply.generation.tokens.size();
+    r.finish = engine::finish_reason_name(reply.generation.finish);
+    return r;
+  }
+
+  // The server's answer to r's conversation, streamed or not; finish says "http error ..." when the
+  // request failed.
+  static Reference ask(RunningServer& srv, const Reference& r, bool stream) {
+    auto c = srv.client();
+    auto res = post(c, "/v1/chat/completions", chat_body(r, stream));
+    Reference got;
+    if (!res || res->status != 200) {
+      got.finish = "http error " + (res ? std::to_string(res->status) + res->body : std::string("none"));
+      return got;
+    }
+    if (stream) return collect_stream(res->body);
+    const auto j = ordered_json::parse(res->body);
+    got.content = j["choices"][0]["message"]["content"];
+    got.reasoning = j["choices"][0]["message"].value("reasoning_content", std::string());
+    got.finish = j["choices"][0]["finish_reason"];
+    return got;
   }
 };
 
@@ -177,21 +197,7 @@ TEST_F(ServeTest, ConcurrentRequestsEqualSequentialAnswers) {
   std::vector<std::future<Reference>> futures;
   for (int i = 0; i < clients; ++i)
     futures.push_back(std::async(std::launch::async, [&, i] {
-      const Reference& r = all[static_cast<size_t>(i) % all.size()];
-      auto c = srv->client();
-      const bool stream = i % 2 == 1;
-      auto res = post(c, "/v1/chat/completions", chat_body(r, stream));
-      Reference got;
-      if (!res || res->status != 200) {
-        got.finish = "http error " + (res ? std::to_string(res->status) + res->body : std::string("none"));
-        return got;
-      }
-      if (stream) return collect_stream(res->body);
-      const auto j = ordered_json::parse(res->body);
-      got.content = j["choices"][0]["message"]["content"];
-      got.reasoning = j["choices"][0]["message"].value("reasoning_content", std::string());
-      got.finish = j["choices"][0]["finish_reason"];
-      return got;
+      return ask(*srv, all[static_cast<size_t>(i) % all.size()], /*stream=*/i % 2 == 1);
     }));
   for (int i = 0; i < clients; ++i) {
     const Reference& r = all[static_cast<size_t>(i) % all.size()];
@@ -213,33 +219,12 @@ TEST_F(ServeTest, QuantizedModelConcurrentAnswersEqualChatSession) {
   auto q4 = model::Model::load(*dir_, {.threads = 2, .progress = {}, .quantize = kernels::QType::Q4_0});
   ASSERT_EQ(q4->weight_type(), "q4_0");
   const size_t n = std::min<size_t>(6, cases_->size());
-  std::vector<Reference> want(n);
-  for (size_t i = 0; i < n; ++i) {
-    const auto& c = (*cases_)[i];
-    engine::ChatSession chat(*q4, *tok_, *dir_);
-    want[i].messages = c["messages"];
-    want[i].enable_thinking = c["enable_thinking"].get<bool>();
-    engine::ChatOptions o;
-    o.enable_thinking = want[i].enable_thinking;
-    const auto reply = chat.reply(want[i].messages, *params_, o);
-    want[i].content = reply.content;
-    want[i].reasoning = reply.reasoning_content;
-  }
+  std::vector<Reference> want;
+  for (size_t i = 0; i < n; ++i) want.push_back(reference(*q4, (*cases_)[i]));
   RunningServer srv(*q4, *tok_, {.max_parallel = 4, .prefill_chunk = 32}, {});
   std::vector<std::future<Reference>> futures;
   for (size_t i = 0; i < n; ++i)
-    futures.push_back(std::async(std::launch::async, [&, i] {
-      auto c = srv.client();
-      const bool stream = i % 2 == 0;
-      auto res = post(c, "/v1/chat/completions", chat_body(want[i], stream));
-      Reference got;
-      if (!res || res->status != 200) return got;
-      if (stream) return collect_stream(res->body);
-      const auto j = ordered_json::parse(res->body);
-      got.content = j["choices"][0]["message"]["content"];
-      got.reasoning = j["choices"][0]["message"].value("reasoning_content", std::string());
-      return got;
-    }));
+    futures.push_back(std::async(std::launch::async, [&, i] { return ask(srv, want[i], /*stream=*/i % 2 == 0); }));
   for (size_t i = 0; i < n; ++i) {
     const Reference got = futures[i].get();
     EXPECT_EQ(got.content, want[i].content) << "client " << i;
