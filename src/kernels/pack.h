@@ -20,7 +20,7 @@ class PackedMatrix {
  public:
   PackedMatrix() = default;
   const WeightMatrix& view() const { return view_; }
-  int64_t bytes() const { return bytes_; }
+  int64_t bytes() const;
 
  private:
   friend PackedMatrix pack(const WeightMatrix& w, ThreadPool& pool);
@@ -28,7 +28,6 @@ class PackedMatrix {
     void operator()(uint8_t* p) const;
   };
   std::unique_ptr<uint8_t, Free> data_;
-  int64_t bytes_ = 0;
   WeightMatrix view_;
 };
 
