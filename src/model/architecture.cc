@@ -2,12 +2,38 @@
 
 namespace ember::model {
 
+const TensorNames kHuggingFaceNames{
+    .embed = "model.embed_tokens.weight",
+    .lm_head = "lm_head.weight",
+    .final_norm = "model.norm.weight",
+    .layer_prefix = "model.layers.",
+    .attn_norm = "input_layernorm",
+    .mlp_norm = "post_attention_layernorm",
+    .q_norm = "self_attn.q_norm",
+    .k_norm = "self_attn.k_norm",
+    .matrices = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
+                 "mlp.up_proj", "mlp.down_proj"},
+};
+
+std::string TensorNames::layer(int64_t index, std::string_view stem, std::string_view suffix) const {
+  std::string s(layer_prefix);
+  s += std::to_string(index);
+  s += '.';
+  s += stem;
+  s += suffix;
+  return s;
+}
+
 namespace {
 constexpr Architecture kArchitectures[] = {
-    {"llama", false, false, false, false},
-    {"mistral", false, false, true, false},
-    {"qwen2", true, false, true, true},
-    {"qwen3", false, true, true, true},
+    {.model_type = "llama", .names = &kHuggingFaceNames, .bias = BiasRule::kAttentionBias, .qk_norm = false,
+     .window = WindowRule::kNone},
+    {.model_type = "mistral", .names = &kHuggingFaceNames, .bias = BiasRule::kNone, .qk_norm = false,
+     .window = WindowRule::kAllLayers},
+    {.model_type = "qwen2", .names = &kHuggingFaceNames, .bias = BiasRule::kQkv, .qk_norm = false,
+     .window = WindowRule::kFromMaxWindow},
+    {.model_type = "qwen3", .names = &kHuggingFaceNames, .bias = BiasRule::kAttentionBias, .qk_norm = true,
+     .window = WindowRule::kFromMaxWindow},
 };
 }  // namespace
 

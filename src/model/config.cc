@@ -77,7 +77,64 @@ void parse_rope_scaling(const json& rs, const std::string& where, ModelConfig& c
   }
 }
 
+// Each layer's attention window: config.json's layer_types where given, else the architecture's rule.
+std::vector<LayerSpec> parse_layers(const Reader& r, const Architecture& arch, int64_t n_layers) {
+  std::vector<LayerSpec> layers(static_cast<size_t>(n_layers));
+  if (arch.window == WindowRule::kNone) return layers;
+  const bool on = arch.window == WindowRule::kAllLayers || r.boolean_or("use_sliding_window", false);
+  const int64_t window = on ? r.integer_or("sliding_window", 0) : 0;
+  if (window == 0) return layers;
+  if (const json* types = r.find("layer_types")) {
+    if (!types->is_array() || static_cast<int64_t>(types->size()) != n_layers)
+      fail(r.where, "field \"layer_types\" must be an array of num_hidden_layers strings");
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const json& t = (*types)[l];
+      if (t == "sliding_attention") layers[l].sliding_window = window;
+      else if (t != "full_attention")
+        fail(r.where, "layer_types[" + std::to_string(l) + "] is " + t.dump() +
+                          " (supported: \"full_attention\", \"sliding_attention\")");
+    }
+    return layers;
+  }
+  // transformers' Qwen2/Qwen3: the window applies from layer max_window_layers on.
+  const int64_t first = arch.window == WindowRule::kFromMaxWindow ? r.integer_or("max_window_layers", 28) : 0;  // transformers' default
+  for (int64_t l = first; l < n_layers; ++l) layers[static_cast<size_t>(l)].sliding_window = window;
+  return layers;
+}
+
 }  // namespace
+
+std::array<int64_t, 2> ModelConfig::shape(LayerMatrix m) const {
+  switch (m) {
+    case LayerMatrix::kQ: return {q_dim(), hidden_size};
+    case LayerMatrix::kK:
+    case LayerMatrix::kV: return {kv_dim(), hidden_size};
+    case LayerMatrix::kO: return {hidden_size, q_dim()};
+    case LayerMatrix::kGate:
+    case LayerMatrix::kUp: return {intermediate_size, hidden_size};
+    case LayerMatrix::kDown: return {hidden_size, intermediate_size};
+  }
+  return {0, 0};
+}
+
+bool ModelConfig::has_bias(LayerMatrix m) const {
+  switch (m) {
+    case LayerMatrix::kQ:
+    case LayerMatrix::kK:
+    case LayerMatrix::kV: return qkv_bias;
+    case LayerMatrix::kO: return o_bias;
+    case LayerMatrix::kGate:
+    case LayerMatrix::kUp:
+    case LayerMatrix::kDown: return mlp_bias;
+  }
+  return false;
+}
+
+bool ModelConfig::any_sliding_window() const {
+  for (const LayerSpec& l : layers)
+    if (l.sliding_window > 0) return true;
+  return false;
+}
 
 ModelConfig parse_config(const std::string& text, const std::string& where) {
   json j;
@@ -120,19 +177,11 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
     fail(where, "unsupported hidden_act \"" + act->dump() + "\" (supported: silu)");
 
   const bool attention_bias = r.boolean_or("attention_bias", false);
-  c.attention_bias = arch->qkv_bias_default || attention_bias;
-  c.o_proj_bias = c.model_type == "llama" && attention_bias;
+  c.qkv_bias = arch->bias == BiasRule::kQkv || (arch->bias == BiasRule::kAttentionBias && attention_bias);
+  c.o_bias = arch->bias == BiasRule::kAttentionBias && attention_bias;
   c.mlp_bias = r.boolean_or("mlp_bias", false);
   c.qk_norm = arch->qk_norm;
-
-  const int64_t window = r.integer_or("sliding_window", 0);
-  if (arch->sliding_window_supported) {
-    const bool on = arch->sliding_window_needs_flag ? r.boolean_or("use_sliding_window", false) : true;
-    if (on) c.sliding_window = window;
-    if (on && window > 0 && arch->sliding_window_needs_flag &&
-        r.integer_or("max_window_layers", c.num_hidden_layers) < c.num_hidden_layers)
-      fail(where, "sliding window on only some layers (max_window_layers) is not supported");
-  }
+  c.layers = parse_layers(r, *arch, c.num_hidden_layers);
 
   c.bos_token_id = static_cast<int32_t>(r.integer_or("bos_token_id", -1));
   if (const json* eos = r.find("eos_token_id")) {

@@ -1,8 +1,11 @@
 #pragma once
 // The typed model configuration read from a Hugging Face config.json.
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
+
+#include "model/architecture.h"
 
 namespace ember::model {
 
@@ -18,6 +21,11 @@ struct RopeConfig {
   int64_t original_max_position_embeddings = 0;
 };
 
+// What differs from one decoder layer to the next.
+struct LayerSpec {
+  int64_t sliding_window = 0;  // 0: full attention; else the last W positions
+};
+
 struct ModelConfig {
   std::string model_type;  // "llama", "mistral", "qwen2", "qwen3"
   int64_t hidden_size = 0;
@@ -31,16 +39,22 @@ struct ModelConfig {
   double rms_norm_eps = 1e-6;
   RopeConfig rope;
   bool tie_word_embeddings = false;
-  bool attention_bias = false;  // biases on q, k, v (and o for llama's attention_bias)
-  bool o_proj_bias = false;
-  bool mlp_bias = false;
-  bool qk_norm = false;         // qwen3: per-head RMSNorm of q and k before RoPE
-  int64_t sliding_window = 0;   // 0: full attention
+  // Resolved from the architecture table and config.json (model/architecture.h).
+  bool qkv_bias = false;  // biases on the q, k and v projections
+  bool o_bias = false;    // a bias on the attention output projection
+  bool mlp_bias = false;  // biases on gate, up and down
+  bool qk_norm = false;   // per-head RMSNorm of q and k before RoPE
+  std::vector<LayerSpec> layers;  // one per decoder layer (num_hidden_layers)
   std::vector<int32_t> eos_token_ids;
   int32_t bos_token_id = -1;
 
   int64_t q_dim() const { return num_attention_heads * head_dim; }
   int64_t kv_dim() const { return num_key_value_heads * head_dim; }
+  // [rows, cols] of a layer matrix (rows are output features), and whether it has a bias.
+  std::array<int64_t, 2> shape(LayerMatrix m) const;
+  bool has_bias(LayerMatrix m) const;
+  // Whether any layer attends within a sliding window.
+  bool any_sliding_window() const;
 };
 
 // Parses config.json text; `where` names the file in error messages. Throws ember::Error for a missing

@@ -5,9 +5,11 @@
 // when they write into a shared one.
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "base/dtype.h"
+#include "kernels/attention.h"
 #include "model/config.h"
 
 namespace ember::model {
@@ -30,14 +32,18 @@ class KvCache {
   int refcount(int32_t block) const { return refs_[block]; }
   void copy_block(int32_t from, int32_t to);
 
-  // [n_kv_heads][block_size][head_dim] elements of dtype() (see kernels::KvView).
-  void* keys(int32_t block, int64_t layer) { return base(block, layer); }
-  void* values(int32_t block, int64_t layer) { return base(block, layer) + layer_stride_; }
+  // Bytes of keys and values of one position over all layers: what a token of context costs.
+  int64_t bytes_per_token() const { return 2 * n_layers_ * kv_dim_ * static_cast<int64_t>(dtype_size(dtype_)); }
 
  private:
+  friend class KvSequence;
+  friend class KvBatchView;
+  // [n_kv_heads][block_size][head_dim] elements of dtype() (see kernels::KvView).
+  uint8_t* keys(int32_t block, int64_t layer) { return base(block, layer); }
+  uint8_t* values(int32_t block, int64_t layer) { return base(block, layer) + layer_stride_; }
   uint8_t* base(int32_t block, int64_t layer) { return data_.get() + block * block_stride_ + layer * 2 * layer_stride_; }
 
-  int64_t n_layers_, kv_dim_, block_size_, n_blocks_;
+  int64_t n_layers_, n_kv_heads_, head_dim_, kv_dim_, block_size_, n_blocks_;
   DType dtype_;
   int64_t layer_stride_;  // bytes of keys (or values) of one layer in one block
   int64_t block_stride_;
@@ -68,10 +74,29 @@ class KvSequence {
   // Forgets positions >= new_length (keeps the prefix, e.g. the part of a chat already cached).
   void truncate(int64_t new_length);
 
+  // Stores the keys and values of position `pos` (< length()) of `layer`: k and v hold
+  // [n_kv_heads][head_dim] floats, converted to the cache's dtype.
+  void store(int64_t layer, int64_t pos, const float* k, const float* v);
+
  private:
   KvCache* cache_;
   std::vector<int32_t> blocks_;
   int64_t length_ = 0;
+};
+
+}  // namespace ember::model
+
+namespace ember::model {
+
+// The block tables of one layer for the sequences of a batch, as the attention kernel reads them.
+class KvBatchView {
+ public:
+  // A view of `layer` per sequence, valid until the next call.
+  std::span<const kernels::KvView> build(std::span<const KvSequence* const> seqs, int64_t layer);
+
+ private:
+  std::vector<const void*> k_, v_;
+  std::vector<kernels::KvView> views_;
 };
 
 }  // namespace ember::model

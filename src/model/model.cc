@@ -14,9 +14,12 @@ namespace ember::model {
 using kernels::WeightMatrix;
 
 struct Model::Layer {
-  WeightMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+  std::array<WeightMatrix, kLayerMatrices> w;           // indexed by LayerMatrix
+  std::array<std::vector<float>, kLayerMatrices> bias;  // empty where the layer has none
   std::vector<float> attn_norm, mlp_norm, q_norm, k_norm;
-  std::vector<float> bq, bk, bv, bo, b_gate, b_up, b_down;  // empty when the architecture has none
+  kernels::AttentionShape attention;  // heads, scale and this layer's window
+
+  const WeightMatrix& operator[](LayerMatrix m) const { return w[static_cast<size_t>(m)]; }
 };
 
 // Activations of one batch, reused across calls.
@@ -33,6 +36,16 @@ struct Model::Scratch {
     up.resize(n * c.intermediate_size);
     last.resize(n * c.hidden_size);
   }
+};
+
+// Where each token of a batch goes: its sequence, its position, and its sequence's length after the
+// pass (which dynamic RoPE scaling depends on).
+struct Model::Batch {
+  int64_t n = 0;                           // tokens
+  std::vector<const KvSequence*> seqs;     // per item
+  std::vector<int64_t> first_pos;          // per item
+  std::vector<size_t> item;                // per token
+  std::vector<int64_t> pos;                // per token
 };
 
 namespace {
@@ -66,7 +79,7 @@ struct Model::Source {
 Model::Model(std::string dir, ModelConfig config, Checkpoint checkpoint, const LoadOptions& options)
     : dir_(std::move(dir)), config_(std::move(config)), checkpoint_(std::move(checkpoint)), pool_(options.threads),
       tuner_(pool_.size()),
-      kv_dtype_(options.kv_dtype), scratch_(std::make_unique<Scratch>()) {}
+      kv_dtype_(options.kv_dtype), scratch_(std::make_unique<Scratch>()), rope_(config_) {}
 
 Model::~Model() = default;
 
@@ -84,7 +97,8 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   m->bind_weights(Source{[&](const std::string& n) { return ck.find(n); },
                          [&](const std::string& n, const std::vector<int64_t>& shape) -> const TensorInfo& {
                            return ck.require(n, shape);
-                         }});
+                         }},
+                  *find_architecture(m->config_.model_type)->names);
   if (options.quantize != kernels::QType::None) {
     progress(std::string("quantizing weights to ") + kernels::qtype_name(options.quantize));
     m->quantize_weights(options.quantize);
@@ -109,7 +123,8 @@ std::unique_ptr<Model> Model::from_memory(ModelConfig config, InMemoryWeights we
                            const TensorInfo* t = find(n);
                            if (t == nullptr || t->shape != shape) fail("in-memory weights", "tensor " + n + " is missing or mis-shaped");
                            return *t;
-                         }});
+                         }},
+                  kHuggingFaceNames);
   if (options.quantize != kernels::QType::None) {
     if (options.progress) options.progress(std::string("quantizing weights to ") + kernels::qtype_name(options.quantize));
     m->quantize_weights(options.quantize);
@@ -139,9 +154,9 @@ void Model::quantize_weights(kernels::QType q) {
     w = quantized_.back().view();
     release_source(source);
   };
-  quantized_.reserve(layers_.size() * 7 + 1);
+  quantized_.reserve(layers_.size() * kLayerMatrices + 1);
   for (Layer& L : layers_)
-    for (WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) convert(*w, q);
+    for (WeightMatrix& w : L.w) convert(w, q);
   convert(lm_head_, kernels::QType::Q8_0);
 }
 
@@ -157,7 +172,7 @@ void Model::pack_weights() {
     release_source(source);
   };
   for (Layer& L : layers_)
-    for (WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) convert(*w);
+    for (WeightMatrix& w : L.w) convert(w);
   convert(lm_head_);
   if (tied && lm_head_.layout == kernels::Layout::Panels) {
     const WeightMatrix source = embed_;
@@ -169,14 +184,14 @@ void Model::pack_weights() {
 int64_t Model::decode_weight_bytes() const {
   int64_t total = kernels::weight_bytes(lm_head_);
   for (const Layer& L : layers_)
-    for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) total += kernels::weight_bytes(*w);
+    for (const WeightMatrix& w : L.w) total += kernels::weight_bytes(w);
   return total;
 }
 
 std::string Model::weight_type() const {
   std::vector<std::string> types;
   for (const Layer& L : layers_)
-    for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+    for (const WeightMatrix* w = L.w.data(); w != L.w.data() + kLayerMatrices; ++w) {
       std::string t = w->qtype != kernels::QType::None ? kernels::qtype_name(w->qtype) : dtype_name(w->dtype);
       std::transform(t.begin(), t.end(), t.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
       if (std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
@@ -186,199 +201,164 @@ std::string Model::weight_type() const {
   return out;
 }
 
-void Model::bind_weights(const Source& cp) {
+void Model::bind_weights(const Source& cp, const TensorNames& names) {
   const ModelConfig& c = config_;
-  const int64_t H = c.hidden_size, I = c.intermediate_size, V = c.vocab_size;
+  const int64_t H = c.hidden_size, V = c.vocab_size;
+  if (static_cast<int64_t>(c.layers.size()) != c.num_hidden_layers)
+    fail("model config", "describes " + std::to_string(c.layers.size()) + " layers but num_hidden_layers is " +
+                             std::to_string(c.num_hidden_layers));
   // Tied checkpoints store the shared matrix under either name.
-  const TensorInfo* embed = cp.find("model.embed_tokens.weight");
-  const TensorInfo* head = cp.find("lm_head.weight");
+  const std::string embed_name(names.embed), head_name(names.lm_head);
+  const TensorInfo* embed = cp.find(embed_name);
+  const TensorInfo* head = cp.find(head_name);
   if (embed == nullptr && c.tie_word_embeddings) embed = head;
-  if (embed == nullptr) embed = &cp.require("model.embed_tokens.weight", {V, H});
+  if (embed == nullptr) embed = &cp.require(embed_name, {V, H});
   if (c.tie_word_embeddings || head == nullptr) {
-    if (!c.tie_word_embeddings) cp.require("lm_head.weight", {V, H});
+    if (!c.tie_word_embeddings) cp.require(head_name, {V, H});
     head = embed;
   }
   embed_ = matrix(cp.require(embed->name, {V, H}));
   lm_head_ = matrix(cp.require(head->name, {V, H}));
-  final_norm_ = vec(cp.require("model.norm.weight", {H}));
+  final_norm_ = vec(cp.require(std::string(names.final_norm), {H}));
 
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   layers_.resize(static_cast<size_t>(c.num_hidden_layers));
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
     Layer& L = layers_[static_cast<size_t>(l)];
-    L.attn_norm = vec(cp.require(p + "input_layernorm.weight", {H}));
-    L.mlp_norm = vec(cp.require(p + "post_attention_layernorm.weight", {H}));
-    L.wq = matrix(cp.require(p + "self_attn.q_proj.weight", {c.q_dim(), H}));
-    L.wk = matrix(cp.require(p + "self_attn.k_proj.weight", {c.kv_dim(), H}));
-    L.wv = matrix(cp.require(p + "self_attn.v_proj.weight", {c.kv_dim(), H}));
-    L.wo = matrix(cp.require(p + "self_attn.o_proj.weight", {H, c.q_dim()}));
-    L.w_gate = matrix(cp.require(p + "mlp.gate_proj.weight", {I, H}));
-    L.w_up = matrix(cp.require(p + "mlp.up_proj.weight", {I, H}));
-    L.w_down = matrix(cp.require(p + "mlp.down_proj.weight", {H, I}));
-    if (c.attention_bias) {
-      L.bq = vec(cp.require(p + "self_attn.q_proj.bias", {c.q_dim()}));
-      L.bk = vec(cp.require(p + "self_attn.k_proj.bias", {c.kv_dim()}));
-      L.bv = vec(cp.require(p + "self_attn.v_proj.bias", {c.kv_dim()}));
-    }
-    if (c.o_proj_bias) L.bo = vec(cp.require(p + "self_attn.o_proj.bias", {H}));
-    if (c.mlp_bias) {
-      L.b_gate = vec(cp.require(p + "mlp.gate_proj.bias", {I}));
-      L.b_up = vec(cp.require(p + "mlp.up_proj.bias", {I}));
-      L.b_down = vec(cp.require(p + "mlp.down_proj.bias", {H}));
+    L.attn_norm = vec(cp.require(names.layer(l, names.attn_norm), {H}));
+    L.mlp_norm = vec(cp.require(names.layer(l, names.mlp_norm), {H}));
+    for (LayerMatrix m : kAllLayerMatrices) {
+      const auto [rows, cols] = c.shape(m);
+      L.w[static_cast<size_t>(m)] = matrix(cp.require(names.matrix(l, m), {rows, cols}));
+      if (c.has_bias(m)) L.bias[static_cast<size_t>(m)] = vec(cp.require(names.matrix(l, m, ".bias"), {rows}));
     }
     if (c.qk_norm) {
-      L.q_norm = vec(cp.require(p + "self_attn.q_norm.weight", {c.head_dim}));
-      L.k_norm = vec(cp.require(p + "self_attn.k_norm.weight", {c.head_dim}));
+      L.q_norm = vec(cp.require(names.layer(l, names.q_norm), {c.head_dim}));
+      L.k_norm = vec(cp.require(names.layer(l, names.k_norm), {c.head_dim}));
     }
+    L.attention = kernels::AttentionShape{c.num_attention_heads, c.num_key_value_heads, c.head_dim,
+                                          c.layers[static_cast<size_t>(l)].sliding_window, scale};
   }
 }
 
-std::unique_ptr<KvCache> Model::make_cache(int64_t max_tokens) const {
-  constexpr int64_t kBlock = 16;
-  return std::make_unique<KvCache>(config_, std::max<int64_t>(1, (max_tokens + kBlock - 1) / kBlock), kBlock, kv_dtype_);
+std::unique_ptr<KvCache> Model::make_cache(int64_t max_tokens, int64_t block_size) const {
+  return std::make_unique<KvCache>(config_, std::max<int64_t>(1, (max_tokens + block_size - 1) / block_size),
+                                   block_size, kv_dtype_);
 }
 
-void Model::prepare_rope(int64_t max_pos) {
-  // Dynamic scaling depends on the sequence length, so its table is rebuilt when the length grows.
-  const bool dynamic = config_.rope.scaling == RopeScaling::Dynamic;
-  const int64_t seq_len = std::max(max_pos, config_.max_position_embeddings);
-  if (max_pos <= rope_positions_ && (!dynamic || seq_len == rope_seq_len_)) return;
-  const int64_t n = dynamic ? max_pos : std::max<int64_t>(max_pos, std::min<int64_t>(4096, config_.max_position_embeddings));
-  const int64_t half = config_.head_dim / 2;
-  const std::vector<double> inv = rope_inv_freq(config_, seq_len);
-  rope_cos_.resize(n * half);
-  rope_sin_.resize(n * half);
-  for (int64_t p = 0; p < n; ++p)
-    for (int64_t j = 0; j < half; ++j) {
-      const double a = static_cast<double>(p) * inv[j];
-      rope_cos_[p * half + j] = static_cast<float>(std::cos(a));
-      rope_sin_[p * half + j] = static_cast<float>(std::sin(a));
-    }
-  rope_positions_ = n;
-  rope_seq_len_ = seq_len;
-}
-
-void Model::forward(std::span<ForwardItem> batch) {
+void Model::forward(std::span<ForwardItem> items) {
   const ModelConfig& c = config_;
-  const int64_t H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), I = c.intermediate_size, hd = c.head_dim;
-  int64_t n = 0, max_pos = 0;
-  for (ForwardItem& it : batch) {
+  Batch b;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const ForwardItem& it = items[i];
     if (it.tokens.empty()) fail("forward", "an item has no tokens");
     for (int32_t t : it.tokens)
       if (t < 0 || t >= c.vocab_size)
         fail("forward", "token id " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
-    n += static_cast<int64_t>(it.tokens.size());
-    max_pos = std::max(max_pos, it.seq->length() + static_cast<int64_t>(it.tokens.size()));
+    b.seqs.push_back(it.seq);
+    b.first_pos.push_back(it.seq->length());
+    for (size_t t = 0; t < it.tokens.size(); ++t) {
+      b.item.push_back(i);
+      b.pos.push_back(it.seq->length() + static_cast<int64_t>(t));
+    }
   }
-  if (n == 0) return;
+  b.n = static_cast<int64_t>(b.pos.size());
+  if (b.n == 0) return;
   // Reserve cache positions first so that running out of blocks fails before any state changes.
-  std::vector<int64_t> first_pos;
-  for (ForwardItem& it : batch) first_pos.push_back(it.seq->length());
-  for (size_t i = 0; i < batch.size(); ++i) {
+  for (size_t i = 0; i < items.size(); ++i) {
     try {
-      batch[i].seq->extend(first_pos[i] + static_cast<int64_t>(batch[i].tokens.size()));
+      items[i].seq->extend(b.first_pos[i] + static_cast<int64_t>(items[i].tokens.size()));
     } catch (...) {
-      for (size_t j = 0; j <= i; ++j) batch[j].seq->truncate(first_pos[j]);
+      for (size_t j = 0; j <= i; ++j) items[j].seq->truncate(b.first_pos[j]);
       throw;
     }
   }
-  prepare_rope(max_pos);
-  const int tune_kind = kernels::WidthTuner::kind_of_tokens(n);
-  const int width = tuner_.choose(tune_kind);
+  // Whether this size of step runs faster on all threads or on one is measured, not assumed.
+  const int kind = kernels::WidthTuner::kind_of_tokens(b.n);
+  const int width = tuner_.choose(kind);
   pool_.set_caller_only(width == 1);
   const auto started = std::chrono::steady_clock::now();
+  compute(items, b);
+  tuner_.record(kind, width, seconds_since(started));
+}
+
+// The decoder: embeddings, then per layer attention and MLP with pre-norms and residuals, then the
+// final norm and the logits.
+void Model::compute(std::span<ForwardItem> items, const Batch& b) {
+  const ModelConfig& c = config_;
+  const int64_t n = b.n, H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), I = c.intermediate_size;
+  const float eps = static_cast<float>(c.rms_norm_eps);
   Scratch& s = *scratch_;
   s.resize(c, n);
-  kernels::ThreadPool& pool = pool_;
 
   int64_t row = 0;
-  for (ForwardItem& it : batch)
+  for (const ForwardItem& it : items)
     for (int32_t t : it.tokens) kernels::copy_row(embed_, t, s.x.data() + (row++) * H);
-
-  const kernels::AttentionShape shape{c.num_attention_heads, c.num_key_value_heads, hd, c.sliding_window,
-                                      static_cast<float>(1.0 / std::sqrt(static_cast<double>(hd)))};
-  const int64_t half = hd / 2;
-  std::vector<const void*> kb, vb;
-  std::vector<kernels::AttentionItem> attn(batch.size());
 
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
-    kernels::rms_norm(s.x.data(), L.attn_norm.data(), n, H, static_cast<float>(c.rms_norm_eps), s.xb.data());
-    const kernels::MatmulOut qkv[] = {{&L.wq, s.q.data()}, {&L.wk, s.k.data()}, {&L.wv, s.v.data()}};
-    kernels::matmul_fused(qkv, s.xb.data(), n, pool);
-    if (!L.bq.empty()) {
-      kernels::add_bias(s.q.data(), L.bq.data(), n, Q);
-      kernels::add_bias(s.k.data(), L.bk.data(), n, KV);
-      kernels::add_bias(s.v.data(), L.bv.data(), n, KV);
+    // Attention.
+    kernels::rms_norm(s.x.data(), L.attn_norm.data(), n, H, eps, s.xb.data());
+    project(L, {{LayerMatrix::kQ, s.q.data()}, {LayerMatrix::kK, s.k.data()}, {LayerMatrix::kV, s.v.data()}}, s.xb.data(), n);
+    if (c.qk_norm) {
+      kernels::rms_norm(s.q.data(), L.q_norm.data(), n * c.num_attention_heads, c.head_dim, eps, s.q.data());
+      kernels::rms_norm(s.k.data(), L.k_norm.data(), n * c.num_key_value_heads, c.head_dim, eps, s.k.data());
     }
-    if (!L.q_norm.empty()) {
-      const float eps = static_cast<float>(c.rms_norm_eps);
-      kernels::rms_norm(s.q.data(), L.q_norm.data(), n * c.num_attention_heads, hd, eps, s.q.data());
-      kernels::rms_norm(s.k.data(), L.k_norm.data(), n * c.num_key_value_heads, hd, eps, s.k.data());
+    for (int64_t t = 0; t < n; ++t) {
+      const size_t i = b.item[static_cast<size_t>(t)];
+      const int64_t pos = b.pos[static_cast<size_t>(t)];
+      rope_.apply(s.q.data() + t * Q, s.k.data() + t * KV, pos, b.first_pos[i] + static_cast<int64_t>(items[i].tokens.size()));
+      items[i].seq->store(l, pos, s.k.data() + t * KV, s.v.data() + t * KV);
     }
-    // RoPE, then store keys and values into each sequence's cache blocks.
-    row = 0;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      KvSequence& seq = *batch[i].seq;
-      KvCache& cache = seq.cache();
-      const int64_t bs = cache.block_size();
-      for (size_t t = 0; t < batch[i].tokens.size(); ++t, ++row) {
-        const int64_t pos = first_pos[i] + static_cast<int64_t>(t);
-        const float* cs = rope_cos_.data() + pos * half;
-        const float* sn = rope_sin_.data() + pos * half;
-        kernels::rope_rotate_half(s.q.data() + row * Q, c.num_attention_heads, hd, cs, sn);
-        kernels::rope_rotate_half(s.k.data() + row * KV, c.num_key_value_heads, hd, cs, sn);
-        const int32_t block = seq.blocks()[static_cast<size_t>(pos / bs)];
-        const int64_t slot = pos % bs, es = static_cast<int64_t>(dtype_size(cache.dtype()));
-        for (int64_t h = 0; h < c.num_key_value_heads; ++h) {  // head-major blocks (kernels::KvView)
-          const int64_t at = kernels::kv_offset(bs, hd, h, slot) * es;
-          kernels::store_row(s.k.data() + row * KV + h * hd, hd, cache.dtype(), static_cast<uint8_t*>(cache.keys(block, l)) + at);
-          kernels::store_row(s.v.data() + row * KV + h * hd, hd, cache.dtype(), static_cast<uint8_t*>(cache.values(block, l)) + at);
-        }
-      }
-    }
-    // Attention of every sequence in one dispatch: a decode step has little work per sequence.
-    kb.clear();
-    vb.clear();
-    for (ForwardItem& it : batch)
-      for (int32_t b : it.seq->blocks()) {
-        kb.push_back(it.seq->cache().keys(b, l));
-        vb.push_back(it.seq->cache().values(b, l));
-      }
-    row = 0;
-    size_t table = 0;
-    for (size_t i = 0; i < batch.size(); ++i) {
-      const KvSequence& seq = *batch[i].seq;
-      const int64_t nt = static_cast<int64_t>(batch[i].tokens.size());
-      attn[i] = kernels::AttentionItem{s.q.data() + row * Q, nt, first_pos[i],
-                                       kernels::KvView{kb.data() + table, vb.data() + table, seq.cache().block_size(), seq.cache().dtype()},
-                                       s.att.data() + row * Q};
-      table += seq.blocks().size();
-      row += nt;
-    }
-    kernels::attention(attn, shape, pool);
-    kernels::matmul(L.wo, s.att.data(), n, s.xb.data(), pool);
-    if (!L.bo.empty()) kernels::add_bias(s.xb.data(), L.bo.data(), n, H);
+    attention(b, l, s.q.data(), s.att.data());
+    project(L, {{LayerMatrix::kO, s.xb.data()}}, s.att.data(), n);
     kernels::add_inplace(s.x.data(), s.xb.data(), n * H);
-
-    kernels::rms_norm(s.x.data(), L.mlp_norm.data(), n, H, static_cast<float>(c.rms_norm_eps), s.xb.data());
-    const kernels::MatmulOut gate_up[] = {{&L.w_gate, s.gate.data()}, {&L.w_up, s.up.data()}};
-    kernels::matmul_fused(gate_up, s.xb.data(), n, pool);
-    if (!L.b_gate.empty()) {
-      kernels::add_bias(s.gate.data(), L.b_gate.data(), n, I);
-      kernels::add_bias(s.up.data(), L.b_up.data(), n, I);
-    }
+    // MLP.
+    kernels::rms_norm(s.x.data(), L.mlp_norm.data(), n, H, eps, s.xb.data());
+    project(L, {{LayerMatrix::kGate, s.gate.data()}, {LayerMatrix::kUp, s.up.data()}}, s.xb.data(), n);
     kernels::silu_mul(s.gate.data(), s.up.data(), n * I);
-    kernels::matmul(L.w_down, s.gate.data(), n, s.xb.data(), pool);
-    if (!L.b_down.empty()) kernels::add_bias(s.xb.data(), L.b_down.data(), n, H);
+    project(L, {{LayerMatrix::kDown, s.xb.data()}}, s.gate.data(), n);
     kernels::add_inplace(s.x.data(), s.xb.data(), n * H);
   }
+  logits(items);
+}
 
-  // Final norm and lm_head only for the rows whose logits are wanted, all in one product so that the
-  // output matrix is read once per step rather than once per sequence.
-  int64_t wanted = 0;
-  row = 0;
-  for (ForwardItem& it : batch) {
+// Products of the same activations in one dispatch (q/k/v, gate/up), each with its bias if any.
+void Model::project(const Layer& L, std::initializer_list<std::pair<LayerMatrix, float*>> outs, const float* x,
+                    int64_t n) {
+  std::array<kernels::MatmulOut, kLayerMatrices> mo;
+  size_t k = 0;
+  for (const auto& [m, y] : outs) mo[k++] = {&L[m], y};
+  if (k == 1) kernels::matmul(*mo[0].w, x, n, mo[0].y, pool_);
+  else kernels::matmul_fused(std::span<const kernels::MatmulOut>(mo.data(), k), x, n, pool_);
+  for (const auto& [m, y] : outs)
+    if (const auto& bias = L.bias[static_cast<size_t>(m)]; !bias.empty())
+      kernels::add_bias(y, bias.data(), n, L[m].rows);
+}
+
+// Every sequence's attention over its cache in one dispatch: a decode step has little work per sequence.
+void Model::attention(const Batch& b, int64_t layer, const float* q, float* out) {
+  const int64_t Q = config_.q_dim();
+  const std::span<const kernels::KvView> views = kv_view_.build(b.seqs, layer);
+  std::vector<kernels::AttentionItem>& attn = attention_items_;
+  attn.resize(b.seqs.size());
+  int64_t row = 0;
+  for (size_t i = 0; i < b.seqs.size(); ++i) {
+    const int64_t nt = b.seqs[i]->length() - b.first_pos[i];
+    attn[i] = kernels::AttentionItem{q + row * Q, nt, b.first_pos[i], views[i], out + row * Q};
+    row += nt;
+  }
+  kernels::attention(attn, layers_[static_cast<size_t>(layer)].attention, pool_);
+}
+
+// Final norm and lm_head only for the rows whose logits are wanted, all in one product so that the
+// output matrix is read once per step rather than once per sequence.
+void Model::logits(std::span<ForwardItem> items) {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size, V = c.vocab_size;
+  Scratch& s = *scratch_;
+  int64_t wanted = 0, row = 0;
+  for (const ForwardItem& it : items) {
     const int64_t nt = static_cast<int64_t>(it.tokens.size());
     const int64_t count = it.all_logits ? nt : 1;
     if (it.logits != nullptr) {
@@ -388,17 +368,15 @@ void Model::forward(std::span<ForwardItem> batch) {
     }
     row += nt;
   }
-  const int64_t V = c.vocab_size;
   s.logits.resize(static_cast<size_t>(wanted * V));
-  kernels::matmul(lm_head_, s.last.data(), wanted, s.logits.data(), pool);
+  kernels::matmul(lm_head_, s.last.data(), wanted, s.logits.data(), pool_);
   wanted = 0;
-  for (ForwardItem& it : batch) {
+  for (ForwardItem& it : items) {
     if (it.logits == nullptr) continue;
     const int64_t count = it.all_logits ? static_cast<int64_t>(it.tokens.size()) : 1;
     std::copy_n(s.logits.data() + wanted * V, count * V, it.logits);
     wanted += count;
   }
-  tuner_.record(tune_kind, width, seconds_since(started));
 }
 
 std::vector<float> Model::forward(KvSequence& seq, std::span<const int32_t> tokens) {

@@ -1,10 +1,12 @@
 #pragma once
 // A loaded decoder-only transformer (Llama, Mistral, Qwen2, Qwen3) and its forward pass.
 #include <functional>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/matmul.h"
@@ -12,8 +14,10 @@
 #include "kernels/quant.h"
 #include "kernels/thread_pool.h"
 #include "kernels/width_tuner.h"
+#include "model/architecture.h"
 #include "model/config.h"
 #include "model/kv_cache.h"
+#include "model/rope.h"
 #include "model/safetensors.h"
 
 namespace ember::model {
@@ -72,13 +76,15 @@ class Model {
   std::string weight_type() const;
   kernels::ThreadPool& pool() { return pool_; }
 
-  // A KV cache sized for `max_tokens` positions in total (over all sequences that will share it).
-  // Stored in the LoadOptions' kv_dtype.
-  std::unique_ptr<KvCache> make_cache(int64_t max_tokens) const;
+  // A KV cache of blocks of `block_size` positions, `max_tokens` positions in total (over all
+  // sequences that will share it), stored in the LoadOptions' kv_dtype.
+  static constexpr int64_t kKvBlock = 16;
+  std::unique_ptr<KvCache> make_cache(int64_t max_tokens, int64_t block_size = kKvBlock) const;
   DType kv_dtype() const { return kv_dtype_; }
 
   // Runs all items as one batch: matrix products over every token of every item, attention per
-  // sequence over its cache. Not reentrant (uses the model's scratch buffers).
+  // sequence over its cache. Not reentrant (uses the model's scratch buffers). Throws ember::Error,
+  // with every sequence unchanged, for a token outside the vocabulary or a cache out of blocks.
   void forward(std::span<ForwardItem> batch);
 
   // Convenience: one sequence, logits of the last token.
@@ -88,12 +94,17 @@ class Model {
   struct Layer;
   struct Scratch;
   struct Source;
+  struct Batch;
   Model(std::string dir, ModelConfig config, Checkpoint checkpoint, const LoadOptions& options);
-  void bind_weights(const Source& src);
+  void bind_weights(const Source& src, const TensorNames& names);
+  // The forward pass proper, for a batch whose positions are reserved.
+  void compute(std::span<ForwardItem> items, const Batch& b);
+  void attention(const Batch& b, int64_t layer, const float* q, float* out);
+  void project(const Layer& L, std::initializer_list<std::pair<LayerMatrix, float*>> outs, const float* x, int64_t n);
+  void logits(std::span<ForwardItem> items);
   void quantize_weights(kernels::QType q);
   void pack_weights();
   void release_source(const kernels::WeightMatrix& source);
-  void prepare_rope(int64_t max_pos);
 
   std::string dir_;
   ModelConfig config_;
@@ -109,9 +120,9 @@ class Model {
   std::vector<float> final_norm_;
   std::vector<Layer> layers_;
   std::unique_ptr<Scratch> scratch_;
-  // cos/sin tables of RoPE per position ([pos][head_dim/2]); grown on demand.
-  std::vector<float> rope_cos_, rope_sin_;
-  int64_t rope_positions_ = 0, rope_seq_len_ = 0;
+  Rope rope_;
+  KvBatchView kv_view_;
+  std::vector<kernels::AttentionItem> attention_items_;
 };
 
 }  // namespace ember::model

@@ -89,7 +89,8 @@ ModelConfig synthetic_config(const std::string& name) {
     c.rms_norm_eps = 1e-5;
     c.rope.theta = s.rope_theta;
     c.tie_word_embeddings = s.tied;
-    c.attention_bias = s.qkv_bias;
+    c.qkv_bias = s.qkv_bias;
+    c.layers.assign(static_cast<size_t>(s.layers), LayerSpec{});
     c.bos_token_id = 1;
     c.eos_token_ids = {2};
     return c;
@@ -101,30 +102,27 @@ ModelConfig synthetic_config(const std::string& name) {
 
 InMemoryWeights synthetic_weights(const ModelConfig& c, DType dtype, uint64_t seed, kernels::ThreadPool& pool) {
   InMemoryWeights w;
-  const int64_t H = c.hidden_size, I = c.intermediate_size;
+  const int64_t H = c.hidden_size;
   uint64_t k = seed;
   auto mat = [&](const std::string& name, int64_t rows, int64_t cols) {
     add_tensor(w, name, {rows, cols}, dtype, std::sqrt(3.0f / static_cast<float>(cols)), ++k, pool);
   };
   auto vec = [&](const std::string& name, int64_t n, float range) { add_tensor(w, name, {n}, DType::F32, range, ++k, pool); };
-  mat("model.embed_tokens.weight", c.vocab_size, H);
-  if (!c.tie_word_embeddings) mat("lm_head.weight", c.vocab_size, H);
-  vec("model.norm.weight", H, -1.0f);
+  const TensorNames& names = kHuggingFaceNames;
+  mat(std::string(names.embed), c.vocab_size, H);
+  if (!c.tie_word_embeddings) mat(std::string(names.lm_head), c.vocab_size, H);
+  vec(std::string(names.final_norm), H, -1.0f);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
-    const std::string p = "model.layers." + std::to_string(l) + ".";
-    vec(p + "input_layernorm.weight", H, -1.0f);
-    vec(p + "post_attention_layernorm.weight", H, -1.0f);
-    mat(p + "self_attn.q_proj.weight", c.q_dim(), H);
-    mat(p + "self_attn.k_proj.weight", c.kv_dim(), H);
-    mat(p + "self_attn.v_proj.weight", c.kv_dim(), H);
-    mat(p + "self_attn.o_proj.weight", H, c.q_dim());
-    mat(p + "mlp.gate_proj.weight", I, H);
-    mat(p + "mlp.up_proj.weight", I, H);
-    mat(p + "mlp.down_proj.weight", H, I);
-    if (c.attention_bias) {
-      vec(p + "self_attn.q_proj.bias", c.q_dim(), 0.1f);
-      vec(p + "self_attn.k_proj.bias", c.kv_dim(), 0.1f);
-      vec(p + "self_attn.v_proj.bias", c.kv_dim(), 0.1f);
+    vec(names.layer(l, names.attn_norm), H, -1.0f);
+    vec(names.layer(l, names.mlp_norm), H, -1.0f);
+    for (LayerMatrix m : kAllLayerMatrices) {
+      const auto [rows, cols] = c.shape(m);
+      mat(names.matrix(l, m), rows, cols);
+      if (c.has_bias(m)) vec(names.matrix(l, m, ".bias"), rows, 0.1f);
+    }
+    if (c.qk_norm) {
+      vec(names.layer(l, names.q_norm), c.head_dim, -1.0f);
+      vec(names.layer(l, names.k_norm), c.head_dim, -1.0f);
     }
   }
   return w;

@@ -31,11 +31,50 @@ TEST(Config, ParsesSharedModels) {
   EXPECT_EQ(c.head_dim, 32);
   EXPECT_EQ(c.num_key_value_heads, 4);
   const ModelConfig q = load_config(test::model_dir("tiny-qwen2-bf16"));
-  EXPECT_TRUE(q.attention_bias);
-  EXPECT_EQ(q.sliding_window, 0);  // use_sliding_window is false
+  EXPECT_TRUE(q.qkv_bias);
+  EXPECT_FALSE(q.o_bias);
+  EXPECT_FALSE(q.any_sliding_window());  // use_sliding_window is false
   EXPECT_TRUE(load_config(test::model_dir("tiny-qwen3-bf16")).qk_norm);
-  EXPECT_GT(load_config(test::model_dir("tiny-mistral-f16")).sliding_window, 0);
+  const ModelConfig m = load_config(test::model_dir("tiny-mistral-f16"));
+  ASSERT_EQ(static_cast<int64_t>(m.layers.size()), m.num_hidden_layers);
+  for (const LayerSpec& l : m.layers) EXPECT_GT(l.sliding_window, 0);
   EXPECT_EQ(load_config(test::model_dir("tiny-llama3-bf16")).rope.scaling, RopeScaling::Llama3);
+}
+
+TEST(Config, PerLayerSlidingWindow) {
+  json j = json::parse(read_file(test::model_dir("tiny-qwen2-bf16") + "/config.json"));
+  j["num_hidden_layers"] = 3;
+  j["sliding_window"] = 8;
+  j["max_window_layers"] = 1;
+  EXPECT_FALSE(parse_config(j.dump(), "config.json").any_sliding_window());  // without use_sliding_window
+  j["use_sliding_window"] = true;
+  ModelConfig c = parse_config(j.dump(), "config.json");  // transformers: layers >= max_window_layers
+  ASSERT_EQ(c.layers.size(), 3u);
+  EXPECT_EQ(c.layers[0].sliding_window, 0);
+  EXPECT_EQ(c.layers[1].sliding_window, 8);
+  EXPECT_EQ(c.layers[2].sliding_window, 8);
+  j["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention"};  // given: it rules
+  c = parse_config(j.dump(), "config.json");
+  EXPECT_EQ(c.layers[0].sliding_window, 8);
+  EXPECT_EQ(c.layers[1].sliding_window, 0);
+  EXPECT_EQ(c.layers[2].sliding_window, 8);
+  j["layer_types"] = {"sliding_attention", "chunked_attention", "full_attention"};
+  EXPECT_NE(error_of(j).find("layer_types[1]"), std::string::npos) << error_of(j);
+}
+
+TEST(Config, AttentionBiasPerArchitecture) {
+  json j = base_config();  // llama: attention_bias covers q, k, v and o
+  j["attention_bias"] = true;
+  ModelConfig c = parse_config(j.dump(), "config.json");
+  EXPECT_TRUE(c.qkv_bias && c.o_bias);
+  j["model_type"] = "mistral";  // transformers' Mistral has no attention biases
+  c = parse_config(j.dump(), "config.json");
+  EXPECT_FALSE(c.qkv_bias || c.o_bias);
+  j["model_type"] = "qwen2";  // q, k, v always, o never
+  j["attention_bias"] = false;
+  c = parse_config(j.dump(), "config.json");
+  EXPECT_TRUE(c.qkv_bias);
+  EXPECT_FALSE(c.o_bias);
 }
 
 TEST(Config, MissingFieldIsNamed) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "base/error.h"
 
 namespace ember::model {
@@ -30,18 +32,45 @@ TEST(KvCache, ExtendTruncateAndRelease) {
   EXPECT_EQ(cache.free_blocks(), 4);
 }
 
+// Keys of position `pos`, kv head 0, of `layer` as attention sees them.
+float key_at(const KvSequence& s, int64_t layer, int64_t pos) {
+  KvBatchView view;
+  const KvSequence* seqs[] = {&s};
+  const kernels::KvView v = view.build(seqs, layer)[0];
+  const auto* block = static_cast<const float*>(v.k_blocks[pos / v.block_size]);
+  return block[kernels::kv_offset(v.block_size, tiny_config().head_dim, 0, pos % v.block_size)];
+}
+
+TEST(KvCache, StoreWritesWhereAttentionReads) {
+  const ModelConfig c = tiny_config();
+  KvCache cache(c, 8, 4);
+  KvSequence s(cache);
+  s.extend(7);
+  std::vector<float> k(static_cast<size_t>(c.kv_dim())), v(k.size());
+  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer)
+    for (int64_t pos = 0; pos < 7; ++pos) {
+      k[0] = static_cast<float>(100 * layer + pos);
+      s.store(layer, pos, k.data(), v.data());
+    }
+  for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer)
+    for (int64_t pos = 0; pos < 7; ++pos) EXPECT_EQ(key_at(s, layer, pos), static_cast<float>(100 * layer + pos));
+  EXPECT_EQ(cache.bytes_per_token(), 2 * c.num_hidden_layers * c.kv_dim() * 4);
+}
+
 TEST(KvCache, ForkSharesThenCopiesOnWrite) {
-  KvCache cache(tiny_config(), 8, 4);
+  const ModelConfig c = tiny_config();
+  KvCache cache(c, 8, 4);
   KvSequence a(cache);
   a.extend(6);  // blocks: full + half-full
-  static_cast<float*>(cache.keys(a.blocks()[1], 0))[0] = 42.0f;
+  std::vector<float> k(static_cast<size_t>(c.kv_dim()), 42.0f), v(k.size());
+  a.store(0, 4, k.data(), v.data());
   KvSequence b = a.fork();
   EXPECT_EQ(b.blocks(), a.blocks());
   EXPECT_EQ(cache.free_blocks(), 6);
   b.extend(7);  // writes into the shared half-full block: b gets its own copy
   EXPECT_EQ(b.blocks()[0], a.blocks()[0]);
   EXPECT_NE(b.blocks()[1], a.blocks()[1]);
-  EXPECT_EQ(static_cast<float*>(cache.keys(b.blocks()[1], 0))[0], 42.0f);
+  EXPECT_EQ(key_at(b, 0, 4), 42.0f);
   EXPECT_EQ(cache.free_blocks(), 5);
 }
 

@@ -1,0 +1,33 @@
+#pragma once
+// The rotary position embedding's angles: cos/sin per position, tabled once and grown on demand.
+// Dynamic NTK scaling depends on the sequence's own length past the trained context, so there each
+// sequence's positions get the angles of its length: a token's rotation never depends on which
+// other sequences share its batch.
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+
+namespace ember::model {
+
+class Rope {
+ public:
+  explicit Rope(const ModelConfig& config);
+
+  // Rotates q ([n_heads][head_dim]) and k ([n_kv_heads][head_dim]) of the token at `pos` of a
+  // sequence whose longest position in this pass is seq_len - 1.
+  void apply(float* q, float* k, int64_t pos, int64_t seq_len);
+
+ private:
+  void grow(int64_t positions);  // the table of the trained-context frequencies
+  const ModelConfig& c_;
+  int64_t half_;
+  std::vector<double> inv_;                 // frequencies for lengths within the trained context
+  std::vector<float> cos_, sin_;            // [pos][half] for inv_
+  int64_t positions_ = 0;
+  int64_t scaled_len_ = 0;                  // the length scaled_inv_ was computed for
+  std::vector<double> scaled_inv_;          // dynamic scaling past the trained context
+  std::vector<float> scaled_cos_, scaled_sin_;  // one position's angles
+};
+
+}  // namespace ember::model
