@@ -6,6 +6,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "engine/generation.h"
 #include "sampling/logits_processors.h"
 
 namespace ember::engine {
@@ -55,16 +56,10 @@ BeamGenerateResult beam_generate(model::Model& model, std::span<const int32_t> p
   params.validate();
   if (params.sampling()) fail("beam search", "sampling with beams (do_sample with temperature > 0) is not supported");
   if (!params.stop_strings.empty()) fail("beam search", "stop strings are not supported with beams");
-  if (prompt.empty()) throw Error("the prompt is empty: nothing to continue");
-  const int64_t context =
-      options.context_tokens > 0 ? options.context_tokens : model.config().max_position_embeddings;
+  const int64_t context = resolve_context(model.config(), options.context_tokens);
   const auto n_prompt = static_cast<int64_t>(prompt.size());
-  if (n_prompt >= context)
-    throw Error("the prompt has " + std::to_string(n_prompt) + " tokens but the context holds " +
-                std::to_string(context) + " (raise --ctx or shorten the prompt)");
-  int64_t max_new = params.max_new_tokens.value_or(
-      params.max_length ? std::max<int64_t>(0, *params.max_length - n_prompt) : context - n_prompt);
-  max_new = std::min(max_new, context - n_prompt);
+  check_prompt_fits(n_prompt, context);
+  const int64_t max_new = max_new_tokens(params, n_prompt, context);
 
   BeamGenerateResult r;
   r.prompt_tokens = n_prompt;

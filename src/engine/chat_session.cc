@@ -1,7 +1,5 @@
 #include "engine/chat_session.h"
 
-#include "chat/reasoning.h"
-
 namespace ember::engine {
 
 ChatSession::ChatSession(model::Model& model, const tokenizer::Tokenizer& tokenizer, const std::string& model_dir,
@@ -18,21 +16,21 @@ std::vector<int32_t> ChatSession::render_prompt(const nlohmann::ordered_json& me
 ChatReply ChatSession::reply(const nlohmann::ordered_json& messages, const sampling::SamplingParams& params,
                              const ChatOptions& options, const ChatCallbacks& cb) {
   ChatPrompt prompt = prompts_.build(messages, options);
-  ChatReply reply;
-  chat::ReasoningParser parser(prompt.opens_reasoning);
-  auto route = [&](const chat::ReasoningDelta& d) {
-    reply.reasoning_content += d.reasoning;
-    reply.content += d.content;
-    if (!d.reasoning.empty() && cb.on_reasoning) cb.on_reasoning(d.reasoning);
-    if (!d.content.empty() && cb.on_content) cb.on_content(d.content);
-  };
+  GenerationRequest request;
+  request.prompt = std::move(prompt.ids);
+  request.params = params;
+  request.split_reasoning = true;
+  request.starts_in_reasoning = prompt.opens_reasoning;
+  request.think_budget = std::move(prompt.think_budget);
   GenerationCallbacks gcb;
-  gcb.on_text = [&](std::string_view t) { route(parser.push(t)); };
+  gcb.on_text = cb.on_content;
+  gcb.on_reasoning = cb.on_reasoning;
   gcb.cancelled = cb.cancelled;
-  if (prompt.think_budget) gcb.force_after = [&](int32_t t) { return prompt.think_budget->after_token(t); };
-  reply.generation = session_.generate(prompt.ids, params, gcb);
-  route(parser.flush());
-  reply.thought_forced_closed = prompt.think_budget && prompt.think_budget->forced();
+  ChatReply reply;
+  reply.generation = session_.generate(std::move(request), gcb);
+  reply.content = reply.generation.text;
+  reply.reasoning_content = reply.generation.reasoning;
+  reply.thought_forced_closed = reply.generation.thought_forced_closed;
   return reply;
 }
 

@@ -50,35 +50,26 @@ void RequestStream::publish(const std::function<void(StreamUpdate&)>& change) {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// Per-sequence state: the same pieces Session::generate keeps on its stack.
+// Per-sequence state: the generation rules and the cache positions they fill.
 
 struct Scheduler::Sequence {
-  Sequence(Pending pending, model::KvCache& cache, const tokenizer::Tokenizer& tok)
-      : p(std::move(pending)),
-        kv(cache),
-        sampler(p.request.params),
-        stops(p.request.params.stop_strings),
-        decoder(tok, /*skip_special_tokens=*/false),
-        parser(p.request.starts_in_reasoning) {}
+  Sequence(Pending pending, model::KvCache& cache, const tokenizer::Tokenizer& tok, int64_t context)
+      : stream(std::move(pending.stream)),
+        submitted(pending.submitted),
+        gen(tok, std::move(pending.request), context),
+        kv(cache) {}
 
-  const GenerationRequest& req() const { return p.request; }
-  size_t n_prompt() const { return p.request.prompt.size(); }
+  const GenerationRequest& req() const { return gen.request(); }
+  size_t n_prompt() const { return req().prompt.size(); }
   bool prefilling() const { return kv_tokens.size() < n_prompt(); }
-  bool is_eos(int32_t t) const {
-    const auto& e = p.request.params.eos_token_ids;
-    return std::find(e.begin(), e.end(), t) != e.end();
-  }
 
-  Pending p;
+  std::shared_ptr<RequestStream> stream;
+  Clock::time_point submitted;
+  Generation gen;
   model::KvSequence kv;
   std::vector<int32_t> kv_tokens;  // the tokens whose keys and values kv holds
-  std::vector<int32_t> context;    // prompt + generated
   std::vector<int32_t> feed;       // tokens to run in the next step once the prompt is in
-  sampling::Sampler sampler;
-  sampling::StopStringMatcher stops;
-  tokenizer::StreamDecoder decoder;
-  chat::ReasoningParser parser;
-  int64_t max_new = 0, generated = 0, reused = 0, context_limit = 0;
+  int64_t reused = 0;
   bool first_token = true, done = false;
 };
 
@@ -92,7 +83,7 @@ struct Scheduler::Cached {
 
 Scheduler::Scheduler(model::Model& model, const tokenizer::Tokenizer& tokenizer, SchedulerOptions options)
     : model_(model), tokenizer_(tokenizer), options_(options) {
-  if (options_.context <= 0) options_.context = model.config().max_position_embeddings;
+  options_.context = resolve_context(model.config(), options_.context);
   options_.max_parallel = std::max<int64_t>(1, options_.max_parallel);
   options_.prefill_chunk = std::max<int64_t>(1, options_.prefill_chunk);
   if (options_.cached_sequences <= 0) options_.cached_sequences = 2 * options_.max_parallel;
@@ -100,7 +91,7 @@ Scheduler::Scheduler(model::Model& model, const tokenizer::Tokenizer& tokenizer,
   // blocks always suffice once finished sequences are evicted; the rest of the pool is the reuse cache.
   const int64_t per_seq = ceil_div(options_.context, options_.block_size) + 1;
   const int64_t n_blocks = options_.max_parallel * per_seq * 2;
-  cache_ = std::make_unique<model::KvCache>(model.config(), n_blocks, options_.block_size);
+  cache_ = model.make_cache(n_blocks * options_.block_size, options_.block_size);
   stats_.kv_blocks_total = n_blocks;
   stats_.kv_blocks_free = n_blocks;
   thread_ = std::thread([this] {
@@ -112,10 +103,7 @@ Scheduler::Scheduler(model::Model& model, const tokenizer::Tokenizer& tokenizer,
 Scheduler::~Scheduler() { shutdown(/*cancel=*/true); }
 
 std::shared_ptr<RequestStream> Scheduler::submit(GenerationRequest request) {
-  if (request.prompt.empty()) throw Error("the prompt is empty: nothing to continue");
-  if (static_cast<int64_t>(request.prompt.size()) >= options_.context)
-    throw Error("the prompt has " + std::to_string(request.prompt.size()) + " tokens but the context holds " +
-                std::to_string(options_.context));
+  check_prompt_fits(static_cast<int64_t>(request.prompt.size()), options_.context);
   const int32_t vocab = static_cast<int32_t>(model_.config().vocab_size);
   for (int32_t t : request.prompt)
     if (t < 0 || t >= vocab) throw Error("prompt token id " + std::to_string(t) + " is outside the vocabulary");
@@ -178,7 +166,7 @@ void Scheduler::loop() {
         }
         queue_.clear();
         stats_.queued = 0;
-        for (auto& s : running_) s->p.stream->cancel();
+        for (auto& s : running_) s->stream->cancel();
       }
       if (stopping_ && queue_.empty() && running_.empty()) break;
     }
@@ -214,15 +202,9 @@ void Scheduler::admit() {
 }
 
 void Scheduler::start(Pending p) {
-  auto seq = std::make_unique<Sequence>(std::move(p), *cache_, tokenizer_);
+  auto seq = std::make_unique<Sequence>(std::move(p), *cache_, tokenizer_, options_.context);
   Sequence& s = *seq;
   const auto& prompt = s.req().prompt;
-  const auto& params = s.req().params;
-  s.context.assign(prompt.begin(), prompt.end());
-  s.context_limit = options_.context;
-  s.max_new = params.max_new_tokens.value_or(
-      params.max_length ? std::max<int64_t>(0, *params.max_length - static_cast<int64_t>(prompt.size()))
-                        : options_.context);
 
   // Longest prefix among live sequences (forked: they keep writing) and finished ones (taken over).
   size_t best = 0;
@@ -272,7 +254,7 @@ void Scheduler::ensure_blocks(int64_t needed) {
 bool Scheduler::step() {
   // Cancelled sequences leave before the pass.
   for (auto& s : running_)
-    if (!s->done && s->p.stream->cancelled()) finish(*s, FinishReason::kCancelled);
+    if (!s->done && s->stream->cancelled()) finish(*s, FinishReason::kCancelled);
   remove_finished();
   admit();
   update_gauges();
@@ -313,7 +295,7 @@ bool Scheduler::step() {
   }
 
   int64_t generated_before = 0, generated_after = 0, prefilled = 0;
-  for (const auto& s : running_) generated_before += s->generated;
+  for (const auto& s : running_) generated_before += static_cast<int64_t>(s->gen.generated().size());
   for (size_t i = 0; i < items.size(); ++i) {
     Sequence& s = *owners[i];
     const auto ran = items[i].tokens;
@@ -327,7 +309,7 @@ bool Scheduler::step() {
       finish(s, FinishReason::kCancelled, e.what());
     }
   }
-  for (const auto& s : running_) generated_after += s->generated;
+  for (const auto& s : running_) generated_after += static_cast<int64_t>(s->gen.generated().size());
   remove_finished();
   {
     std::lock_guard lock(mu_);
@@ -354,89 +336,48 @@ void Scheduler::update_gauges() {
   stats_.kv_blocks_held_by_running = static_cast<int64_t>(held.size());
 }
 
-// Session::generate's loop body for one sequence whose logits just came out of the pass.
+// One generation step of a sequence whose logits just came out of the pass.
 void Scheduler::after_forward(Sequence& s, std::span<const float> logits) {
-  const GenerationRequest& req = s.req();
-  if (s.p.stream->cancelled()) return finish(s, FinishReason::kCancelled);
-  if (s.generated >= s.max_new) return finish(s, FinishReason::kLength);
-
-  std::vector<int32_t> pending;
-  const int32_t tok = s.sampler.sample(logits, s.context, s.n_prompt());
-  pending.push_back(tok);
-  std::vector<GeneratedToken> reported;
-  const bool want_logprobs = req.params.logprobs || req.params.top_logprobs > 0;
-  reported.push_back({tok, want_logprobs && s.sampler.last_logprobs()
-                               ? std::optional<sampling::TokenLogprobs>(*s.sampler.last_logprobs())
-                               : std::nullopt});
-  if (s.p.request.think_budget && !s.is_eos(tok))
-    for (int32_t f : s.p.request.think_budget->after_token(tok)) {
-      pending.push_back(f);
-      reported.push_back({f, std::nullopt});
-    }
-
-  std::string text;
-  std::optional<FinishReason> end;
-  for (int32_t t : pending) {
-    ++s.generated;
-    s.context.push_back(t);
-    if (s.is_eos(t)) {
-      end = FinishReason::kEos;
-      break;
-    }
-    const auto out = s.stops.feed(s.decoder.push(t));
-    text += out.text;
-    if (out.stopped) {
-      end = FinishReason::kStopString;
-      break;
-    }
-  }
+  if (s.stream->cancelled()) return finish(s, FinishReason::kCancelled);
+  GenerationStep step = s.gen.step(logits);
   const auto now = Clock::now();
-  const bool first = s.first_token;
-  s.first_token = false;
-  chat::ReasoningDelta d;
-  if (req.split_reasoning) d = s.parser.push(text);
-  else d.content = std::move(text);
-  s.p.stream->publish([&](StreamUpdate& u) {
-    u.content += d.content;
-    u.reasoning += d.reasoning;
-    for (auto& r : reported) u.tokens.push_back(std::move(r));
-    if (first) u.first_token_seconds = seconds_between(s.p.submitted, now);
-  });
-  if (end) return finish(s, *end);
-  if (static_cast<int64_t>(s.kv_tokens.size() + pending.size()) >= s.context_limit)
-    return finish(s, FinishReason::kContext);
-  s.feed = std::move(pending);
+  const bool first = s.first_token && !step.tokens.empty();
+  if (!step.tokens.empty()) s.first_token = false;
+  if (step.finished) return finish(s, *step.finished, {}, std::move(step));
+  publish(s, step, first ? std::optional(now) : std::nullopt);
+  s.feed = std::move(step.feed);
 }
 
-void Scheduler::finish(Sequence& s, FinishReason reason, const std::string& error) {
+// Sends a step's text and tokens to the client (merged with what it has not read yet).
+void Scheduler::publish(Sequence& s, GenerationStep& step, std::optional<Clock::time_point> first_token) {
+  s.stream->publish([&](StreamUpdate& u) {
+    u.content += step.content;
+    u.reasoning += step.reasoning;
+    for (auto& t : step.tokens) u.tokens.push_back(std::move(t));
+    if (first_token) u.first_token_seconds = seconds_between(s.submitted, *first_token);
+  });
+}
+
+void Scheduler::finish(Sequence& s, FinishReason reason, const std::string& error, GenerationStep last) {
   if (s.done) return;
   s.done = true;
-  std::string text;
-  if (reason != FinishReason::kStopString) text = s.stops.feed(s.decoder.flush()).text + s.stops.flush();
-  chat::ReasoningDelta d;
-  if (s.req().split_reasoning) {
-    d = s.parser.push(text);
-    const chat::ReasoningDelta rest = s.parser.flush();
-    d.content += rest.content;
-    d.reasoning += rest.reasoning;
-  } else {
-    d.content = std::move(text);
-  }
+  if (!last.finished) last = s.gen.finish(reason);
   {  // counted before the client can see the end, so that its next look at the metrics agrees
     std::lock_guard lock(mu_);
     if (!error.empty()) ++stats_.requests_failed;
     else if (reason == FinishReason::kCancelled) ++stats_.requests_cancelled;
     else ++stats_.requests_finished;
   }
-  s.p.stream->publish([&](StreamUpdate& u) {
-    u.content += d.content;
-    u.reasoning += d.reasoning;
+  const bool first = s.first_token && !last.tokens.empty();
+  s.first_token = false;
+  publish(s, last, first ? std::optional(Clock::now()) : std::nullopt);
+  s.stream->publish([&](StreamUpdate& u) {
     u.finished = true;
     u.finish = reason;
     u.error = error;
     u.prompt_tokens = static_cast<int64_t>(s.n_prompt());
     u.cached_tokens = s.reused;
-    u.completion_tokens = s.generated;
+    u.completion_tokens = static_cast<int64_t>(s.gen.generated().size());
   });
 }
 
@@ -449,7 +390,7 @@ void Scheduler::remove_finished() {
 
 // A finished sequence's cache goes to the reuse list (a cancelled one's is freed at once).
 void Scheduler::retire(Sequence& s) {
-  if (s.p.stream->cancelled() || s.kv_tokens.empty()) return;
+  if (s.stream->cancelled() || s.kv_tokens.empty()) return;
   auto c = std::make_unique<Cached>(Cached{std::move(s.kv), std::move(s.kv_tokens)});
   lru_.push_front(std::move(c));
   while (static_cast<int64_t>(lru_.size()) > options_.cached_sequences) lru_.pop_back();

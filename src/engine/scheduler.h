@@ -4,8 +4,8 @@
 // and leave between steps. All sequences share one paged KV cache; a new prompt forks the blocks of
 // the live or recently finished sequence that shares its longest prefix instead of recomputing them.
 //
-// Each sequence runs the same rules as Session::generate (sampler, end ids, stop strings, length and
-// context limits, forced tokens of a thinking budget), so greedy answers equal a single Session's.
+// Each sequence runs the same engine::Generation as Session::generate, so greedy answers equal a
+// single Session's.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -18,27 +18,12 @@
 #include <thread>
 #include <vector>
 
-#include "chat/thinking_budget.h"
-#include "engine/session.h"
+#include "engine/generation.h"
 #include "model/model.h"
 #include "sampling/generation_config.h"
-#include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ember::engine {
-
-struct GenerationRequest {
-  std::vector<int32_t> prompt;
-  sampling::SamplingParams params;
-  bool split_reasoning = false;      // route the text through a <think> parser
-  bool starts_in_reasoning = false;  // the prompt leaves a <think> open
-  std::optional<chat::ThinkingBudget> think_budget;
-};
-
-struct GeneratedToken {
-  int32_t id;
-  std::optional<sampling::TokenLogprobs> logprobs;  // set when the request asked for them (sampled tokens)
-};
 
 // What a request produced since the consumer last looked (deltas are merged).
 struct StreamUpdate {
@@ -78,7 +63,7 @@ struct SchedulerOptions {
   int64_t max_queue = 64;       // waiting requests beyond the running ones; more are refused
   int64_t prefill_chunk = 256;  // prompt tokens computed per step (over all prefilling sequences)
   int64_t cached_sequences = 0; // finished sequences kept for prefix reuse; <= 0: 2 * max_parallel
-  int64_t block_size = 16;
+  int64_t block_size = model::Model::kKvBlock;
 };
 
 struct SchedulerStats {
@@ -98,6 +83,7 @@ struct QueueFull : std::runtime_error {
 
 class Scheduler {
  public:
+  using Clock = std::chrono::steady_clock;
   Scheduler(model::Model& model, const tokenizer::Tokenizer& tokenizer, SchedulerOptions options = {});
   ~Scheduler();  // cancels everything and joins the thread
   Scheduler(const Scheduler&) = delete;
@@ -111,6 +97,7 @@ class Scheduler {
   void shutdown(bool cancel);
 
   int64_t context() const { return options_.context; }
+  DType kv_dtype() const { return cache_->dtype(); }
   SchedulerStats stats() const;
 
  private:
@@ -128,7 +115,8 @@ class Scheduler {
   void start(Pending p);
   void ensure_blocks(int64_t needed);
   void after_forward(Sequence& s, std::span<const float> logits);
-  void finish(Sequence& s, FinishReason reason, const std::string& error = {});
+  void publish(Sequence& s, GenerationStep& step, std::optional<Clock::time_point> first_token);
+  void finish(Sequence& s, FinishReason reason, const std::string& error = {}, GenerationStep last = {});
   void retire(Sequence& s);
   void remove_finished();
   int64_t blocks_for(const Sequence& s, int64_t new_tokens) const;

@@ -9,41 +9,41 @@
 #include <string>
 #include <vector>
 
+#include "engine/generation.h"
 #include "model/model.h"
 #include "sampling/generation_config.h"
-#include "sampling/sampler.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ember::engine {
 
-enum class FinishReason { kEos, kStopString, kLength, kContext, kCancelled };
-const char* finish_reason_name(FinishReason r);  // OpenAI's names: "stop", "length", ...
-
 struct GenerationCallbacks {
-  // Text that is final (whole UTF-8 characters, never part of a stop string), as soon as it is.
+  // Answer text that is final (whole UTF-8 characters, never part of a stop string), as soon as it is.
   std::function<void(std::string_view text)> on_text;
+  // Reasoning text, when the request splits it off (GenerationRequest::split_reasoning).
+  std::function<void(std::string_view text)> on_reasoning;
   // Every token appended to the sequence (sampled or forced), with its log-probabilities if asked.
-  std::function<void(int32_t token, const sampling::TokenLogprobs* logprobs)> on_token;
-  // Called after each sampled token; returns tokens to append right after it (e.g. a thinking budget
-  // forcing "</think>"). Forced tokens are not sampled but are decoded and cached like any other.
-  std::function<std::vector<int32_t>(int32_t token)> force_after;
+  std::function<void(const GeneratedToken& token)> on_token;
   // Polled between steps; true stops generation (FinishReason::kCancelled).
   std::function<bool()> cancelled;
 };
 
 struct GenerationResult {
   std::vector<int32_t> tokens;  // generated ids, the end-of-sequence id included if one ended it
-  std::string text;             // all text passed to on_text
+  std::string text;             // all answer text passed to on_text
+  std::string reasoning;        // all reasoning text passed to on_reasoning
   FinishReason finish = FinishReason::kLength;
+  bool thought_forced_closed = false;  // a thinking budget closed the thought
   int64_t prompt_tokens = 0;
   int64_t prefilled_tokens = 0;  // prompt tokens that were not already cached
   double prefill_seconds = 0, decode_seconds = 0;
+  // Forward passes after the prefill. The first generated token comes from the prefill's logits, so
+  // a decode rate is decode_steps / decode_seconds.
   int64_t decode_steps = 0;
 };
 
 class Session {
  public:
-  // context_tokens <= 0: the model's max_position_embeddings.
+  // context_tokens <= 0: the model's max_position_embeddings (engine::resolve_context).
   Session(model::Model& model, const tokenizer::Tokenizer& tokenizer, int64_t context_tokens = 0);
 
   int64_t context() const { return context_; }
@@ -53,8 +53,11 @@ class Session {
   // Returns the number of tokens computed. Throws ember::Error if the prompt exceeds the context.
   int64_t prefill(std::span<const int32_t> prompt);
 
-  // Prefills `prompt`, then generates until an end token, a stop string, max_new_tokens, the context
-  // limit or cancellation. The generated tokens stay in the cache for the next turn.
+  // Prefills the request's prompt, then runs engine::Generation until it ends (an end token, a stop
+  // string, max_new_tokens, the context limit or cancellation). The generated tokens stay in the
+  // cache for the next turn.
+  GenerationResult generate(GenerationRequest request, const GenerationCallbacks& callbacks = {});
+  // The same for a plain prompt and options.
   GenerationResult generate(std::span<const int32_t> prompt, const sampling::SamplingParams& params,
                             const GenerationCallbacks& callbacks = {});
 

@@ -117,6 +117,19 @@ TEST_F(SchedulerTest, SharedPrefixIsReusedAndAnswersStayTheSame) {
   EXPECT_EQ(second.tokens, session.generate(longer, params(20)).tokens);
 }
 
+// The scheduler's cache stores keys and values as the model was loaded to (it once kept F32).
+TEST_F(SchedulerTest, CacheUsesTheModelsKvDtype) {
+  auto f16 = model::Model::load(*dir_, {.threads = 2, .progress = {}, .kv_dtype = DType::F16});
+  Scheduler sched(*f16, *tok_, {.max_parallel = 2});
+  EXPECT_EQ(sched.kv_dtype(), DType::F16);
+  GenerationRequest g;
+  g.prompt = tok_->encode("Once upon a time", true);
+  g.params = params(24);
+  Session session(*f16, *tok_);
+  const auto expected = session.generate(g.prompt, g.params).tokens;
+  EXPECT_EQ(drain(*sched.submit(std::move(g))).tokens, expected);
+}
+
 TEST_F(SchedulerTest, RejectsWhatCannotRunAndCancels) {
   Scheduler sched(*model_, *tok_, {.max_parallel = 1, .context = 64, .max_queue = 1});
   GenerationRequest too_long;

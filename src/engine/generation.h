@@ -1,0 +1,94 @@
+#pragma once
+// The rules of one sequence's generation, written once. Session (one sequence), the Scheduler (many
+// at once) and beam search (its context checks) drive this; none repeats it. Each step takes the
+// logits after the last token fed to the model and says what to feed next, which text became final
+// and whether (and why) the sequence ended: sampling, forced tokens (a thinking budget's
+// "</think>"), end tokens, stop strings, the length and context limits, the streamed text and its
+// split into reasoning and answer. Grammar masks and tool-call parsing plug in here.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "chat/reasoning.h"
+#include "chat/thinking_budget.h"
+#include "model/config.h"
+#include "sampling/generation_config.h"
+#include "sampling/sampler.h"
+#include "sampling/stop_strings.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ember::engine {
+
+// kCancelled: the driver stopped the sequence (client gone, timeout, shutdown, Ctrl-C, an error).
+enum class FinishReason { kEos, kStopString, kLength, kContext, kCancelled };
+// "stop" (end token, stop string), "length" (max tokens, context) or "cancelled".
+const char* finish_reason_name(FinishReason r);
+
+// The context limits, one owner for every driver.
+// Tokens one sequence may hold: `requested`, or the model's max_position_embeddings when <= 0.
+int64_t resolve_context(const model::ModelConfig& config, int64_t requested);
+// Throws ember::Error when the prompt is empty or leaves no room for a generated token.
+void check_prompt_fits(int64_t prompt_tokens, int64_t context);
+// The most tokens to generate: max_new_tokens, else max_length minus the prompt, else the rest of the
+// context; never more than the rest of the context.
+int64_t max_new_tokens(const sampling::SamplingParams& params, int64_t prompt_tokens, int64_t context);
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;
+  sampling::SamplingParams params;
+  bool split_reasoning = false;      // route the text through a <think> parser
+  bool starts_in_reasoning = false;  // the prompt leaves a <think> open
+  std::optional<chat::ThinkingBudget> think_budget;
+};
+
+struct GeneratedToken {
+  int32_t id;
+  std::optional<sampling::TokenLogprobs> logprobs;  // set when the request asked for them (sampled tokens)
+};
+
+// What one step (or the end) produced.
+struct GenerationStep {
+  std::vector<int32_t> feed;           // tokens to run through the model next; empty once finished
+  std::vector<GeneratedToken> tokens;  // tokens appended to the sequence (sampled, then forced)
+  std::string content, reasoning;      // text now final; reasoning only when split_reasoning
+  std::optional<FinishReason> finished;
+};
+
+class Generation {
+ public:
+  // Throws ember::Error for bad sampling options or stop strings, or a prompt that does not fit.
+  Generation(const tokenizer::Tokenizer& tokenizer, GenerationRequest request, int64_t context);
+
+  // The logits after the last token fed (the prompt's last token at first). Not after done().
+  GenerationStep step(std::span<const float> logits);
+  // Ends the sequence early (cancelled, failed): flushes the text held back. Nothing after done().
+  GenerationStep finish(FinishReason reason);
+
+  bool done() const { return done_; }
+  const GenerationRequest& request() const { return request_; }
+  int64_t prompt_tokens() const { return static_cast<int64_t>(request_.prompt.size()); }
+  int64_t max_new() const { return max_new_; }
+  // Generated ids, an end token included if one ended the sequence.
+  std::span<const int32_t> generated() const {
+    return std::span<const int32_t>(context_).subspan(request_.prompt.size());
+  }
+  bool thought_forced_closed() const { return request_.think_budget && request_.think_budget->forced(); }
+
+ private:
+  bool is_eos(int32_t t) const;
+  void route(std::string text, GenerationStep& out);  // to content, or through the reasoning parser
+  void end(FinishReason reason, GenerationStep& out);
+
+  GenerationRequest request_;
+  int64_t context_limit_, max_new_;
+  sampling::Sampler sampler_;
+  sampling::StopStringMatcher stops_;
+  tokenizer::StreamDecoder decoder_;
+  chat::ReasoningParser parser_;
+  std::vector<int32_t> context_;  // prompt + generated
+  bool want_logprobs_, done_ = false;
+};
+
+}  // namespace ember::engine

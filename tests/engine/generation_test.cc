@@ -1,0 +1,139 @@
+// The generation rules on their own: logits rows made by the test decide each token, so every rule
+// (end tokens, stop strings, forced tokens, length and context limits, reasoning split) is checked
+// without a model.
+#include "engine/generation.h"
+
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "test_paths.h"
+
+namespace ember::engine {
+namespace {
+
+class GenerationTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    tok_ = new tokenizer::Tokenizer(tokenizer::Tokenizer::from_folder(test::model_dir("chat-skills")));
+  }
+  static void TearDownTestSuite() { delete tok_; }
+
+  // A logits row whose argmax is `token`.
+  static std::vector<float> pick(int32_t token) {
+    std::vector<float> row(static_cast<size_t>(tok_->vocab_size()), 0.0f);
+    row[static_cast<size_t>(token)] = 10.0f;
+    return row;
+  }
+  static std::string text_of(int32_t token) { return tok_->decode(std::vector<int32_t>{token}, false); }
+  // The first token of `text` that shows a letter (not a lone space marker).
+  static int32_t id(const std::string& text) {
+    for (int32_t t : tok_->encode(text, false))
+      if (const std::string s = text_of(t); !s.empty() && s[0] != ' ') return t;
+    ADD_FAILURE() << "no token of '" << text << "' shows text";
+    return 0;
+  }
+  static GenerationRequest request(size_t prompt_tokens = 3) {
+    GenerationRequest r;
+    r.prompt.assign(prompt_tokens, id("a"));
+    r.params.eos_token_ids = {tok_->token_to_id("<|im_end|>").value()};
+    return r;
+  }
+  static inline tokenizer::Tokenizer* tok_ = nullptr;
+};
+
+TEST_F(GenerationTest, LimitsHaveOneDefinition) {
+  sampling::SamplingParams p;
+  EXPECT_EQ(max_new_tokens(p, 10, 64), 54);  // the rest of the context
+  p.max_length = 30;
+  EXPECT_EQ(max_new_tokens(p, 10, 64), 20);
+  p.max_new_tokens = 100;
+  EXPECT_EQ(max_new_tokens(p, 10, 64), 54);  // never past the context
+  p.max_new_tokens = 5;
+  EXPECT_EQ(max_new_tokens(p, 10, 64), 5);
+  EXPECT_THROW(check_prompt_fits(0, 64), Error);
+  EXPECT_THROW(check_prompt_fits(64, 64), Error);
+  EXPECT_NO_THROW(check_prompt_fits(63, 64));
+  EXPECT_THROW(Generation(*tok_, request(64), 64), Error);
+}
+
+TEST_F(GenerationTest, EndTokenFinishesAndIsKept) {
+  Generation g(*tok_, request(), 64);
+  GenerationStep s = g.step(pick(id("hello")));
+  EXPECT_FALSE(s.finished);
+  EXPECT_EQ(s.feed, std::vector<int32_t>{id("hello")});
+  EXPECT_EQ(s.content, text_of(id("hello")));
+  const int32_t eos = request().params.eos_token_ids[0];
+  s = g.step(pick(eos));
+  ASSERT_TRUE(s.finished);
+  EXPECT_EQ(*s.finished, FinishReason::kEos);
+  EXPECT_TRUE(g.done());
+  EXPECT_EQ(std::vector<int32_t>(g.generated().begin(), g.generated().end()), (std::vector<int32_t>{id("hello"), eos}));
+  EXPECT_TRUE(g.step(pick(eos)).tokens.empty());  // nothing after the end
+}
+
+TEST_F(GenerationTest, StopStringHidesItselfAndWhatFollows) {
+  GenerationRequest r = request();
+  r.params.stop_strings = {"upon a ti"};
+  Generation g(*tok_, std::move(r), 64);
+  std::string text;
+  std::optional<FinishReason> why;
+  for (int32_t i : tok_->encode("Once upon a time there was", false)) {
+    if (why) break;
+    GenerationStep s = g.step(pick(i));
+    text += s.content;
+    why = s.finished;
+  }
+  ASSERT_TRUE(why);
+  EXPECT_EQ(*why, FinishReason::kStopString);
+  EXPECT_EQ(text, "Once ");
+}
+
+TEST_F(GenerationTest, LengthAndContextLimits) {
+  GenerationRequest r = request();
+  r.params.max_new_tokens = 2;
+  Generation g(*tok_, std::move(r), 64);
+  EXPECT_FALSE(g.step(pick(id("hello"))).finished);
+  EXPECT_FALSE(g.step(pick(id("hello"))).finished);
+  const GenerationStep s = g.step(pick(id("hello")));
+  ASSERT_TRUE(s.finished);
+  EXPECT_EQ(*s.finished, FinishReason::kLength);
+  EXPECT_EQ(g.generated().size(), 2u);
+
+  Generation c(*tok_, request(3), 5);  // room for two tokens; the second fills the context
+  EXPECT_FALSE(c.step(pick(id("hello"))).finished);
+  const GenerationStep last = c.step(pick(id("hello")));
+  ASSERT_TRUE(last.finished);
+  EXPECT_EQ(*last.finished, FinishReason::kContext);
+  EXPECT_STREQ(finish_reason_name(*last.finished), "length");
+}
+
+TEST_F(GenerationTest, ThinkingBudgetForcesTheCloseAndReasoningIsSplit) {
+  const int32_t open = tok_->token_to_id("<think>").value(), close = tok_->token_to_id("</think>").value();
+  GenerationRequest r = request();
+  r.split_reasoning = true;
+  r.starts_in_reasoning = true;
+  r.think_budget.emplace(open, std::vector<int32_t>{close}, 2, /*start_in_thought=*/true);
+  Generation g(*tok_, std::move(r), 64);
+  std::string reasoning, content;
+  auto run = [&](int32_t t) {
+    GenerationStep s = g.step(pick(t));
+    reasoning += s.reasoning;
+    content += s.content;
+    return s;
+  };
+  run(id("hello"));
+  const GenerationStep forced = run(id("hello"));  // the budget's second token: </think> follows
+  ASSERT_EQ(forced.tokens.size(), 2u);
+  EXPECT_EQ(forced.tokens[1].id, close);
+  EXPECT_EQ(forced.feed, (std::vector<int32_t>{id("hello"), close}));
+  run(id("world"));
+  const GenerationStep end = g.finish(FinishReason::kCancelled);
+  reasoning += end.reasoning;
+  content += end.content;
+  EXPECT_EQ(reasoning, text_of(id("hello")) + text_of(id("hello")));
+  EXPECT_EQ(content, text_of(id("world")));
+  EXPECT_TRUE(g.thought_forced_closed());
+}
+
+}  // namespace
+}  // namespace ember::engine
