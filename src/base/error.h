@@ -1,15 +1,10 @@
 #pragma once
-// Ember's one exception type: every user-facing failure carries a message that names
-// the file, field or position at fault.
-#include <stdexcept>
+// ember::Error (the public include/ember/error.h) and the helper that builds its messages.
 #include <string>
 
-namespace ember {
+#include "ember/error.h"
 
-class Error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+namespace ember {
 
 // Throws ember::Error with `what` prefixed by `where` ("config.json: ...").
 [[noreturn]] inline void fail(const std::string& where, const std::string& what) {

@@ -13,17 +13,22 @@ ChatPromptBuilder::ChatPromptBuilder(const tokenizer::Tokenizer& tokenizer, cons
     if (!value.empty()) special_tokens_[key] = value;
 }
 
-ChatPrompt ChatPromptBuilder::build(const nlohmann::ordered_json& messages, const ChatOptions& options) const {
+std::string ChatPromptBuilder::render(const nlohmann::ordered_json& messages, const ChatOptions& options,
+                                      bool add_generation_prompt) const {
   chat::TemplateInputs in;
   in.messages = messages;
   in.tools = options.tools;
-  in.add_generation_prompt = true;
+  in.add_generation_prompt = add_generation_prompt;
   in.variables = special_tokens_;
   for (auto it = options.extra_variables.begin(); it != options.extra_variables.end(); ++it)
     in.variables[it.key()] = it.value();
   if (options.enable_thinking) in.variables["enable_thinking"] = *options.enable_thinking;
+  return template_.render(in);
+}
+
+ChatPrompt ChatPromptBuilder::build(const nlohmann::ordered_json& messages, const ChatOptions& options) const {
   ChatPrompt p;
-  p.text = template_.render(in);
+  p.text = render(messages, options, /*add_generation_prompt=*/true);
   p.ids = tokenizer_.encode(p.text, /*add_special_tokens=*/false);
   p.opens_reasoning = chat::prompt_opens_reasoning(p.text);
 
@@ -39,6 +44,16 @@ ChatPrompt ChatPromptBuilder::build(const nlohmann::ordered_json& messages, cons
     p.think_budget.emplace(*open_id, close_ids, options.think_budget, p.opens_reasoning);
   }
   return p;
+}
+
+GenerationRequest chat_request(ChatPrompt prompt, sampling::SamplingParams params) {
+  GenerationRequest g;
+  g.prompt = std::move(prompt.ids);
+  g.params = std::move(params);
+  g.split_reasoning = true;
+  g.starts_in_reasoning = prompt.opens_reasoning;
+  g.think_budget = std::move(prompt.think_budget);
+  return g;
 }
 
 }  // namespace ember::engine

@@ -10,6 +10,7 @@
 
 #include "chat/chat_template.h"
 #include "chat/thinking_budget.h"
+#include "engine/generation.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ember::engine {
@@ -28,11 +29,17 @@ struct ChatPrompt {
   std::optional<chat::ThinkingBudget> think_budget;
 };
 
+// The generation request of a chat prompt: its ids, its thinking state and budget, the reasoning split.
+GenerationRequest chat_request(ChatPrompt prompt, sampling::SamplingParams params);
+
 class ChatPromptBuilder {
  public:
   ChatPromptBuilder(const tokenizer::Tokenizer& tokenizer, const std::string& model_dir);
 
-  // Throws ember::Error when the template fails (e.g. raise_exception on a bad role order).
+  // The rendered text alone. Throws ember::Error when the template fails (e.g. raise_exception on a
+  // bad role order).
+  std::string render(const nlohmann::ordered_json& messages, const ChatOptions& options, bool add_generation_prompt) const;
+  // The prompt of a reply: rendered with the generation prompt and encoded. Throws as render().
   ChatPrompt build(const nlohmann::ordered_json& messages, const ChatOptions& options) const;
 
  private:

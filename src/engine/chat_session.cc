@@ -15,13 +15,7 @@ std::vector<int32_t> ChatSession::render_prompt(const nlohmann::ordered_json& me
 
 ChatReply ChatSession::reply(const nlohmann::ordered_json& messages, const sampling::SamplingParams& params,
                              const ChatOptions& options, const ChatCallbacks& cb) {
-  ChatPrompt prompt = prompts_.build(messages, options);
-  GenerationRequest request;
-  request.prompt = std::move(prompt.ids);
-  request.params = params;
-  request.split_reasoning = true;
-  request.starts_in_reasoning = prompt.opens_reasoning;
-  request.think_budget = std::move(prompt.think_budget);
+  GenerationRequest request = chat_request(prompts_.build(messages, options), params);
   GenerationCallbacks gcb;
   gcb.on_text = cb.on_content;
   gcb.on_reasoning = cb.on_reasoning;

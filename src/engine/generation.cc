@@ -17,6 +17,12 @@ const char* finish_reason_name(FinishReason r) {
   return "stop";
 }
 
+sampling::SamplingParams default_params(const std::string& model_dir, const model::ModelConfig& config) {
+  sampling::SamplingParams p = sampling::from_generation_config(model_dir);
+  sampling::merge_eos(p, config.eos_token_ids);
+  return p;
+}
+
 int64_t resolve_context(const model::ModelConfig& config, int64_t requested) {
   return requested > 0 ? requested : config.max_position_embeddings;
 }

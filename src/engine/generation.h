@@ -35,6 +35,9 @@ void check_prompt_fits(int64_t prompt_tokens, int64_t context);
 // context; never more than the rest of the context.
 int64_t max_new_tokens(const sampling::SamplingParams& params, int64_t prompt_tokens, int64_t context);
 
+// A model's decoding defaults: its folder's generation_config.json, config.json's end tokens merged in.
+sampling::SamplingParams default_params(const std::string& model_dir, const model::ModelConfig& config);
+
 struct GenerationRequest {
   std::vector<int32_t> prompt;
   sampling::SamplingParams params;

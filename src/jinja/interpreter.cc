@@ -1,3 +1,6 @@
+// The Jinja2 tree-walking interpreter: statements, expressions, calls, macros and loop state over one
+// shared scope stack. Kept in one file (over 600 lines) because every node kind evaluates through the
+// same private helpers; filters, tests, methods and globals live in their own files.
 #include "jinja/interpreter.h"
 
 #include <cmath>

@@ -1,0 +1,36 @@
+#pragma once
+// What an ember::Model holds behind its public header: the engine's model, its tokenizer, its chat
+// template and its decoding defaults, and the conversions from the public types.
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "ember/ember.h"
+#include "engine/chat_prompt.h"
+#include "engine/generation.h"
+#include "engine/session.h"
+#include "model/model.h"
+#include "tokenizer/tokenizer.h"
+
+namespace ember {
+
+struct Model::Impl {
+  Impl(const std::string& path, const LoadOptions& options);
+
+  // The model's defaults with `o` laid over them (throws ember::Error for a bad option).
+  sampling::SamplingParams params(const SamplingOptions& o) const;
+
+  std::string dir;
+  std::unique_ptr<model::Model> model;
+  tokenizer::Tokenizer tokenizer;
+  engine::ChatPromptBuilder prompts;
+  sampling::SamplingParams defaults;
+  int64_t context;
+  std::unique_ptr<engine::Session> session;  // Model::generate's sequence, made on first use
+};
+
+nlohmann::ordered_json to_json(const std::vector<Message>& messages);
+Reply to_reply(engine::GenerationResult r);
+
+}  // namespace ember
