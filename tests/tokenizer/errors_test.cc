@@ -2,6 +2,7 @@
 // bad ids and invalid UTF-8 are refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -138,14 +139,29 @@ TEST(TokenizerErrors, EncodeRefusesTextPastTheLimit) {
   }
 }
 
+// The expected values are picked from the fixture's JSON by the test itself (plain nlohmann, its own
+// field access), so that a parser bug cannot agree with itself.
 TEST(TokenizerConfig, FieldsAndChatTemplate) {
-  const Tokenizer tok = Tokenizer::from_folder(test::tokenizer_dir("tinyllama-1.1b-chat"));
-  std::ifstream in(test::tokenizer_dir("tinyllama-1.1b-chat") + "/tokenizer_config.json");
-  const auto raw = nlohmann::ordered_json::parse(in);
-  EXPECT_EQ(tok.config().bos_token, token_content(raw["bos_token"]));
-  EXPECT_EQ(tok.config().eos_token, token_content(raw["eos_token"]));
-  EXPECT_EQ(tok.config().chat_template, raw.value("chat_template", ""));
-  EXPECT_EQ(tok.config().raw, raw);
+  const std::string dir = test::tokenizer_dir("tinyllama-1.1b-chat");
+  const Tokenizer tok = Tokenizer::from_folder(dir);
+  std::ifstream in(dir + "/tokenizer_config.json");
+  const nlohmann::json file = nlohmann::json::parse(in);
+  for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token", "chat_template"})
+    ASSERT_TRUE(file.at(key).is_string()) << key << " is a plain string in this fixture";
+  const TokenizerConfig& c = tok.config();
+  EXPECT_EQ(c.bos_token, file["bos_token"].get<std::string>());
+  EXPECT_EQ(c.eos_token, file["eos_token"].get<std::string>());
+  EXPECT_EQ(c.unk_token, file["unk_token"].get<std::string>());
+  EXPECT_EQ(c.pad_token, file["pad_token"].get<std::string>());
+  EXPECT_EQ(c.chat_template, file["chat_template"].get<std::string>());
+  EXPECT_EQ(c.model_max_length, file.at("model_max_length").get<int64_t>());
+  EXPECT_EQ(c.add_bos_token.has_value(), file.contains("add_bos_token"));
+  std::vector<std::string> raw_keys, file_keys;
+  for (const auto& [k, v] : c.raw.items()) raw_keys.push_back(k);
+  for (const auto& [k, v] : file.items()) file_keys.push_back(k);
+  std::sort(raw_keys.begin(), raw_keys.end());
+  EXPECT_EQ(raw_keys, file_keys);  // raw is the whole file (nlohmann::json lists keys sorted)
+
   const auto cfg = parse_tokenizer_config(
       R"({"bos_token": {"content": "<b>"}, "add_bos_token": true,
           "chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}]})");
