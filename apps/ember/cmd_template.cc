@@ -1,12 +1,11 @@
 // ember template (-m DIR | --template FILE) --jsonl: renders conversations with a chat template.
 #include <ctime>
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "apps/ember/commands.h"
 #include "apps/ember/jsonl.h"
 #include "base/error.h"
+#include "base/mapped_file.h"
 #include "chat/chat_template.h"
 
 namespace ember::app {
@@ -46,11 +45,7 @@ Run add_template_command(CLI::App& app) {
       source = chat::load_chat_template(o->model);
       defaults = chat::load_special_tokens(o->model);
     } else {
-      std::ifstream f(o->template_file, std::ios::binary);
-      if (!f) throw Error(o->template_file + ": cannot open");
-      std::ostringstream ss;
-      ss << f.rdbuf();
-      source = ss.str();
+      source = read_file(o->template_file);
     }
     const chat::ChatTemplate tmpl(source);
     jinja::RenderOptions opts;

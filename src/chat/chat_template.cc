@@ -1,26 +1,17 @@
 #include "chat/chat_template.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "base/error.h"
+#include "base/mapped_file.h"
 
 namespace ember::chat {
 
 namespace {
 
-std::string read_file(const std::filesystem::path& p) {
-  std::ifstream f(p, std::ios::binary);
-  if (!f) throw Error(p.string() + ": cannot open");
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 nlohmann::ordered_json read_json(const std::filesystem::path& p) {
   try {
-    return nlohmann::ordered_json::parse(read_file(p));
+    return nlohmann::ordered_json::parse(read_file(p.string()));
   } catch (const nlohmann::json::exception& e) {
     throw Error(p.string() + ": " + e.what());
   }
@@ -45,7 +36,7 @@ nlohmann::ordered_json load_special_tokens(const std::string& model_dir) {
 std::string load_chat_template(const std::string& model_dir) {
   const std::filesystem::path dir(model_dir);
   // Newer transformers save the template beside the config, and that file takes precedence.
-  if (std::filesystem::exists(dir / "chat_template.jinja")) return read_file(dir / "chat_template.jinja");
+  if (std::filesystem::exists(dir / "chat_template.jinja")) return read_file((dir / "chat_template.jinja").string());
   const auto config_path = dir / "tokenizer_config.json";
   if (std::filesystem::exists(config_path)) {
     const nlohmann::ordered_json config = read_json(config_path);

@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "base/error.h"
+#include "base/mapped_file.h"
 #include "base/utf8.h"
 #include "tokenizer/json_util.h"
 #include "tokenizer/tokenizer_impl.h"
@@ -13,14 +12,6 @@
 namespace ember::tokenizer {
 
 namespace {
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path.string(), "cannot open file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::vector<AddedToken> parse_added_tokens(const json& list, const BpeModel& model) {
   std::vector<AddedToken> out;
@@ -97,10 +88,10 @@ Tokenizer Tokenizer::from_folder(const std::string& dir) {
   const auto tok = d / "tokenizer.json";
   if (!std::filesystem::exists(tok)) fail(tok.string(), "not found (Ember needs a tokenizer.json)");
   const auto cfg = d / "tokenizer_config.json", tmpl = d / "chat_template.jinja";
-  const std::string cfg_text = std::filesystem::exists(cfg) ? read_file(cfg) : "";
-  const std::string tmpl_text = std::filesystem::exists(tmpl) ? read_file(tmpl) : "";
+  const std::string cfg_text = std::filesystem::exists(cfg) ? read_file(cfg.string()) : "";
+  const std::string tmpl_text = std::filesystem::exists(tmpl) ? read_file(tmpl.string()) : "";
   try {
-    return Tokenizer(std::shared_ptr<const Impl>(build_impl(read_file(tok), cfg_text, tmpl_text)));
+    return Tokenizer(std::shared_ptr<const Impl>(build_impl(read_file(tok.string()), cfg_text, tmpl_text)));
   } catch (const Error& e) {
     throw Error(dir + ": " + e.what());
   }
