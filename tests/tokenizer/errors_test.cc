@@ -172,6 +172,43 @@ TEST(TokenizerConfig, FieldsAndChatTemplate) {
   EXPECT_EQ(parse_tokenizer_config("{}", "FILE").chat_template, "FILE");
 }
 
+// transformers' get_chat_template: "tool_use" when tools are given, else "default"; a list without
+// "default" is refused (naming the templates it has), as transformers raises.
+TEST(TokenizerConfig, SelectChatTemplateAsTransformers) {
+  const auto both = parse_tokenizer_config(
+      R"({"chat_template": [{"name": "default", "template": "D"}, {"name": "tool_use", "template": "T"}]})");
+  EXPECT_EQ(select_chat_template(both, false, "dir"), "D");
+  EXPECT_EQ(select_chat_template(both, true, "dir"), "T");
+  const auto single = parse_tokenizer_config(R"({"chat_template": "S"})");
+  EXPECT_EQ(select_chat_template(single, true, "dir"), "S");
+  const auto no_default = parse_tokenizer_config(
+      R"({"chat_template": [{"name": "rag", "template": "R"}, {"name": "tool_use", "template": "T"}]})");
+  EXPECT_EQ(no_default.chat_template, "");
+  EXPECT_EQ(select_chat_template(no_default, true, "dir"), "T");
+  try {
+    select_chat_template(no_default, false, "dir");
+    FAIL() << "a list without \"default\" gave a template";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.rfind("dir: ", 0), 0u) << m;
+    EXPECT_NE(m.find("\"default\""), std::string::npos) << m;
+    EXPECT_NE(m.find("rag, tool_use"), std::string::npos) << m;
+  }
+  EXPECT_THROW(select_chat_template(parse_tokenizer_config("{}"), false, "dir"), Error);
+  try {
+    parse_tokenizer_config(R"({"chat_template": [{"name": "default"}]})");
+    FAIL() << "an entry without a template was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("chat_template[0]"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TokenizerConfig, SpecialTokenVariablesAreTheSetOnes) {
+  const auto cfg = parse_tokenizer_config(
+      R"({"bos_token": {"content": "<s>", "lstrip": false}, "eos_token": "</s>", "pad_token": null})");
+  EXPECT_EQ(special_token_variables(cfg).dump(), R"({"bos_token":"<s>","eos_token":"</s>"})");
+}
+
 TEST(Tokenizer, CopiesShareStateAndEncodeConcurrently) {
   const Tokenizer tok = Tokenizer::from_folder(test::tokenizer_dir("qwen3"));
   const std::string text = "Concurrent encoding: 你好, world! 12345 \xF0\x9F\x91\x8D";
