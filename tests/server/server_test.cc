@@ -186,6 +186,14 @@ TEST_F(ServeTest, StreamingChatEqualsChatSession) {
     ASSERT_TRUE(usage.is_object()) << ev.chunks.back().dump();
     EXPECT_TRUE(ev.chunks.back()["choices"].empty());
     EXPECT_EQ(usage["completion_tokens"].get<size_t>(), r.completion_tokens);
+    for (const auto& ch : ev.chunks) {  // one envelope: same id, created and model; usage null but last
+      EXPECT_EQ(ch["id"], ev.chunks[0]["id"]);
+      EXPECT_EQ(ch["created"], ev.chunks[0]["created"]);
+      EXPECT_EQ(ch["model"], ev.chunks[0]["model"]);
+      if (&ch != &ev.chunks.back()) {
+        EXPECT_TRUE(ch.contains("usage") && ch["usage"].is_null()) << ch.dump();
+      }
+    }
   }
 }
 
