@@ -197,6 +197,7 @@ Server::Server(model::Model& model, const tokenizer::Tokenizer& tokenizer, engin
     : tokenizer_(tokenizer),
       options_(std::move(options)),
       defaults_(sampling::from_generation_config(model.dir())),
+      vocab_size_(static_cast<size_t>(model.config().vocab_size)),
       prompts_(tokenizer, model.dir()),
       created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                    .count()) {
@@ -339,7 +340,7 @@ void Server::routes() {
 }
 
 void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
-  const ChatRequest cr = parse_chat_request(parse_body(req.body), defaults_);
+  const ChatRequest cr = parse_chat_request(parse_body(req.body), defaults_, vocab_size_);
   engine::ChatPrompt prompt;
   try {
     prompt = prompts_.build(cr.messages, cr.options);
@@ -356,7 +357,7 @@ void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
 }
 
 void Server::handle_text(const httplib::Request& req, httplib::Response& res) {
-  const TextRequest tr = parse_text_request(parse_body(req.body), defaults_);
+  const TextRequest tr = parse_text_request(parse_body(req.body), defaults_, vocab_size_);
   engine::GenerationRequest g;
   g.prompt = tokenizer_.encode(tr.prompt, /*add_special_tokens=*/true);
   g.params = tr.params;

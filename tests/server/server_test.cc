@@ -347,6 +347,17 @@ TEST_F(ServeTest, ErrorsHaveOpenAiShapeAndStatus) {
     ASSERT_TRUE(res);
     EXPECT_EQ(ordered_json::parse(res->body)["error"]["param"], "temperature");
   }
+  {  // an id past the vocabulary is the client's mistake (a 400), not a failed generation (500)
+    auto res = post(c, "/v1/chat/completions", {{"messages", msgs}, {"logit_bias", {{"999999", 5}}}});
+    expect_error(res, 400, "logit_bias outside the vocabulary");
+    const auto e = ordered_json::parse(res->body)["error"];
+    EXPECT_EQ(e["param"], "logit_bias");
+    EXPECT_NE(e["message"].get<std::string>().find("token id 999999 is outside the vocabulary of " +
+                                                   std::to_string(model_->config().vocab_size)),
+              std::string::npos) << e.dump();
+    expect_error(post(c, "/v1/completions", {{"prompt", "Hi"}, {"logit_bias", {{"999999", 5}}}}), 400,
+                 "logit_bias outside the vocabulary (completions)");
+  }
   std::string long_text;
   for (int i = 0; i < 600; ++i) long_text += "The cat sat on the mat. ";
   {
