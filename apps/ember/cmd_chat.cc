@@ -10,6 +10,7 @@
 #include <iostream>
 
 #include "apps/ember/commands.h"
+#include "apps/ember/generation_stats.h"
 #include "apps/ember/jsonl.h"
 #include "apps/ember/model_options.h"
 #include "base/error.h"
@@ -168,10 +169,9 @@ class ChatApp {
   void report(const engine::ChatReply& r) const {
     const auto& g = r.generation;
     if (o_.verbose)
-      std::fprintf(stderr, "[prompt %lld tokens, prefilled %lld (%.1f tokens/s), generated %zu (%.1f tokens/s), %s%s]\n",
+      std::fprintf(stderr, "[prompt %lld tokens, prefilled %lld (%.1f tokens/s), generated %zu (decode %.1f tokens/s), %s%s]\n",
                    static_cast<long long>(g.prompt_tokens), static_cast<long long>(g.prefilled_tokens),
-                   g.prefill_seconds > 0 ? static_cast<double>(g.prefilled_tokens) / g.prefill_seconds : 0.0,
-                   g.tokens.size(), g.decode_seconds > 0 ? static_cast<double>(g.tokens.size()) / g.decode_seconds : 0.0,
+                   prefill_tokens_per_second(g), g.tokens.size(), decode_tokens_per_second(g),
                    engine::finish_reason_name(g.finish), r.thought_forced_closed ? ", thought cut by budget" : "");
   }
 

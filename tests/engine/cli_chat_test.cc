@@ -83,6 +83,18 @@ TEST(CliGenerate, StoryIsCoherentAndErrorsExitNonZero) {
   EXPECT_NE(bad.out.find("/nonexistent"), std::string::npos) << bad.out;
 }
 
+// The first generated token comes from the prefill's logits: with -n 1 no decode step produced a
+// token, so the decode rate counts none (it used to divide 1 token by the decode time).
+TEST(CliGenerate, DecodeRateCountsOnlyDecodedTokens) {
+  const std::string gen = ember_binary() + " generate -m " + model_dir("story-656k") + " -p 'Once upon a time'";
+  const Output one = run(gen + " -n 1 2>&1 >/dev/null");
+  ASSERT_EQ(one.status, 0) << one.out;
+  EXPECT_NE(one.out.find("generated 1 tokens (0 by decode steps), decode 0.0 tokens/s"), std::string::npos) << one.out;
+  const Output ten = run(gen + " -n 10 2>&1 >/dev/null");
+  ASSERT_EQ(ten.status, 0) << ten.out;
+  EXPECT_NE(ten.out.find("generated 10 tokens (9 by decode steps)"), std::string::npos) << ten.out;
+}
+
 TEST(CliGenerate, BeamsFlag) {
   const std::string gen = ember_binary() + " generate -m " + model_dir("story-656k") + " -p 'Once upon a time' -n 30 -q";
   const Output greedy = run(gen);
