@@ -14,7 +14,6 @@
 #include "apps/ember/jsonl.h"
 #include "apps/ember/model_options.h"
 #include "base/error.h"
-#include "base/mapped_file.h"
 #include "engine/chat_session.h"
 #include "tokenizer/tokenizer.h"
 
@@ -37,6 +36,13 @@ struct ChatOpts {
   std::string messages_file;
 };
 
+// A conversation file (--messages, /load): a JSON array of {role, content} messages.
+ordered_json read_messages(const std::string& path) {
+  ordered_json m = read_json_file(path);
+  if (!m.is_array()) fail(path, "expected a JSON array of {role, content} messages");
+  return m;
+}
+
 class ChatApp {
  public:
   explicit ChatApp(const ChatOpts& o)
@@ -52,9 +58,7 @@ class ChatApp {
     reset();
   }
 
-  int one_shot() {
-    const ordered_json messages = ordered_json::parse(read_file(o_.messages_file));
-    if (!messages.is_array()) throw Error(o_.messages_file + ": expected a JSON array of {role, content} messages");
+  int one_shot(const ordered_json& messages) {
     engine::ChatCallbacks cb;
     if (!o_.json) cb.on_content = [](std::string_view t) { std::cout << t << std::flush; };
     const engine::ChatReply r = chat_.reply(messages, params_, options_, cb);
@@ -124,9 +128,7 @@ class ChatApp {
         if (!out) throw Error(arg + ": cannot write");
         out << messages_.dump(2) << '\n';
       } else if (cmd == "/load") {
-        ordered_json m = ordered_json::parse(read_file(arg));
-        if (!m.is_array()) throw Error(arg + ": expected a JSON array of messages");
-        messages_ = std::move(m);
+        messages_ = read_messages(arg);
       } else {
         throw Error("unknown command " + cmd + " (/reset, /system TEXT, /think on|off, /save FILE, /load FILE, /quit)");
       }
@@ -202,8 +204,9 @@ Run add_chat_command(CLI::App& app) {
   return [o] {
     if (o->json && o->messages_file.empty()) throw Error("--json needs --messages FILE");
     if (o->json) o->model.quiet = true;
-    ChatApp chat(*o);
-    return o->messages_file.empty() ? chat.loop() : chat.one_shot();
+    if (o->messages_file.empty()) return ChatApp(*o).loop();
+    const ordered_json messages = read_messages(o->messages_file);  // before the model loads: fail fast
+    return ChatApp(*o).one_shot(messages);
   };
 }
 

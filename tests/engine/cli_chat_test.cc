@@ -50,6 +50,25 @@ TEST(CliChat, OneShotJsonEqualsLibraryReply) {
   EXPECT_EQ(checked, std::min<int>(10, static_cast<int>(cases.size())));
 }
 
+// Malformed JSON in --messages is an input error (exit 1) naming the file and the position, not an
+// internal error (exit 2) showing nlohmann's exception.
+TEST(CliChat, MalformedMessagesFileNamesFileAndPosition) {
+  const std::string file = tmp_file("bad_msgs.json", "[{\"role\": \"user\", \"content\": \"Hi\"},\n {\"role\": }]\n");
+  const Output o = run(ember_binary() + " chat -m " + model_dir("chat-skills") + " --messages " + file + " --json 2>&1");
+  std::filesystem::remove(file);
+  ASSERT_TRUE(WIFEXITED(o.status)) << o.out;
+  EXPECT_EQ(WEXITSTATUS(o.status), 1) << o.out;
+  EXPECT_NE(o.out.find(file + ": invalid JSON"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("line 2, column 11"), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("internal error"), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("json.exception"), std::string::npos) << o.out;
+  const std::string not_array = tmp_file("obj_msgs.json", "{\"role\": \"user\"}");
+  const Output o2 = run(ember_binary() + " chat -m " + model_dir("chat-skills") + " --messages " + not_array + " 2>&1");
+  std::filesystem::remove(not_array);
+  EXPECT_EQ(WEXITSTATUS(o2.status), 1) << o2.out;
+  EXPECT_NE(o2.out.find(not_array + ": expected a JSON array"), std::string::npos) << o2.out;
+}
+
 TEST(CliChat, PipedLinesGetOneReplyEach) {
   const Output o = run("printf 'Hello!\\nMy name is Mila.\\nWhat is my name?\\n' | " + ember_binary() + " chat -m " +
                        model_dir("chat-skills") + " --no-think -q");
