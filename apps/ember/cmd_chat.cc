@@ -46,22 +46,18 @@ ordered_json read_messages(const std::string& path) {
 class ChatApp {
  public:
   explicit ChatApp(const ChatOpts& o)
-      : o_(o),
-        model_(o.model.load()),
-        tok_(tokenizer::Tokenizer::from_folder(o.model.dir)),
-        chat_(*model_, tok_, o.model.dir, o.model.ctx),
-        params_(o.sampling.resolve(*model_)) {
+      : o_(o), m_(load_model(o.model, &o.sampling)), chat_(*m_.model, m_.tokenizer, o.model.dir, o.model.ctx) {
     if (o.think) options_.enable_thinking = true;
     if (o.no_think) options_.enable_thinking = false;
     options_.think_budget = o.think_budget;
-    if (!params_.max_new_tokens) params_.max_new_tokens = 1024;
+    if (!m_.params.max_new_tokens) m_.params.max_new_tokens = 1024;
     reset();
   }
 
   int one_shot(const ordered_json& messages) {
     engine::ChatCallbacks cb;
     if (!o_.json) cb.on_content = [](std::string_view t) { std::cout << t << std::flush; };
-    const engine::ChatReply r = chat_.reply(messages, params_, options_, cb);
+    const engine::ChatReply r = chat_.reply(messages, m_.params, options_, cb);
     if (o_.json) {
       std::cout << dump_line(ordered_json{{"content", r.content}, {"reasoning_content", r.reasoning_content}}) << '\n';
     } else {
@@ -155,7 +151,7 @@ class ChatApp {
     };
     cb.cancelled = [] { return g_interrupted.load(); };
     try {
-      const engine::ChatReply r = chat_.reply(messages_, params_, options_, cb);
+      const engine::ChatReply r = chat_.reply(messages_, m_.params, options_, cb);
       if (in_thought) std::cout << (tty ? "\033[0m" : "");
       std::cout << '\n' << std::flush;
       ordered_json msg{{"role", "assistant"}, {"content", r.content}};
@@ -178,10 +174,8 @@ class ChatApp {
   }
 
   ChatOpts o_;
-  std::unique_ptr<model::Model> model_;
-  tokenizer::Tokenizer tok_;
+  LoadedModel m_;
   engine::ChatSession chat_;
-  sampling::SamplingParams params_;
   engine::ChatOptions options_;
   ordered_json messages_;
 };

@@ -64,9 +64,7 @@ Run add_generate_command(CLI::App& app) {
   cmd->add_option("--num-return-sequences", o->num_return, "Beam search: print the best N beams (N <= B)")
       ->check(CLI::PositiveNumber);
   return [o] {
-    auto model = o->model.load();
-    const auto tok = tokenizer::Tokenizer::from_folder(o->model.dir);
-    sampling::SamplingParams params = o->sampling.resolve(*model);
+    auto [model, tok, params] = load_model(o->model, &o->sampling);
     if (!params.max_new_tokens && !params.max_length) params.max_new_tokens = 256;
     const std::vector<int32_t> prompt = tok.encode(o->prompt, !o->no_bos);
     if (o->beams) {
