@@ -22,17 +22,18 @@ struct Model {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const Model model;
   const ember::sampling::SamplingParams defaults;
+  const auto vocab = static_cast<size_t>(model.tok.vocab_size());
   const std::string text(reinterpret_cast<const char*>(data), size);
   try {
     const auto body = ember::server::parse_body(text);
     try {
-      const auto chat = ember::server::parse_chat_request(body, defaults);
+      const auto chat = ember::server::parse_chat_request(body, defaults, vocab);
       (void)model.builder.build(chat.messages, chat.options);
     } catch (const ember::server::ApiError&) {
     } catch (const ember::Error&) {
     }
     try {
-      const auto req = ember::server::parse_text_request(body, defaults);
+      const auto req = ember::server::parse_text_request(body, defaults, vocab);
       (void)model.tok.encode(req.prompt, true);
     } catch (const ember::server::ApiError&) {
     } catch (const ember::Error&) {

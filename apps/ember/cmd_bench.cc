@@ -98,7 +98,7 @@ int run_bench(const BenchArgs& a) {
   // Synthetic weights are made in the float type (bf16 unless --dtype says); a folder keeps its own.
   DType float_type = DType::BF16;
   if (a.dtype == "q8_0" || a.dtype == "q4_0") opt.quantize = kernels::parse_qtype(a.dtype);
-  else if (auto t = parse_dtype(a.dtype == "f32" ? "F32" : a.dtype == "f16" ? "F16" : a.dtype == "bf16" ? "BF16" : "")) {
+  else if (auto t = parse_lower_dtype(a.dtype)) {
     if (!a.model_dir.empty()) fail("bench", "--dtype " + a.dtype + " applies to --synthetic; a folder runs in its stored dtype (or --dtype q8_0/q4_0)");
     float_type = *t;
   } else if (!a.dtype.empty()) fail("bench", "--dtype must be f32, bf16, f16, q8_0 or q4_0 (got '" + a.dtype + "')");

@@ -10,10 +10,10 @@
 #include <iostream>
 
 #include "apps/ember/commands.h"
+#include "apps/ember/generation_stats.h"
 #include "apps/ember/jsonl.h"
 #include "apps/ember/model_options.h"
 #include "base/error.h"
-#include "base/mapped_file.h"
 #include "engine/chat_session.h"
 #include "tokenizer/tokenizer.h"
 
@@ -36,27 +36,28 @@ struct ChatOpts {
   std::string messages_file;
 };
 
+// A conversation file (--messages, /load): a JSON array of {role, content} messages.
+ordered_json read_messages(const std::string& path) {
+  ordered_json m = read_json_file(path);
+  if (!m.is_array()) fail(path, "expected a JSON array of {role, content} messages");
+  return m;
+}
+
 class ChatApp {
  public:
   explicit ChatApp(const ChatOpts& o)
-      : o_(o),
-        model_(o.model.load()),
-        tok_(tokenizer::Tokenizer::from_folder(o.model.dir)),
-        chat_(*model_, tok_, o.model.dir, o.model.ctx),
-        params_(o.sampling.resolve(*model_)) {
+      : o_(o), m_(load_model(o.model, &o.sampling)), chat_(*m_.model, m_.tokenizer, o.model.dir, o.model.ctx) {
     if (o.think) options_.enable_thinking = true;
     if (o.no_think) options_.enable_thinking = false;
     options_.think_budget = o.think_budget;
-    if (!params_.max_new_tokens) params_.max_new_tokens = 1024;
+    if (!m_.params.max_new_tokens) m_.params.max_new_tokens = 1024;
     reset();
   }
 
-  int one_shot() {
-    const ordered_json messages = ordered_json::parse(read_file(o_.messages_file));
-    if (!messages.is_array()) throw Error(o_.messages_file + ": expected a JSON array of {role, content} messages");
+  int one_shot(const ordered_json& messages) {
     engine::ChatCallbacks cb;
     if (!o_.json) cb.on_content = [](std::string_view t) { std::cout << t << std::flush; };
-    const engine::ChatReply r = chat_.reply(messages, params_, options_, cb);
+    const engine::ChatReply r = chat_.reply(messages, m_.params, options_, cb);
     if (o_.json) {
       std::cout << dump_line(ordered_json{{"content", r.content}, {"reasoning_content", r.reasoning_content}}) << '\n';
     } else {
@@ -123,9 +124,7 @@ class ChatApp {
         if (!out) throw Error(arg + ": cannot write");
         out << messages_.dump(2) << '\n';
       } else if (cmd == "/load") {
-        ordered_json m = ordered_json::parse(read_file(arg));
-        if (!m.is_array()) throw Error(arg + ": expected a JSON array of messages");
-        messages_ = std::move(m);
+        messages_ = read_messages(arg);
       } else {
         throw Error("unknown command " + cmd + " (/reset, /system TEXT, /think on|off, /save FILE, /load FILE, /quit)");
       }
@@ -152,7 +151,7 @@ class ChatApp {
     };
     cb.cancelled = [] { return g_interrupted.load(); };
     try {
-      const engine::ChatReply r = chat_.reply(messages_, params_, options_, cb);
+      const engine::ChatReply r = chat_.reply(messages_, m_.params, options_, cb);
       if (in_thought) std::cout << (tty ? "\033[0m" : "");
       std::cout << '\n' << std::flush;
       ordered_json msg{{"role", "assistant"}, {"content", r.content}};
@@ -168,18 +167,15 @@ class ChatApp {
   void report(const engine::ChatReply& r) const {
     const auto& g = r.generation;
     if (o_.verbose)
-      std::fprintf(stderr, "[prompt %lld tokens, prefilled %lld (%.1f tokens/s), generated %zu (%.1f tokens/s), %s%s]\n",
+      std::fprintf(stderr, "[prompt %lld tokens, prefilled %lld (%.1f tokens/s), generated %zu (decode %.1f tokens/s), %s%s]\n",
                    static_cast<long long>(g.prompt_tokens), static_cast<long long>(g.prefilled_tokens),
-                   g.prefill_seconds > 0 ? static_cast<double>(g.prefilled_tokens) / g.prefill_seconds : 0.0,
-                   g.tokens.size(), g.decode_seconds > 0 ? static_cast<double>(g.tokens.size()) / g.decode_seconds : 0.0,
+                   prefill_tokens_per_second(g), g.tokens.size(), decode_tokens_per_second(g),
                    engine::finish_reason_name(g.finish), r.thought_forced_closed ? ", thought cut by budget" : "");
   }
 
   ChatOpts o_;
-  std::unique_ptr<model::Model> model_;
-  tokenizer::Tokenizer tok_;
+  LoadedModel m_;
   engine::ChatSession chat_;
-  sampling::SamplingParams params_;
   engine::ChatOptions options_;
   ordered_json messages_;
 };
@@ -202,8 +198,9 @@ Run add_chat_command(CLI::App& app) {
   return [o] {
     if (o->json && o->messages_file.empty()) throw Error("--json needs --messages FILE");
     if (o->json) o->model.quiet = true;
-    ChatApp chat(*o);
-    return o->messages_file.empty() ? chat.loop() : chat.one_shot();
+    if (o->messages_file.empty()) return ChatApp(*o).loop();
+    const ordered_json messages = read_messages(o->messages_file);  // before the model loads: fail fast
+    return ChatApp(*o).one_shot(messages);
   };
 }
 

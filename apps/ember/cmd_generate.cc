@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "apps/ember/commands.h"
+#include "apps/ember/generation_stats.h"
 #include "apps/ember/model_options.h"
 #include "base/error.h"
 #include "engine/beam_generate.h"
@@ -63,9 +64,7 @@ Run add_generate_command(CLI::App& app) {
   cmd->add_option("--num-return-sequences", o->num_return, "Beam search: print the best N beams (N <= B)")
       ->check(CLI::PositiveNumber);
   return [o] {
-    auto model = o->model.load();
-    const auto tok = tokenizer::Tokenizer::from_folder(o->model.dir);
-    sampling::SamplingParams params = o->sampling.resolve(*model);
+    auto [model, tok, params] = load_model(o->model, &o->sampling);
     if (!params.max_new_tokens && !params.max_length) params.max_new_tokens = 256;
     const std::vector<int32_t> prompt = tok.encode(o->prompt, !o->no_bos);
     if (o->beams) {
@@ -83,13 +82,13 @@ Run add_generate_command(CLI::App& app) {
     cb.on_text = [](std::string_view t) { std::cout << t << std::flush; };
     const engine::GenerationResult r = session.generate(prompt, params, cb);
     std::cout << '\n' << std::flush;
-    if (!o->model.quiet) {
-      const double pre = r.prefill_seconds > 0 ? static_cast<double>(r.prefilled_tokens) / r.prefill_seconds : 0;
-      const double dec = r.decode_seconds > 0 ? static_cast<double>(r.tokens.size()) / r.decode_seconds : 0;
-      std::fprintf(stderr, "prompt: %lld tokens, prefill %.1f tokens/s; generated %zu tokens, decode %.1f tokens/s; stop: %s\n",
-                   static_cast<long long>(r.prompt_tokens), pre, r.tokens.size(), dec,
+    if (!o->model.quiet)
+      std::fprintf(stderr,
+                   "prompt: %lld tokens, prefill %.1f tokens/s; generated %zu tokens (%lld by decode steps), decode %.1f "
+                   "tokens/s; stop: %s\n",
+                   static_cast<long long>(r.prompt_tokens), prefill_tokens_per_second(r), r.tokens.size(),
+                   static_cast<long long>(decode_tokens(r)), decode_tokens_per_second(r),
                    engine::finish_reason_name(r.finish));
-    }
     return 0;
   };
 }

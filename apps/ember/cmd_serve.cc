@@ -10,7 +10,6 @@
 #include "apps/ember/model_options.h"
 #include "base/error.h"
 #include "server/server.h"
-#include "tokenizer/tokenizer.h"
 
 namespace ember::app {
 
@@ -32,10 +31,9 @@ int serve(ServeOpts& o) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
-  auto model = o.model.load();
-  const auto tok = tokenizer::Tokenizer::from_folder(o.model.dir);
+  LoadedModel m = load_model(o.model);
   o.scheduler.context = o.model.ctx;
-  server::Server srv(*model, tok, o.scheduler, o.server);
+  server::Server srv(*m.model, m.tokenizer, o.scheduler, o.server);
   const int port = srv.bind();
   if (!o.model.quiet)
     std::fprintf(stderr, "ember serve: http://%s:%d/ (OpenAI API under /v1, %lld parallel sequences, context %lld)\n",

@@ -1,13 +1,14 @@
 // ember template (-m DIR | --template FILE) --jsonl: renders conversations with a chat template.
 #include <ctime>
-#include <fstream>
 #include <iostream>
-#include <sstream>
+#include <map>
 
 #include "apps/ember/commands.h"
 #include "apps/ember/jsonl.h"
 #include "base/error.h"
+#include "base/mapped_file.h"
 #include "chat/chat_template.h"
+#include "tokenizer/tokenizer_config.h"
 
 namespace ember::app {
 
@@ -40,19 +41,20 @@ Run add_template_command(CLI::App& app) {
   cmd->add_option("--now", o->now, "Clock for strftime_now, \"YYYY-MM-DD HH:MM:SS\" local time (default: now)");
   return [o] {
     if (o->model.empty() && o->template_file.empty()) throw Error("template: give -m DIR or --template FILE");
-    std::string source;
-    nlohmann::ordered_json defaults = nlohmann::ordered_json::object();
-    if (!o->model.empty()) {
-      source = chat::load_chat_template(o->model);
-      defaults = chat::load_special_tokens(o->model);
-    } else {
-      std::ifstream f(o->template_file, std::ios::binary);
-      if (!f) throw Error(o->template_file + ": cannot open");
-      std::ostringstream ss;
-      ss << f.rdbuf();
-      source = ss.str();
-    }
-    const chat::ChatTemplate tmpl(source);
+    // --template FILE stands in for a folder's single template.
+    tokenizer::TokenizerConfig config;
+    const std::string& where = o->model.empty() ? o->template_file : o->model;
+    if (!o->model.empty()) config = tokenizer::load_tokenizer_config(o->model);
+    else config.chat_template = read_file(o->template_file);
+    const nlohmann::ordered_json defaults = tokenizer::special_token_variables(config);
+    // A named list can pick another template for lines with tools; each is parsed once.
+    std::map<const std::string*, chat::ChatTemplate> parsed;
+    auto template_for = [&](bool with_tools) -> const chat::ChatTemplate& {
+      const std::string& source = tokenizer::select_chat_template(config, with_tools, where);
+      return parsed.try_emplace(&source, source).first->second;
+    };
+    // No template at all (or a bad single one) fails here, once; a list fails per line as transformers does.
+    if (config.named_chat_templates.empty()) template_for(/*with_tools=*/false);
     jinja::RenderOptions opts;
     if (!o->now.empty()) opts.now = parse_now(o->now);
     return run_jsonl(std::cin, std::cout, [&](const nlohmann::ordered_json& line) {
@@ -70,7 +72,7 @@ Run add_template_command(CLI::App& app) {
         if (!line["variables"].is_object()) throw Error("\"variables\" must be an object");
         for (const auto& [k, v] : line["variables"].items()) in.variables[k] = v;
       }
-      return nlohmann::ordered_json{{"rendered", tmpl.render(in, opts)}};
+      return nlohmann::ordered_json{{"rendered", template_for(!in.tools.is_null()).render(in, opts)}};
     });
   };
 }

@@ -1,10 +1,13 @@
 #pragma once
 // The --jsonl loop shared by the batch commands: one JSON object per input line, one per output
-// line; a bad line produces one {"error": ...} line and the rest go on.
+// line; a bad line produces one {"error": ...} line and the rest go on. And JSON files the CLI reads.
 #include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
+
+#include "base/error.h"
+#include "base/mapped_file.h"
 
 namespace ember::app {
 
@@ -32,6 +35,20 @@ inline int run_jsonl(std::istream& in, std::ostream& out,
     out << dump_line(result) << '\n' << std::flush;
   }
   return status;
+}
+
+// A JSON file given on the command line (--messages, /load). Malformed JSON is an input error like
+// the others: it names the file and the line and column, without nlohmann's exception id.
+inline nlohmann::ordered_json read_json_file(const std::string& path) {
+  const std::string text = read_file(path);
+  try {
+    return nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {  // parse_error (with the position), or out_of_range (1e400)
+    std::string what = e.what();                  // "[json.exception.parse_error.101] parse error at line 2, ..."
+    if (const size_t id_end = what.find("] "); what.rfind("[json.exception.", 0) == 0 && id_end != std::string::npos)
+      what.erase(0, id_end + 2);
+    fail(path, "invalid JSON: " + what);
+  }
 }
 
 }  // namespace ember::app

@@ -65,6 +65,12 @@ void SamplingOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--stop", stop, "Stop when this text appears (repeatable); it is not printed");
 }
 
+LoadedModel load_model(const ModelOptions& model, const SamplingOptions* sampling) {
+  LoadedModel m{model.load(), tokenizer::Tokenizer::from_folder(model.dir), {}};
+  if (sampling) m.params = sampling->resolve(*m.model);
+  return m;
+}
+
 sampling::SamplingParams SamplingOptions::resolve(const model::Model& model) const {
   sampling::SamplingParams p = sampling::from_generation_config(model.dir());
   sampling::merge_eos(p, model.config().eos_token_ids);

@@ -10,6 +10,7 @@
 
 #include "model/model.h"
 #include "sampling/generation_config.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ember::app {
 
@@ -39,5 +40,16 @@ struct SamplingOptions {
   // generation_config.json of the model (eos ids merged with config.json's), then these flags.
   sampling::SamplingParams resolve(const model::Model& model) const;
 };
+
+// What chat, generate and serve start from.
+struct LoadedModel {
+  std::unique_ptr<model::Model> model;
+  tokenizer::Tokenizer tokenizer;
+  sampling::SamplingParams params;  // `sampling` resolved over generation_config.json; defaults without it
+};
+
+// Loads the model (progress on stderr unless quiet) and its folder's tokenizer, and resolves the
+// sampling flags when given (serve takes them per request instead).
+LoadedModel load_model(const ModelOptions& model, const SamplingOptions* sampling = nullptr);
 
 }  // namespace ember::app

@@ -4,21 +4,44 @@
 
 namespace ember {
 
-const char* dtype_name(DType t) {
-  switch (t) {
-    case DType::F32: return "F32";
-    case DType::F16: return "F16";
-    case DType::BF16: return "BF16";
-  }
-  return "?";
+namespace {
+
+// Each type's names, in one place for both directions.
+struct Names {
+  DType type;
+  const char* safetensors;
+  const char* lower;
+};
+constexpr Names kNames[] = {{DType::F32, "F32", "f32"}, {DType::F16, "F16", "f16"}, {DType::BF16, "BF16", "bf16"}};
+
+const Names* names_of(DType t) {
+  for (const Names& n : kNames)
+    if (n.type == t) return &n;
+  return nullptr;
 }
 
-std::optional<DType> parse_dtype(std::string_view s) {
-  if (s == "F32") return DType::F32;
-  if (s == "F16") return DType::F16;
-  if (s == "BF16") return DType::BF16;
+template <class Field>
+std::optional<DType> find_by(std::string_view name, Field field) {
+  for (const Names& n : kNames)
+    if (name == n.*field) return n.type;
   return std::nullopt;
 }
+
+}  // namespace
+
+const char* dtype_name(DType t) {
+  const Names* n = names_of(t);
+  return n ? n->safetensors : "?";
+}
+
+std::optional<DType> parse_dtype(std::string_view s) { return find_by(s, &Names::safetensors); }
+
+const char* dtype_lower_name(DType t) {
+  const Names* n = names_of(t);
+  return n ? n->lower : "?";
+}
+
+std::optional<DType> parse_lower_dtype(std::string_view s) { return find_by(s, &Names::lower); }
 
 float f16_to_f32(uint16_t h) {
   const uint32_t sign = (h & 0x8000u) << 16;

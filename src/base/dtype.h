@@ -11,8 +11,11 @@ namespace ember {
 enum class DType : uint8_t { F32, F16, BF16 };
 
 inline size_t dtype_size(DType t) { return t == DType::F32 ? 4 : 2; }
-const char* dtype_name(DType t);
+const char* dtype_name(DType t);                                      // "F32", "F16", "BF16"
 std::optional<DType> parse_dtype(std::string_view safetensors_name);  // "F32", "F16", "BF16"
+// The lowercase names of flags (--kv-dtype, --dtype) and reports, as llama.cpp spells them.
+const char* dtype_lower_name(DType t);                      // "f32", "f16", "bf16"
+std::optional<DType> parse_lower_dtype(std::string_view name);  // "f32", "f16", "bf16"
 
 inline float bf16_to_f32(uint16_t h) {
   const uint32_t bits = static_cast<uint32_t>(h) << 16;

@@ -10,14 +10,10 @@
 
 namespace ember::chat {
 
-// The model folder's template: chat_template.jinja, else tokenizer_config.json "chat_template"
-// (a string, or a list of {name, template} from which "default" is taken); throws naming the
-// folder if there is none.
+// The model folder's template as tokenizer::select_chat_template picks it (without tools):
+// chat_template.jinja, else tokenizer_config.json "chat_template" (a string, or the "default" of a
+// list of {name, template}); throws naming the folder if there is none.
 std::string load_chat_template(const std::string& model_dir);
-
-// bos_token, eos_token, unk_token, pad_token as tokenizer_config.json sets them (strings or
-// {"content": ...} objects), as an object of template variables; empty if the file is absent.
-nlohmann::ordered_json load_special_tokens(const std::string& model_dir);
 
 struct TemplateInputs {
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();

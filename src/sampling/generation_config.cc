@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "sampling/logits_processors.h"
 
 namespace ember::sampling {
 namespace {
@@ -103,7 +104,7 @@ class FieldReader {
 
 }  // namespace
 
-void SamplingParams::validate() const {
+void SamplingParams::validate(size_t vocab_size) const {
   auto finite = [](float x) { return std::isfinite(x); };
   if (!finite(temperature) || temperature < 0) invalid("temperature must be >= 0");
   if (top_k < 0) invalid("top_k must be >= 0");
@@ -116,6 +117,7 @@ void SamplingParams::validate() const {
   for (const auto& [id, bias] : logit_bias) {
     if (id < 0) invalid("logit_bias token id " + std::to_string(id) + " is negative");
     if (std::isnan(bias)) invalid("logit_bias of token " + std::to_string(id) + " is NaN");
+    if (vocab_size > 0) check_token_id(id, vocab_size, "sampling parameters: logit_bias");
   }
   if (max_new_tokens && *max_new_tokens < 0) invalid("max_new_tokens must be >= 0");
   if (max_length && *max_length < 0) invalid("max_length must be >= 0");

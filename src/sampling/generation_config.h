@@ -7,6 +7,7 @@
 // true and temperature > 0; otherwise the token is the argmax. The penalties and logit_bias act in both
 // cases (they change which token is the argmax). A caller that lets the user set a temperature > 0 on
 // a model whose generation_config says nothing about do_sample should set do_sample itself.
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -50,8 +51,9 @@ struct SamplingParams {
   // True when sample() draws at random instead of taking the argmax.
   bool sampling() const { return do_sample && temperature > 0.0f; }
 
-  // Throws ember::Error naming the first out-of-range option.
-  void validate() const;
+  // Throws ember::Error naming the first out-of-range option; with the model's vocabulary size (> 0)
+  // also for a logit_bias token id outside it.
+  void validate(size_t vocab_size = 0) const;
 };
 
 // Reads <model_dir>/generation_config.json over the defaults. A missing file gives the defaults;

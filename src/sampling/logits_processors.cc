@@ -11,12 +11,13 @@
 #include "sampling/vec.h"
 
 namespace ember::sampling {
-namespace {
 
-void check_id(int32_t id, size_t vocab, const char* what) {
+void check_token_id(int32_t id, size_t vocab, const char* what) {
   if (id < 0 || static_cast<size_t>(id) >= vocab)
     fail(what, "token id " + std::to_string(id) + " is outside the vocabulary of " + std::to_string(vocab));
 }
+
+namespace {
 
 // Hoare partition of a[lo..hi] (inclusive, hi > lo) around the median of first, middle and last.
 // Returns j in [lo, hi): nothing in [lo, j] ranks after anything in [j + 1, hi].
@@ -107,7 +108,7 @@ void apply_repetition_penalty(std::span<float> scores, std::span<const int32_t> 
                               std::vector<uint8_t>& seen) {
   if (penalty == 1.0f) return;
   for (int32_t t : context) {
-    check_id(t, scores.size(), "repetition penalty");
+    check_token_id(t, scores.size(), "repetition penalty");
     if (seen[t]) continue;
     seen[t] = 1;
     float& s = scores[t];
@@ -120,7 +121,7 @@ void apply_frequency_presence(std::span<float> scores, std::span<const int32_t> 
                               float presence, std::vector<int32_t>& counts) {
   if (frequency == 0.0f && presence == 0.0f) return;
   for (int32_t t : generated) {
-    check_id(t, scores.size(), "frequency/presence penalty");
+    check_token_id(t, scores.size(), "frequency/presence penalty");
     ++counts[t];
   }
   for (int32_t t : generated) {
@@ -132,7 +133,7 @@ void apply_frequency_presence(std::span<float> scores, std::span<const int32_t> 
 
 void apply_logit_bias(std::span<float> scores, const std::map<int32_t, float>& bias) {
   for (const auto& [id, b] : bias) {
-    check_id(id, scores.size(), "logit_bias");
+    check_token_id(id, scores.size(), "logit_bias");
     scores[id] += b;
   }
 }

@@ -36,6 +36,9 @@ void apply_repetition_penalty(std::span<float> scores, std::span<const int32_t> 
 void apply_frequency_presence(std::span<float> scores, std::span<const int32_t> generated, float frequency,
                               float presence, std::vector<int32_t>& counts);
 
+// Throws ember::Error "<what>: token id ID is outside the vocabulary of VOCAB" unless 0 <= id < vocab.
+void check_token_id(int32_t id, size_t vocab, const char* what);
+
 // Adds bias[id] to the logit of token id; throws ember::Error for an id outside the vocabulary.
 void apply_logit_bias(std::span<float> scores, const std::map<int32_t, float>& bias);
 

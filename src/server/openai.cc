@@ -2,6 +2,9 @@
 
 #include <cmath>
 
+#include "base/error.h"
+#include "sampling/logits_processors.h"
+
 namespace ember::server {
 
 namespace {
@@ -40,7 +43,8 @@ bool boolean(const ordered_json& body, const char* name) {
 }
 
 // Fills the sampling fields shared by /v1/chat/completions and /v1/completions.
-void parse_common(const ordered_json& body, const sampling::SamplingParams& defaults, CompletionRequest& r) {
+void parse_common(const ordered_json& body, const sampling::SamplingParams& defaults, size_t vocab_size,
+                  CompletionRequest& r) {
   sampling::SamplingParams& p = r.params;
   p = defaults;
   if (field(body, "model")) {
@@ -86,6 +90,11 @@ void parse_common(const ordered_json& body, const sampling::SamplingParams& defa
       } catch (const std::exception&) {
       }
       if (used != it.key().size() || id < 0) bad("logit_bias", "keys must be token ids");
+      try {  // else the sampler refuses it mid-generation, a 500 the client could not act on
+        sampling::check_token_id(id, vocab_size, "logit_bias");
+      } catch (const Error& e) {
+        throw ApiError(400, e.what(), "logit_bias", "invalid_value");
+      }
       if (!it.value().is_number()) bad("logit_bias", "values must be numbers");
       p.logit_bias[id] = it.value().get<float>();
     }
@@ -190,9 +199,9 @@ ordered_json parse_body(const std::string& text) {
   return body;
 }
 
-ChatRequest parse_chat_request(const ordered_json& body, const sampling::SamplingParams& defaults) {
+ChatRequest parse_chat_request(const ordered_json& body, const sampling::SamplingParams& defaults, size_t vocab_size) {
   ChatRequest r;
-  parse_common(body, defaults, r);
+  parse_common(body, defaults, vocab_size, r);
   parse_logprobs(body, r, /*chat=*/true);
   const auto* msgs = field(body, "messages");
   if (msgs == nullptr) bad("messages", "is required");
@@ -210,9 +219,9 @@ ChatRequest parse_chat_request(const ordered_json& body, const sampling::Samplin
   return r;
 }
 
-TextRequest parse_text_request(const ordered_json& body, const sampling::SamplingParams& defaults) {
+TextRequest parse_text_request(const ordered_json& body, const sampling::SamplingParams& defaults, size_t vocab_size) {
   TextRequest r;
-  parse_common(body, defaults, r);
+  parse_common(body, defaults, vocab_size, r);
   parse_logprobs(body, r, /*chat=*/false);
   const auto* prompt = field(body, "prompt");
   if (prompt == nullptr) bad("prompt", "is required");

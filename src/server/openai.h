@@ -1,6 +1,7 @@
 #pragma once
 // OpenAI's API shapes: request bodies checked field by field into Ember's structs, and the JSON of
 // responses, stream chunks and errors. No HTTP here, so all of it is testable without a socket.
+#include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
@@ -44,9 +45,10 @@ struct TextRequest : CompletionRequest {
   std::string prompt;
 };
 
-// `defaults`: the model's generation_config (eos ids merged). Throws ApiError(400) naming the field.
-ChatRequest parse_chat_request(const ordered_json& body, const sampling::SamplingParams& defaults);
-TextRequest parse_text_request(const ordered_json& body, const sampling::SamplingParams& defaults);
+// `defaults`: the model's generation_config (eos ids merged); `vocab_size`: the model's, which bounds
+// logit_bias token ids. Throws ApiError(400) naming the field.
+ChatRequest parse_chat_request(const ordered_json& body, const sampling::SamplingParams& defaults, size_t vocab_size);
+TextRequest parse_text_request(const ordered_json& body, const sampling::SamplingParams& defaults, size_t vocab_size);
 
 // Parses a request body; throws ApiError(400) for malformed JSON or a non-object.
 ordered_json parse_body(const std::string& text);

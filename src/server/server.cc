@@ -164,11 +164,25 @@ struct Server::Stream {
     return c;
   }
 
-  ordered_json envelope(bool streaming) const {
+  // The object around `choices`: the whole response, or one streamed chunk.
+  ordered_json envelope(bool streaming, ordered_json choices) const {
     return ordered_json{{"id", id},
                         {"object", chat ? (streaming ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
                         {"created", created},
-                        {"model", model}};
+                        {"model", model},
+                        {"choices", std::move(choices)}};
+  }
+
+  // One server-sent event; with include_usage every chunk has "usage", null until the last.
+  std::string chunk(ordered_json choices, ordered_json usage = nullptr) const {
+    ordered_json c = envelope(true, std::move(choices));
+    if (include_usage) c["usage"] = std::move(usage);
+    return sse(c);
+  }
+
+  // The chunk carrying `u`'s text (or only its role, or only its finish_reason).
+  std::string choice_chunk(const tokenizer::Tokenizer& tok, const engine::StreamUpdate& u) {
+    return chunk(ordered_json::array({choice(tok, u, true)}));
   }
 
   // Waits for the next update, cancelling the request once its deadline passed or its client left.
@@ -183,6 +197,7 @@ Server::Server(model::Model& model, const tokenizer::Tokenizer& tokenizer, engin
     : tokenizer_(tokenizer),
       options_(std::move(options)),
       defaults_(sampling::from_generation_config(model.dir())),
+      vocab_size_(static_cast<size_t>(model.config().vocab_size)),
       prompts_(tokenizer, model.dir()),
       created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                    .count()) {
@@ -325,7 +340,7 @@ void Server::routes() {
 }
 
 void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
-  const ChatRequest cr = parse_chat_request(parse_body(req.body), defaults_);
+  const ChatRequest cr = parse_chat_request(parse_body(req.body), defaults_, vocab_size_);
   engine::ChatPrompt prompt;
   try {
     prompt = prompts_.build(cr.messages, cr.options);
@@ -342,7 +357,7 @@ void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
 }
 
 void Server::handle_text(const httplib::Request& req, httplib::Response& res) {
-  const TextRequest tr = parse_text_request(parse_body(req.body), defaults_);
+  const TextRequest tr = parse_text_request(parse_body(req.body), defaults_, vocab_size_);
   engine::GenerationRequest g;
   g.prompt = tokenizer_.encode(tr.prompt, /*add_special_tokens=*/true);
   g.params = tr.params;
@@ -385,8 +400,7 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, engine
       }
     }
     if (!all.error.empty()) return send_error(res, 500, "generation failed: " + all.error);
-    ordered_json body = st->envelope(false);
-    body["choices"] = ordered_json::array({st->choice(tokenizer_, all, false)});
+    ordered_json body = st->envelope(false, ordered_json::array({st->choice(tokenizer_, all, false)}));
     body["usage"] = usage_json(all);
     return send_json(res, 200, body);
   }
@@ -399,12 +413,7 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, engine
       [this, st](size_t, httplib::DataSink& sink) {
         engine::StreamUpdate u;
         std::string out;
-        if (!st->sent_role && st->chat) {  // OpenAI's first chunk: the role alone
-          ordered_json c = st->envelope(true);
-          c["choices"] = ordered_json::array({st->choice(tokenizer_, u, true)});
-          if (st->include_usage) c["usage"] = nullptr;
-          out += sse(c);
-        }
+        if (!st->sent_role && st->chat) out += st->choice_chunk(tokenizer_, u);  // OpenAI's first: the role alone
         if (st->next(u)) {
           if (!u.error.empty()) {
             out += sse(error_body(500, "generation failed: " + u.error));
@@ -413,29 +422,17 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, engine
             const bool finished = u.finished;
             engine::StreamUpdate text = u;
             text.finished = false;
-            if (!text.content.empty() || !text.reasoning.empty() || (st->logprobs && !text.tokens.empty())) {
-              ordered_json c = st->envelope(true);
-              c["choices"] = ordered_json::array({st->choice(tokenizer_, text, true)});
-              if (st->include_usage) c["usage"] = nullptr;
-              out += sse(c);
-            }
+            if (!text.content.empty() || !text.reasoning.empty() || (st->logprobs && !text.tokens.empty()))
+              out += st->choice_chunk(tokenizer_, text);
             if (finished) {  // the finish_reason chunk has an empty delta
               engine::StreamUpdate last;
               last.finished = true;
               last.finish = u.finish;
-              ordered_json c = st->envelope(true);
-              c["choices"] = ordered_json::array({st->choice(tokenizer_, last, true)});
-              if (st->include_usage) c["usage"] = nullptr;
-              out += sse(c);
+              out += st->choice_chunk(tokenizer_, last);
             }
           }
           if (u.finished) {
-            if (st->include_usage) {
-              ordered_json c = st->envelope(true);
-              c["choices"] = ordered_json::array();
-              c["usage"] = usage_json(u);
-              out += sse(c);
-            }
+            if (st->include_usage) out += st->chunk(ordered_json::array(), usage_json(u));
             out += "data: [DONE]\n\n";
             st->ended = true;
           }

@@ -67,6 +67,7 @@ class Server {
   const tokenizer::Tokenizer& tokenizer_;
   ServerOptions options_;
   sampling::SamplingParams defaults_;
+  size_t vocab_size_;  // the model's: logits have this many entries
   engine::ChatPromptBuilder prompts_;
   std::unique_ptr<engine::Scheduler> scheduler_;
   std::unique_ptr<httplib::Server> http_;

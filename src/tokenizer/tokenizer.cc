@@ -2,10 +2,9 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "base/error.h"
+#include "base/mapped_file.h"
 #include "base/utf8.h"
 #include "tokenizer/json_util.h"
 #include "tokenizer/tokenizer_impl.h"
@@ -13,14 +12,6 @@
 namespace ember::tokenizer {
 
 namespace {
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path.string(), "cannot open file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::vector<AddedToken> parse_added_tokens(const json& list, const BpeModel& model) {
   std::vector<AddedToken> out;
@@ -47,8 +38,7 @@ std::vector<AddedToken> parse_added_tokens(const json& list, const BpeModel& mod
 
 }  // namespace
 
-static Tokenizer::Impl* build_impl(const std::string& tokenizer_json_text, const std::string& config_json_text,
-                                   const std::string& chat_template_file) {
+static Tokenizer::Impl* build_impl(const std::string& tokenizer_json_text, TokenizerConfig config) {
   json j;
   try {
     j = json::parse(tokenizer_json_text);
@@ -58,7 +48,7 @@ static Tokenizer::Impl* build_impl(const std::string& tokenizer_json_text, const
   if (!j.is_object()) fail("tokenizer.json", "expected a JSON object");
   if (!j.contains("model")) fail("tokenizer.json", "missing field \"model\"");
   auto impl = std::make_unique<Tokenizer::Impl>();
-  impl->config = parse_tokenizer_config(config_json_text, chat_template_file);
+  impl->config = std::move(config);
   impl->model = std::make_unique<BpeModel>(j["model"]);
   impl->normalizer = make_normalizer(j.value("normalizer", json()));
   impl->pre_tokenizer = make_pre_tokenizer(j.value("pre_tokenizer", json()));
@@ -89,18 +79,17 @@ static Tokenizer::Impl* build_impl(const std::string& tokenizer_json_text, const
 }
 
 Tokenizer Tokenizer::from_json(const std::string& tokenizer_json_text, const std::string& config_json_text) {
-  return Tokenizer(std::shared_ptr<const Impl>(build_impl(tokenizer_json_text, config_json_text, "")));
+  return Tokenizer(std::shared_ptr<const Impl>(build_impl(tokenizer_json_text, parse_tokenizer_config(config_json_text))));
 }
 
 Tokenizer Tokenizer::from_folder(const std::string& dir) {
   const std::filesystem::path d(dir);
   const auto tok = d / "tokenizer.json";
   if (!std::filesystem::exists(tok)) fail(tok.string(), "not found (Ember needs a tokenizer.json)");
-  const auto cfg = d / "tokenizer_config.json", tmpl = d / "chat_template.jinja";
-  const std::string cfg_text = std::filesystem::exists(cfg) ? read_file(cfg) : "";
-  const std::string tmpl_text = std::filesystem::exists(tmpl) ? read_file(tmpl) : "";
+  TokenizerConfig config = load_tokenizer_config(dir);
+  const std::string text = read_file(tok.string());
   try {
-    return Tokenizer(std::shared_ptr<const Impl>(build_impl(read_file(tok), cfg_text, tmpl_text)));
+    return Tokenizer(std::shared_ptr<const Impl>(build_impl(text, std::move(config))));
   } catch (const Error& e) {
     throw Error(dir + ": " + e.what());
   }

@@ -1,18 +1,44 @@
 #include "tokenizer/tokenizer_config.h"
 
+#include <filesystem>
 #include <limits>
 
 #include "base/error.h"
+#include "base/mapped_file.h"
 #include "tokenizer/pattern.h"
 
 namespace ember::tokenizer {
 
+namespace {
+
+// A special-token entry: a string, or an AddedToken object with "content"; "" otherwise.
 std::string token_content(const nlohmann::ordered_json& entry) {
   if (entry.is_string()) return entry.get<std::string>();
   if (entry.is_object() && entry.contains("content") && entry["content"].is_string())
     return entry["content"].get<std::string>();
   return "";
 }
+
+// transformers turns a list of {name, template} into a dict, so a repeated name keeps the last.
+void read_chat_template(const nlohmann::ordered_json& t, TokenizerConfig& c) {
+  if (t.is_string()) {
+    c.chat_template = t.get<std::string>();
+  } else if (t.is_array()) {
+    for (size_t i = 0; i < t.size(); ++i) {
+      const auto& item = t[i];
+      if (!item.is_object() || !item.contains("name") || !item["name"].is_string() || !item.contains("template") ||
+          !item["template"].is_string())
+        fail("tokenizer_config.json", "chat_template[" + std::to_string(i) + "]: expected {\"name\": string, \"template\": string}");
+      c.named_chat_templates[item["name"].get<std::string>()] = item["template"].get<std::string>();
+    }
+    if (auto it = c.named_chat_templates.find("default"); it != c.named_chat_templates.end())
+      c.chat_template = it->second;
+  } else if (!t.is_null()) {
+    fail("tokenizer_config.json", "chat_template: expected a string or a list of {name, template}");
+  }
+}
+
+}  // namespace
 
 TokenizerConfig parse_tokenizer_config(const std::string& json_text, const std::string& chat_template_file) {
   TokenizerConfig c;
@@ -47,19 +73,46 @@ TokenizerConfig parse_tokenizer_config(const std::string& json_text, const std::
   if (!chat_template_file.empty()) {
     c.chat_template = chat_template_file;
   } else if (r.contains("chat_template")) {
-    const auto& t = r["chat_template"];
-    if (t.is_string()) {
-      c.chat_template = t.get<std::string>();
-    } else if (t.is_array()) {
-      for (const auto& item : t)
-        if (item.is_object() && item.value("name", "") == "default" && item.contains("template") &&
-            item["template"].is_string())
-          c.chat_template = item["template"].get<std::string>();
-    } else if (!t.is_null()) {
-      fail("tokenizer_config.json", "chat_template: expected a string or a list of {name, template}");
-    }
+    read_chat_template(r["chat_template"], c);
   }
   return c;
+}
+
+TokenizerConfig load_tokenizer_config(const std::string& dir) {
+  const std::filesystem::path d(dir);
+  const auto text_of = [&](const char* name) {
+    const auto path = d / name;
+    return std::filesystem::exists(path) ? read_file(path.string()) : std::string();
+  };
+  const std::string config_text = text_of("tokenizer_config.json");
+  const std::string template_text = text_of("chat_template.jinja");
+  try {
+    return parse_tokenizer_config(config_text, template_text);
+  } catch (const Error& e) {
+    fail(dir, e.what());
+  }
+}
+
+const std::string& select_chat_template(const TokenizerConfig& c, bool with_tools, const std::string& where) {
+  const auto& named = c.named_chat_templates;
+  if (with_tools)
+    if (auto it = named.find("tool_use"); it != named.end()) return it->second;
+  if (!c.chat_template.empty()) return c.chat_template;
+  if (!named.empty()) {
+    std::string names;
+    for (const auto& [name, text] : named) names += (names.empty() ? "" : ", ") + name;
+    fail(where, "tokenizer_config.json: chat_template: the list has no template named \"default\" (it has: " +
+                    names + ")");
+  }
+  fail(where, "no chat template (neither tokenizer_config.json \"chat_template\" nor chat_template.jinja)");
+}
+
+nlohmann::ordered_json special_token_variables(const TokenizerConfig& c) {
+  nlohmann::ordered_json vars = nlohmann::ordered_json::object();
+  for (const auto& [name, value] : {std::pair{"bos_token", &c.bos_token}, {"eos_token", &c.eos_token},
+                                    {"unk_token", &c.unk_token}, {"pad_token", &c.pad_token}})
+    if (!value->empty()) vars[name] = *value;
+  return vars;
 }
 
 std::string clean_up_tokenization(std::string text) {

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
+#include <string>
 
 namespace ember {
 
@@ -26,6 +28,17 @@ TEST(DType, F16ExhaustiveRoundTrip) {
 TEST(DType, ParseNames) {
   EXPECT_EQ(parse_dtype("BF16"), DType::BF16);
   EXPECT_FALSE(parse_dtype("I64").has_value());
+}
+
+TEST(DType, LowerNamesRoundTrip) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    EXPECT_EQ(parse_lower_dtype(dtype_lower_name(t)), t);
+    std::string lower = dtype_name(t);
+    for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    EXPECT_EQ(dtype_lower_name(t), lower);
+  }
+  EXPECT_FALSE(parse_lower_dtype("BF16").has_value());
+  EXPECT_FALSE(parse_lower_dtype("q8_0").has_value());
 }
 
 }  // namespace ember

@@ -60,12 +60,18 @@ TEST(LoadChatTemplate, NamesTheFolderWhenThereIsNone) {
   }
 }
 
-TEST(LoadSpecialTokens, AcceptsStringsAndAddedTokenObjects) {
+TEST(LoadChatTemplate, RefusesNamedListWithoutDefault) {
   TempDir d;
   d.write("tokenizer_config.json",
-          R"({"bos_token": {"content": "<s>", "lstrip": false}, "eos_token": "</s>", "pad_token": null})");
-  const auto vars = load_special_tokens(d.str());
-  EXPECT_EQ(vars.dump(), R"({"bos_token":"<s>","eos_token":"</s>"})");
+          R"({"chat_template": [{"name": "tool_use", "template": "T"}, {"name": "rag", "template": "R"}]})");
+  try {
+    load_chat_template(d.str());
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(d.str()), std::string::npos) << m;
+    EXPECT_NE(m.find("rag, tool_use"), std::string::npos) << m;
+  }
 }
 
 TEST(ChatTemplate, RendersSharedFixturesThroughTemplateInputs) {

@@ -70,5 +70,21 @@ TEST(TemplateCli, BadLineGetsErrorAndTheRestGoOn) {
   EXPECT_EQ(lines[3].value("rendered", ""), "2031");
 }
 
+// A folder with a named list: lines with tools get "tool_use", the others "default" (transformers'
+// get_chat_template), and the folder's special tokens are variables of both.
+TEST(TemplateCli, NamedTemplatesPickedPerLineAsTransformers) {
+  const auto dir = std::filesystem::temp_directory_path() / ("ember_cli_named_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "tokenizer_config.json")
+      << R"({"bos_token": {"content": "<s>"}, "chat_template": [{"name": "default", "template": "D{{ bos_token }}"},)"
+         R"( {"name": "tool_use", "template": "T{{ tools | length }}"}]})";
+  const auto input = dir / "in.jsonl";
+  std::ofstream(input) << "{\"messages\": []}\n{\"messages\": [], \"tools\": [{\"type\": \"function\"}]}\n";
+  const std::string out = run_capture("'" + test::ember_binary() + "' template -m '" + dir.string() + "' --jsonl < '" +
+                                      input.string() + "'");
+  std::filesystem::remove_all(dir);
+  EXPECT_EQ(out, "{\"rendered\":\"D<s>\"}\n{\"rendered\":\"T1\"}\n");
+}
+
 }  // namespace
 }  // namespace ember

@@ -50,6 +50,25 @@ TEST(CliChat, OneShotJsonEqualsLibraryReply) {
   EXPECT_EQ(checked, std::min<int>(10, static_cast<int>(cases.size())));
 }
 
+// Malformed JSON in --messages is an input error (exit 1) naming the file and the position, not an
+// internal error (exit 2) showing nlohmann's exception.
+TEST(CliChat, MalformedMessagesFileNamesFileAndPosition) {
+  const std::string file = tmp_file("bad_msgs.json", "[{\"role\": \"user\", \"content\": \"Hi\"},\n {\"role\": }]\n");
+  const Output o = run(ember_binary() + " chat -m " + model_dir("chat-skills") + " --messages " + file + " --json 2>&1");
+  std::filesystem::remove(file);
+  ASSERT_TRUE(WIFEXITED(o.status)) << o.out;
+  EXPECT_EQ(WEXITSTATUS(o.status), 1) << o.out;
+  EXPECT_NE(o.out.find(file + ": invalid JSON"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("line 2, column 11"), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("internal error"), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("json.exception"), std::string::npos) << o.out;
+  const std::string not_array = tmp_file("obj_msgs.json", "{\"role\": \"user\"}");
+  const Output o2 = run(ember_binary() + " chat -m " + model_dir("chat-skills") + " --messages " + not_array + " 2>&1");
+  std::filesystem::remove(not_array);
+  EXPECT_EQ(WEXITSTATUS(o2.status), 1) << o2.out;
+  EXPECT_NE(o2.out.find(not_array + ": expected a JSON array"), std::string::npos) << o2.out;
+}
+
 TEST(CliChat, PipedLinesGetOneReplyEach) {
   const Output o = run("printf 'Hello!\\nMy name is Mila.\\nWhat is my name?\\n' | " + ember_binary() + " chat -m " +
                        model_dir("chat-skills") + " --no-think -q");
@@ -81,6 +100,18 @@ TEST(CliGenerate, StoryIsCoherentAndErrorsExitNonZero) {
   const Output bad = run(ember_binary() + " generate -m /nonexistent -p x 2>&1");
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.out.find("/nonexistent"), std::string::npos) << bad.out;
+}
+
+// The first generated token comes from the prefill's logits: with -n 1 no decode step produced a
+// token, so the decode rate counts none (it used to divide 1 token by the decode time).
+TEST(CliGenerate, DecodeRateCountsOnlyDecodedTokens) {
+  const std::string gen = ember_binary() + " generate -m " + model_dir("story-656k") + " -p 'Once upon a time'";
+  const Output one = run(gen + " -n 1 2>&1 >/dev/null");
+  ASSERT_EQ(one.status, 0) << one.out;
+  EXPECT_NE(one.out.find("generated 1 tokens (0 by decode steps), decode 0.0 tokens/s"), std::string::npos) << one.out;
+  const Output ten = run(gen + " -n 10 2>&1 >/dev/null");
+  ASSERT_EQ(ten.status, 0) << ten.out;
+  EXPECT_NE(ten.out.find("generated 10 tokens (9 by decode steps)"), std::string::npos) << ten.out;
 }
 
 TEST(CliGenerate, BeamsFlag) {

@@ -146,5 +146,21 @@ TEST(GenerationConfig, MergeEosKeepsOrderWithoutRepeats) {
   EXPECT_EQ(p.eos_token_ids, (std::vector<int32_t>{2049, 2, 5}));
 }
 
+// Given the vocabulary size, validate() refuses a logit_bias id outside it before any logits exist.
+TEST(SamplingParams, ValidateWithVocabBoundsLogitBias) {
+  SamplingParams p;
+  p.logit_bias[999999] = 5.0f;
+  EXPECT_NO_THROW(p.validate());
+  try {
+    p.validate(2048);
+    FAIL() << "an id outside the vocabulary passed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("logit_bias: token id 999999 is outside the vocabulary of 2048"),
+              std::string::npos) << e.what();
+  }
+  p.logit_bias = {{2047, 1.0f}};
+  EXPECT_NO_THROW(p.validate(2048));
+}
+
 }  // namespace
 }  // namespace ember::sampling

@@ -186,6 +186,14 @@ TEST_F(ServeTest, StreamingChatEqualsChatSession) {
     ASSERT_TRUE(usage.is_object()) << ev.chunks.back().dump();
     EXPECT_TRUE(ev.chunks.back()["choices"].empty());
     EXPECT_EQ(usage["completion_tokens"].get<size_t>(), r.completion_tokens);
+    for (const auto& ch : ev.chunks) {  // one envelope: same id, created and model; usage null but last
+      EXPECT_EQ(ch["id"], ev.chunks[0]["id"]);
+      EXPECT_EQ(ch["created"], ev.chunks[0]["created"]);
+      EXPECT_EQ(ch["model"], ev.chunks[0]["model"]);
+      if (&ch != &ev.chunks.back()) {
+        EXPECT_TRUE(ch.contains("usage") && ch["usage"].is_null()) << ch.dump();
+      }
+    }
   }
 }
 
@@ -338,6 +346,17 @@ TEST_F(ServeTest, ErrorsHaveOpenAiShapeAndStatus) {
     auto res = post(c, "/v1/chat/completions", {{"messages", msgs}, {"temperature", "hot"}});
     ASSERT_TRUE(res);
     EXPECT_EQ(ordered_json::parse(res->body)["error"]["param"], "temperature");
+  }
+  {  // an id past the vocabulary is the client's mistake (a 400), not a failed generation (500)
+    auto res = post(c, "/v1/chat/completions", {{"messages", msgs}, {"logit_bias", {{"999999", 5}}}});
+    expect_error(res, 400, "logit_bias outside the vocabulary");
+    const auto e = ordered_json::parse(res->body)["error"];
+    EXPECT_EQ(e["param"], "logit_bias");
+    EXPECT_NE(e["message"].get<std::string>().find("token id 999999 is outside the vocabulary of " +
+                                                   std::to_string(model_->config().vocab_size)),
+              std::string::npos) << e.dump();
+    expect_error(post(c, "/v1/completions", {{"prompt", "Hi"}, {"logit_bias", {{"999999", 5}}}}), 400,
+                 "logit_bias outside the vocabulary (completions)");
   }
   std::string long_text;
   for (int i = 0; i < 600; ++i) long_text += "The cat sat on the mat. ";

@@ -2,6 +2,7 @@
 // bad ids and invalid UTF-8 are refused.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -138,14 +139,29 @@ TEST(TokenizerErrors, EncodeRefusesTextPastTheLimit) {
   }
 }
 
+// The expected values are picked from the fixture's JSON by the test itself (plain nlohmann, its own
+// field access), so that a parser bug cannot agree with itself.
 TEST(TokenizerConfig, FieldsAndChatTemplate) {
-  const Tokenizer tok = Tokenizer::from_folder(test::tokenizer_dir("tinyllama-1.1b-chat"));
-  std::ifstream in(test::tokenizer_dir("tinyllama-1.1b-chat") + "/tokenizer_config.json");
-  const auto raw = nlohmann::ordered_json::parse(in);
-  EXPECT_EQ(tok.config().bos_token, token_content(raw["bos_token"]));
-  EXPECT_EQ(tok.config().eos_token, token_content(raw["eos_token"]));
-  EXPECT_EQ(tok.config().chat_template, raw.value("chat_template", ""));
-  EXPECT_EQ(tok.config().raw, raw);
+  const std::string dir = test::tokenizer_dir("tinyllama-1.1b-chat");
+  const Tokenizer tok = Tokenizer::from_folder(dir);
+  std::ifstream in(dir + "/tokenizer_config.json");
+  const nlohmann::json file = nlohmann::json::parse(in);
+  for (const char* key : {"bos_token", "eos_token", "unk_token", "pad_token", "chat_template"})
+    ASSERT_TRUE(file.at(key).is_string()) << key << " is a plain string in this fixture";
+  const TokenizerConfig& c = tok.config();
+  EXPECT_EQ(c.bos_token, file["bos_token"].get<std::string>());
+  EXPECT_EQ(c.eos_token, file["eos_token"].get<std::string>());
+  EXPECT_EQ(c.unk_token, file["unk_token"].get<std::string>());
+  EXPECT_EQ(c.pad_token, file["pad_token"].get<std::string>());
+  EXPECT_EQ(c.chat_template, file["chat_template"].get<std::string>());
+  EXPECT_EQ(c.model_max_length, file.at("model_max_length").get<int64_t>());
+  EXPECT_EQ(c.add_bos_token.has_value(), file.contains("add_bos_token"));
+  std::vector<std::string> raw_keys, file_keys;
+  for (const auto& [k, v] : c.raw.items()) raw_keys.push_back(k);
+  for (const auto& [k, v] : file.items()) file_keys.push_back(k);
+  std::sort(raw_keys.begin(), raw_keys.end());
+  EXPECT_EQ(raw_keys, file_keys);  // raw is the whole file (nlohmann::json lists keys sorted)
+
   const auto cfg = parse_tokenizer_config(
       R"({"bos_token": {"content": "<b>"}, "add_bos_token": true,
           "chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}]})");
@@ -154,6 +170,43 @@ TEST(TokenizerConfig, FieldsAndChatTemplate) {
   EXPECT_FALSE(cfg.add_eos_token.has_value());
   EXPECT_EQ(cfg.chat_template, "D");
   EXPECT_EQ(parse_tokenizer_config("{}", "FILE").chat_template, "FILE");
+}
+
+// transformers' get_chat_template: "tool_use" when tools are given, else "default"; a list without
+// "default" is refused (naming the templates it has), as transformers raises.
+TEST(TokenizerConfig, SelectChatTemplateAsTransformers) {
+  const auto both = parse_tokenizer_config(
+      R"({"chat_template": [{"name": "default", "template": "D"}, {"name": "tool_use", "template": "T"}]})");
+  EXPECT_EQ(select_chat_template(both, false, "dir"), "D");
+  EXPECT_EQ(select_chat_template(both, true, "dir"), "T");
+  const auto single = parse_tokenizer_config(R"({"chat_template": "S"})");
+  EXPECT_EQ(select_chat_template(single, true, "dir"), "S");
+  const auto no_default = parse_tokenizer_config(
+      R"({"chat_template": [{"name": "rag", "template": "R"}, {"name": "tool_use", "template": "T"}]})");
+  EXPECT_EQ(no_default.chat_template, "");
+  EXPECT_EQ(select_chat_template(no_default, true, "dir"), "T");
+  try {
+    select_chat_template(no_default, false, "dir");
+    FAIL() << "a list without \"default\" gave a template";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.rfind("dir: ", 0), 0u) << m;
+    EXPECT_NE(m.find("\"default\""), std::string::npos) << m;
+    EXPECT_NE(m.find("rag, tool_use"), std::string::npos) << m;
+  }
+  EXPECT_THROW(select_chat_template(parse_tokenizer_config("{}"), false, "dir"), Error);
+  try {
+    parse_tokenizer_config(R"({"chat_template": [{"name": "default"}]})");
+    FAIL() << "an entry without a template was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("chat_template[0]"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TokenizerConfig, SpecialTokenVariablesAreTheSetOnes) {
+  const auto cfg = parse_tokenizer_config(
+      R"({"bos_token": {"content": "<s>", "lstrip": false}, "eos_token": "</s>", "pad_token": null})");
+  EXPECT_EQ(special_token_variables(cfg).dump(), R"({"bos_token":"<s>","eos_token":"</s>"})");
 }
 
 TEST(Tokenizer, CopiesShareStateAndEncodeConcurrently) {
