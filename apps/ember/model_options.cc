@@ -1,7 +1,9 @@
 #include "apps/ember/model_options.h"
 #include "base/clock.h"
 #include "base/error.h"
+#include "engine/generation.h"
 #include "kernels/quant.h"
+#include "sampling/overrides.h"
 
 #include <unistd.h>
 
@@ -55,12 +57,12 @@ std::unique_ptr<model::Model> ModelOptions::load() const {
 }
 
 void SamplingOptions::add_to(CLI::App& cmd) {
-  cmd.add_option("-n,--max-tokens", max_new_tokens, "Maximum number of new tokens");
+  cmd.add_option("-n,--max-tokens", max_tokens, "Maximum number of new tokens");
   cmd.add_option("--temperature", temperature, "Sampling temperature (0: greedy)");
   cmd.add_option("--top-k", top_k, "Keep only the K most likely tokens (0: off)");
   cmd.add_option("--top-p", top_p, "Nucleus sampling: keep the smallest set with probability >= P");
   cmd.add_option("--min-p", min_p, "Drop tokens below P times the most likely token's probability");
-  cmd.add_option("--repeat-penalty", repeat_penalty, "Repetition penalty (Hugging Face semantics; 1: off)");
+  cmd.add_option("--repeat-penalty", repetition_penalty, "Repetition penalty (Hugging Face semantics; 1: off)");
   cmd.add_option("--seed", seed, "Random seed for reproducible sampling");
   cmd.add_option("--stop", stop, "Stop when this text appears (repeatable); it is not printed");
 }
@@ -72,27 +74,7 @@ LoadedModel load_model(const ModelOptions& model, const SamplingOptions* samplin
 }
 
 sampling::SamplingParams SamplingOptions::resolve(const model::Model& model) const {
-  sampling::SamplingParams p = sampling::from_generation_config(model.dir());
-  sampling::merge_eos(p, model.config().eos_token_ids);
-  if (max_new_tokens) p.max_new_tokens = *max_new_tokens;
-  if (temperature) {
-    p.temperature = *temperature;
-    p.do_sample = *temperature > 0.0f;
-  }
-  // Any sampling flag turns sampling on, as users of llama.cpp expect (unless --temperature 0 said no).
-  auto warper = [&](auto& field, const auto& flag) {
-    if (!flag) return;
-    field = *flag;
-    p.do_sample = p.do_sample || !temperature;
-  };
-  warper(p.top_k, top_k);
-  warper(p.top_p, top_p);
-  warper(p.min_p, min_p);
-  if (repeat_penalty) p.repetition_penalty = *repeat_penalty;
-  if (seed) p.seed = *seed;
-  p.stop_strings.insert(p.stop_strings.end(), stop.begin(), stop.end());
-  p.validate();
-  return p;
+  return sampling::apply(engine::default_params(model.dir(), model.config()), *this);
 }
 
 }  // namespace ember::app

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ember/sampling_options.h"
 #include "model/model.h"
 #include "sampling/generation_config.h"
 #include "tokenizer/tokenizer.h"
@@ -27,17 +28,10 @@ struct ModelOptions {
   std::unique_ptr<model::Model> load() const;
 };
 
-struct SamplingOptions {
-  std::optional<int32_t> max_new_tokens;
-  std::optional<float> temperature, top_p, min_p, repeat_penalty;
-  std::optional<int32_t> top_k;
-  std::optional<uint64_t> seed;
-  std::vector<std::string> stop;
-
+// The sampling flags: the library's ember::SamplingOptions, set from the command line.
+struct SamplingOptions : ember::SamplingOptions {
   void add_to(CLI::App& cmd);
-  // True when a flag that switches sampling on was given (a temperature above 0, top-k, top-p, min-p).
-  bool any_warper() const { return (temperature && *temperature > 0.0f) || top_k || top_p || min_p; }
-  // generation_config.json of the model (eos ids merged with config.json's), then these flags.
+  // The model's defaults (engine::default_params), then these flags (sampling::apply).
   sampling::SamplingParams resolve(const model::Model& model) const;
 };
 

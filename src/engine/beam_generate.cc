@@ -53,7 +53,7 @@ class Penalties {
 
 BeamGenerateResult beam_generate(model::Model& model, std::span<const int32_t> prompt,
                                  const sampling::SamplingParams& params, const BeamGenerateOptions& options) {
-  params.validate();
+  params.validate(static_cast<size_t>(model.config().vocab_size));
   if (params.sampling()) fail("beam search", "sampling with beams (do_sample with temperature > 0) is not supported");
   if (!params.stop_strings.empty()) fail("beam search", "stop strings are not supported with beams");
   const int64_t context = resolve_context(model.config(), options.context_tokens);

@@ -1,16 +1,17 @@
 #include "engine/chat_prompt.h"
 
 #include "chat/reasoning.h"
+#include "tokenizer/tokenizer_config.h"
 
 namespace ember::engine {
 
 ChatPromptBuilder::ChatPromptBuilder(const tokenizer::Tokenizer& tokenizer, const std::string& model_dir)
-    : tokenizer_(tokenizer), template_(chat::load_chat_template(model_dir)) {
-  const auto& cfg = tokenizer.config();
-  special_tokens_ = nlohmann::ordered_json::object();
-  for (const auto& [key, value] : {std::pair{"bos_token", cfg.bos_token}, {"eos_token", cfg.eos_token},
-                                   {"unk_token", cfg.unk_token}, {"pad_token", cfg.pad_token}})
-    if (!value.empty()) special_tokens_[key] = value;
+    : tokenizer_(tokenizer),
+      template_(tokenizer::select_chat_template(tokenizer.config(), /*with_tools=*/false, model_dir)),
+      special_tokens_(tokenizer::special_token_variables(tokenizer.config())) {
+  // transformers renders a request with tools through a named list's "tool_use" template.
+  if (tokenizer.config().named_chat_templates.count("tool_use") != 0)
+    tool_template_.emplace(tokenizer::select_chat_template(tokenizer.config(), /*with_tools=*/true, model_dir));
 }
 
 std::string ChatPromptBuilder::render(const nlohmann::ordered_json& messages, const ChatOptions& options,
@@ -23,7 +24,7 @@ std::string ChatPromptBuilder::render(const nlohmann::ordered_json& messages, co
   for (auto it = options.extra_variables.begin(); it != options.extra_variables.end(); ++it)
     in.variables[it.key()] = it.value();
   if (options.enable_thinking) in.variables["enable_thinking"] = *options.enable_thinking;
-  return template_.render(in);
+  return (tool_template_ && !options.tools.is_null() ? *tool_template_ : template_).render(in);
 }
 
 ChatPrompt ChatPromptBuilder::build(const nlohmann::ordered_json& messages, const ChatOptions& options) const {

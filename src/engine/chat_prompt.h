@@ -45,6 +45,7 @@ class ChatPromptBuilder {
  private:
   const tokenizer::Tokenizer& tokenizer_;
   chat::ChatTemplate template_;
+  std::optional<chat::ChatTemplate> tool_template_;  // a named list's "tool_use", for requests with tools
   nlohmann::ordered_json special_tokens_;
 };
 

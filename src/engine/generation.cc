@@ -42,8 +42,16 @@ int64_t max_new_tokens(const sampling::SamplingParams& params, int64_t prompt_to
   return std::clamp<int64_t>(n, 0, room);
 }
 
-Generation::Generation(const tokenizer::Tokenizer& tokenizer, GenerationRequest request, int64_t context)
-    : request_(std::move(request)),
+namespace {
+GenerationRequest validated(GenerationRequest r, int64_t vocab_size) {
+  r.params.validate(static_cast<size_t>(vocab_size));
+  return r;
+}
+}  // namespace
+
+Generation::Generation(const tokenizer::Tokenizer& tokenizer, GenerationRequest request, int64_t context,
+                       int64_t vocab_size)
+    : request_(validated(std::move(request), vocab_size)),
       context_limit_(context),
       max_new_(max_new_tokens(request_.params, prompt_tokens(), context)),
       sampler_(request_.params),
@@ -124,8 +132,10 @@ GenerationStep Generation::step(std::span<const float> logits) {
     }
   }
   route(std::move(text), out);
-  // The cache holds every token but the ones to feed; those must fit too.
+  // The cache holds every token but the ones to feed; those must fit too. A sequence at its length
+  // limit ends now, so that no forward pass computes logits nobody samples.
   if (static_cast<int64_t>(context_.size()) >= context_limit_) end(FinishReason::kContext, out);
+  else if (generated_count() >= max_new_) end(FinishReason::kLength, out);
   return out;
 }
 

@@ -61,8 +61,9 @@ struct GenerationStep {
 
 class Generation {
  public:
-  // Throws ember::Error for bad sampling options or stop strings, or a prompt that does not fit.
-  Generation(const tokenizer::Tokenizer& tokenizer, GenerationRequest request, int64_t context);
+  // Throws ember::Error for bad sampling options (a logit_bias id outside the model's `vocab_size`
+  // logits included) or stop strings, or a prompt that does not fit `context`.
+  Generation(const tokenizer::Tokenizer& tokenizer, GenerationRequest request, int64_t context, int64_t vocab_size);
 
   // The logits after the last token fed (the prompt's last token at first). Not after done().
   GenerationStep step(std::span<const float> logits);

@@ -53,10 +53,10 @@ void RequestStream::publish(const std::function<void(StreamUpdate&)>& change) {
 // Per-sequence state: the generation rules and the cache positions they fill.
 
 struct Scheduler::Sequence {
-  Sequence(Pending pending, model::KvCache& cache, const tokenizer::Tokenizer& tok, int64_t context)
+  Sequence(Pending pending, model::KvCache& cache, const tokenizer::Tokenizer& tok, int64_t context, int64_t vocab)
       : stream(std::move(pending.stream)),
         submitted(pending.submitted),
-        gen(tok, std::move(pending.request), context),
+        gen(tok, std::move(pending.request), context, vocab),
         kv(cache) {}
 
   const GenerationRequest& req() const { return gen.request(); }
@@ -107,7 +107,7 @@ std::shared_ptr<RequestStream> Scheduler::submit(GenerationRequest request) {
   const int32_t vocab = static_cast<int32_t>(model_.config().vocab_size);
   for (int32_t t : request.prompt)
     if (t < 0 || t >= vocab) throw Error("prompt token id " + std::to_string(t) + " is outside the vocabulary");
-  request.params.validate();
+  request.params.validate(static_cast<size_t>(vocab));
   sampling::StopStringMatcher check(request.params.stop_strings);  // throws for a bad stop string
 
   auto stream = std::make_shared<RequestStream>();
@@ -202,7 +202,7 @@ void Scheduler::admit() {
 }
 
 void Scheduler::start(Pending p) {
-  auto seq = std::make_unique<Sequence>(std::move(p), *cache_, tokenizer_, options_.context);
+  auto seq = std::make_unique<Sequence>(std::move(p), *cache_, tokenizer_, options_.context, model_.config().vocab_size);
   Sequence& s = *seq;
   const auto& prompt = s.req().prompt;
 

@@ -47,7 +47,7 @@ GenerationResult Session::generate(std::span<const int32_t> prompt, const sampli
 GenerationResult Session::generate(GenerationRequest request, const GenerationCallbacks& cb) {
   GenerationResult r;
   r.prompt_tokens = static_cast<int64_t>(request.prompt.size());
-  Generation gen(tokenizer_, std::move(request), context_);
+  Generation gen(tokenizer_, std::move(request), context_, model_.config().vocab_size);
   auto t0 = std::chrono::steady_clock::now();
   r.prefilled_tokens = prefill(gen.request().prompt);
   r.prefill_seconds = seconds_since(t0);

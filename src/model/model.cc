@@ -1,7 +1,6 @@
 #include "model/model.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 
 #include "base/clock.h"
@@ -64,9 +63,7 @@ std::vector<float> vec(const TensorInfo& t) {
 }  // namespace
 
 DType parse_kv_dtype(const std::string& name) {
-  if (name == "f32") return DType::F32;
-  if (name == "f16") return DType::F16;
-  if (name == "bf16") return DType::BF16;
+  if (const auto t = parse_lower_dtype(name)) return *t;
   fail("--kv-dtype", "must be f32, f16 or bf16 (got '" + name + "')");
 }
 
@@ -191,9 +188,8 @@ int64_t Model::decode_weight_bytes() const {
 std::string Model::weight_type() const {
   std::vector<std::string> types;
   for (const Layer& L : layers_)
-    for (const WeightMatrix* w = L.w.data(); w != L.w.data() + kLayerMatrices; ++w) {
-      std::string t = w->qtype != kernels::QType::None ? kernels::qtype_name(w->qtype) : dtype_name(w->dtype);
-      std::transform(t.begin(), t.end(), t.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    for (const WeightMatrix& w : L.w) {
+      const std::string t = w.qtype != kernels::QType::None ? kernels::qtype_name(w.qtype) : dtype_lower_name(w.dtype);
       if (std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
     }
   std::string out;

@@ -187,21 +187,40 @@ struct Server::Stream {
 
   // Waits for the next update, cancelling the request once its deadline passed or its client left.
   bool next(engine::StreamUpdate& u) {
-    if (Clock::now() > deadline || (peer && peer->gone())) rs->cancel();
+    if (!timed_out && Clock::now() > deadline) {
+      timed_out = true;
+      rs->cancel();
+    }
+    if (peer && peer->gone()) rs->cancel();
     return rs->next(u, std::chrono::milliseconds(100));
   }
+
+  // A request that ended without one of OpenAI's finish reasons (it failed, ran past the request
+  // timeout or was cut by shutdown) is answered as an error: status, message and code.
+  struct Failure {
+    int status;
+    std::string message, code;
+  };
+  std::optional<Failure> failure(const engine::StreamUpdate& u, bool shutting_down) const {
+    if (!u.error.empty()) return Failure{500, "generation failed: " + u.error, ""};
+    if (!u.finished || u.finish != engine::FinishReason::kCancelled) return std::nullopt;
+    if (timed_out)
+      return Failure{503, "the request ran past the server's request timeout and was stopped", "request_timeout"};
+    if (shutting_down) return Failure{503, "the server is shutting down: the request was stopped", "server_shutting_down"};
+    return Failure{503, "the request was stopped", "request_cancelled"};
+  }
+  bool timed_out = false;
 };
 
 Server::Server(model::Model& model, const tokenizer::Tokenizer& tokenizer, engine::SchedulerOptions scheduler,
                ServerOptions options)
     : tokenizer_(tokenizer),
       options_(std::move(options)),
-      defaults_(sampling::from_generation_config(model.dir())),
+      defaults_(engine::default_params(model.dir(), model.config())),
       vocab_size_(static_cast<size_t>(model.config().vocab_size)),
       prompts_(tokenizer, model.dir()),
       created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                    .count()) {
-  sampling::merge_eos(defaults_, model.config().eos_token_ids);
   if (options_.model_name.empty())
     options_.model_name = std::filesystem::path(model.dir()).lexically_normal().filename().string();
   if (options_.model_name.empty())
@@ -347,13 +366,7 @@ void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
   } catch (const Error& e) {
     throw ApiError(400, std::string("the chat template failed: ") + e.what(), "messages");
   }
-  engine::GenerationRequest g;
-  g.prompt = std::move(prompt.ids);
-  g.params = cr.params;
-  g.split_reasoning = true;
-  g.starts_in_reasoning = prompt.opens_reasoning;
-  g.think_budget = std::move(prompt.think_budget);
-  respond(req, res, std::move(g), /*chat=*/true, cr);
+  respond(req, res, engine::chat_request(std::move(prompt), cr.params), /*chat=*/true, cr);
 }
 
 void Server::handle_text(const httplib::Request& req, httplib::Response& res) {
@@ -399,7 +412,7 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, engine
         all = std::move(u);
       }
     }
-    if (!all.error.empty()) return send_error(res, 500, "generation failed: " + all.error);
+    if (const auto f = st->failure(all, draining_.load())) return send_error(res, f->status, f->message, {}, f->code);
     ordered_json body = st->envelope(false, ordered_json::array({st->choice(tokenizer_, all, false)}));
     body["usage"] = usage_json(all);
     return send_json(res, 200, body);
@@ -415,8 +428,8 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, engine
         std::string out;
         if (!st->sent_role && st->chat) out += st->choice_chunk(tokenizer_, u);  // OpenAI's first: the role alone
         if (st->next(u)) {
-          if (!u.error.empty()) {
-            out += sse(error_body(500, "generation failed: " + u.error));
+          if (const auto f = st->failure(u, draining_.load())) {
+            out += sse(error_body(f->status, f->message, {}, f->code));  // OpenAI's clients raise on it
           } else if (!u.content.empty() || !u.reasoning.empty() || (st->logprobs && !u.tokens.empty()) ||
                      u.finished) {
             const bool finished = u.finished;

@@ -53,11 +53,11 @@ TEST_F(GenerationTest, LimitsHaveOneDefinition) {
   EXPECT_THROW(check_prompt_fits(0, 64), Error);
   EXPECT_THROW(check_prompt_fits(64, 64), Error);
   EXPECT_NO_THROW(check_prompt_fits(63, 64));
-  EXPECT_THROW(Generation(*tok_, request(64), 64), Error);
+  EXPECT_THROW(Generation(*tok_, request(64), 64, tok_->vocab_size()), Error);
 }
 
 TEST_F(GenerationTest, EndTokenFinishesAndIsKept) {
-  Generation g(*tok_, request(), 64);
+  Generation g(*tok_, request(), 64, tok_->vocab_size());
   GenerationStep s = g.step(pick(id("hello")));
   EXPECT_FALSE(s.finished);
   EXPECT_EQ(s.feed, std::vector<int32_t>{id("hello")});
@@ -74,7 +74,7 @@ TEST_F(GenerationTest, EndTokenFinishesAndIsKept) {
 TEST_F(GenerationTest, StopStringHidesItselfAndWhatFollows) {
   GenerationRequest r = request();
   r.params.stop_strings = {"upon a ti"};
-  Generation g(*tok_, std::move(r), 64);
+  Generation g(*tok_, std::move(r), 64, tok_->vocab_size());
   std::string text;
   std::optional<FinishReason> why;
   for (int32_t i : tok_->encode("Once upon a time there was", false)) {
@@ -91,15 +91,16 @@ TEST_F(GenerationTest, StopStringHidesItselfAndWhatFollows) {
 TEST_F(GenerationTest, LengthAndContextLimits) {
   GenerationRequest r = request();
   r.params.max_new_tokens = 2;
-  Generation g(*tok_, std::move(r), 64);
+  Generation g(*tok_, std::move(r), 64, tok_->vocab_size());
   EXPECT_FALSE(g.step(pick(id("hello"))).finished);
-  EXPECT_FALSE(g.step(pick(id("hello"))).finished);
-  const GenerationStep s = g.step(pick(id("hello")));
+  const GenerationStep s = g.step(pick(id("hello")));  // the second token ends it: nothing to feed
   ASSERT_TRUE(s.finished);
   EXPECT_EQ(*s.finished, FinishReason::kLength);
+  EXPECT_TRUE(s.feed.empty());
+  EXPECT_EQ(s.content, text_of(id("hello")));
   EXPECT_EQ(g.generated().size(), 2u);
 
-  Generation c(*tok_, request(3), 5);  // room for two tokens; the second fills the context
+  Generation c(*tok_, request(3), 5, tok_->vocab_size());  // room for two tokens; the second fills the context
   EXPECT_FALSE(c.step(pick(id("hello"))).finished);
   const GenerationStep last = c.step(pick(id("hello")));
   ASSERT_TRUE(last.finished);
@@ -113,7 +114,7 @@ TEST_F(GenerationTest, ThinkingBudgetForcesTheCloseAndReasoningIsSplit) {
   r.split_reasoning = true;
   r.starts_in_reasoning = true;
   r.think_budget.emplace(open, std::vector<int32_t>{close}, 2, /*start_in_thought=*/true);
-  Generation g(*tok_, std::move(r), 64);
+  Generation g(*tok_, std::move(r), 64, tok_->vocab_size());
   std::string reasoning, content;
   auto run = [&](int32_t t) {
     GenerationStep s = g.step(pick(t));

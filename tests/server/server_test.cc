@@ -456,6 +456,28 @@ TEST_F(ServeTest, ClientDisconnectMidStreamCancelsAndFreesBlocks) {
   EXPECT_EQ(ok->status, 200);
 }
 
+// A request cut by the request timeout gets no finish_reason outside OpenAI's set ("cancelled" once):
+// non-streaming, a 503 error naming the cause; streaming, an error event (OpenAI's clients raise on
+// it), then [DONE].
+TEST_F(ServeTest, RequestTimeoutIsAnErrorNotAFinishReason) {
+  server::ServerOptions o;
+  o.request_timeout_s = 0.3;
+  auto srv = start({}, o);
+  auto c = srv->client();
+  auto whole = post(c, "/v1/completions", endless(900, false));
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(whole->status, 503) << whole->body;
+  const ordered_json err = ordered_json::parse(whole->body);
+  EXPECT_EQ(err["error"]["code"], "request_timeout") << whole->body;
+  auto streamed = post(c, "/v1/completions", endless(900, true));
+  ASSERT_TRUE(streamed);
+  EXPECT_EQ(streamed->body.find("cancelled"), std::string::npos) << streamed->body;
+  const SseEvents ev = parse_sse(streamed->body);
+  EXPECT_TRUE(ev.done);
+  ASSERT_FALSE(ev.chunks.empty());
+  EXPECT_EQ(ev.chunks.back()["error"]["code"], "request_timeout") << streamed->body;
+}
+
 // A non-streaming request writes nothing until it is done, so the server must notice the closed
 // socket itself: the client leaves while its long generation runs.
 TEST_F(ServeTest, ClientDisconnectDuringNonStreamingRequestCancelsAndFreesBlocks) {
