@@ -47,14 +47,8 @@ std::vector<AddedToken> parse_added_tokens(const json& list, const BpeModel& mod
 
 }  // namespace
 
-static Tokenizer::Impl* build_impl(const std::string& tokenizer_json_text, const std::string& config_json_text,
+static Tokenizer::Impl* build_impl(const json& j, const std::string& config_json_text,
                                    const std::string& chat_template_file) {
-  json j;
-  try {
-    j = json::parse(tokenizer_json_text);
-  } catch (const nlohmann::json::exception& e) {
-    fail("tokenizer.json", e.what());
-  }
   if (!j.is_object()) fail("tokenizer.json", "expected a JSON object");
   if (!j.contains("model")) fail("tokenizer.json", "missing field \"model\"");
   auto impl = std::make_unique<Tokenizer::Impl>();
@@ -88,8 +82,20 @@ static Tokenizer::Impl* build_impl(const std::string& tokenizer_json_text, const
   return impl.release();
 }
 
+static json parse_tokenizer_json(const std::string& text) {
+  try {
+    return json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail("tokenizer.json", e.what());
+  }
+}
+
 Tokenizer Tokenizer::from_json(const std::string& tokenizer_json_text, const std::string& config_json_text) {
-  return Tokenizer(std::shared_ptr<const Impl>(build_impl(tokenizer_json_text, config_json_text, "")));
+  return from_json_document(parse_tokenizer_json(tokenizer_json_text), config_json_text);
+}
+
+Tokenizer Tokenizer::from_json_document(const nlohmann::json& tokenizer_json, const std::string& config_json_text) {
+  return Tokenizer(std::shared_ptr<const Impl>(build_impl(tokenizer_json, config_json_text, "")));
 }
 
 Tokenizer Tokenizer::from_folder(const std::string& dir) {
@@ -100,7 +106,7 @@ Tokenizer Tokenizer::from_folder(const std::string& dir) {
   const std::string cfg_text = std::filesystem::exists(cfg) ? read_file(cfg) : "";
   const std::string tmpl_text = std::filesystem::exists(tmpl) ? read_file(tmpl) : "";
   try {
-    return Tokenizer(std::shared_ptr<const Impl>(build_impl(read_file(tok), cfg_text, tmpl_text)));
+    return Tokenizer(std::shared_ptr<const Impl>(build_impl(parse_tokenizer_json(read_file(tok)), cfg_text, tmpl_text)));
   } catch (const Error& e) {
     throw Error(dir + ": " + e.what());
   }
