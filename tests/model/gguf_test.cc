@@ -8,11 +8,14 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
 #include "gguf_writer.h"
+#include "model/gguf_tokenizer.h"
+#include "model/safetensors.h"
 #include "test_paths.h"
 
 namespace ember::model {
@@ -89,6 +92,68 @@ TEST(GgufFile, ReadsTheSharedFiles) {
     EXPECT_EQ(&g.tensor(t.name), &t);
   }
   EXPECT_EQ(g.find_tensor("no.such.tensor"), nullptr);
+}
+
+TEST(GgufFile, EverySharedFileOpensAndItsMetadataDecodes) {
+  size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(test::model_dir("gguf"))) {
+    if (e.path().extension() != ".gguf") continue;
+    const GgufFile g(e.path().string());
+    for (const GgufKv& kv : g.metadata()) EXPECT_NO_THROW(g.get_json(kv.key)) << e.path() << " " << kv.key;
+    EXPECT_FALSE(g.tensors().empty()) << e.path();
+    // The small vocabularies here (the large ones are gguf_tokenizer_test's).
+    if (g.find("tokenizer.ggml.tokens")->count <= 4096) {
+      EXPECT_NO_THROW(gguf_tokenizer(g).encode("Once upon a time", true)) << e.path();
+    }
+    ++files;
+  }
+  EXPECT_GE(files, 10u);
+}
+
+// The layout the model loader must undo, shown on files converted from shared Hugging Face folders:
+// GGUF rows are Hugging Face rows ([out, in] with dims reversed, same bytes), except that for arch
+// llama the rows of attn_q / attn_k are permuted within each head: GGUF row 2i + j of a head is
+// Hugging Face row j * head_dim/2 + i (llama.cpp rotates adjacent pairs). qwen2 keeps the order.
+const uint8_t* hf_row(const TensorInfo& t, int64_t r) {
+  return static_cast<const uint8_t*>(t.data) + r * t.shape[1] * static_cast<int64_t>(dtype_size(t.dtype));
+}
+
+TEST(GgufLayout, RowsAreHuggingFaceRowsWithLlamaQKPermutedPerHead) {
+  const GgufFile g(gguf_path("tiny-kq-llama-f32.gguf"));
+  const SafetensorsFile hf(test::model_dir("tiny-kq-llama-f32/model.safetensors"));
+  auto same = [&](const char* gguf_name, const char* hf_name) {
+    const GgufTensor& t = g.tensor(gguf_name);
+    const TensorInfo& h = hf.tensors().at(hf_name);
+    EXPECT_EQ(t.shape, h.shape) << gguf_name;
+    ASSERT_EQ(t.size_bytes, h.size_bytes) << gguf_name;
+    EXPECT_EQ(std::memcmp(t.data, h.data, t.size_bytes), 0) << gguf_name;
+  };
+  same("token_embd.weight", "model.embed_tokens.weight");
+  same("blk.0.ffn_down.weight", "model.layers.0.mlp.down_proj.weight");
+  same("blk.1.attn_v.weight", "model.layers.1.self_attn.v_proj.weight");
+  const int64_t head_dim = g.get_int("llama.attention.key_length");
+  auto permuted = [&](const char* gguf_name, const char* hf_name, int64_t heads) {
+    const GgufTensor& t = g.tensor(gguf_name);
+    const TensorInfo& h = hf.tensors().at(hf_name);
+    ASSERT_EQ(t.shape, h.shape) << gguf_name;
+    ASSERT_EQ(t.rows(), heads * head_dim);
+    for (int64_t head = 0; head < heads; ++head)
+      for (int64_t i = 0; i < head_dim / 2; ++i)
+        for (int64_t j = 0; j < 2; ++j) {
+          const int64_t gr = head * head_dim + 2 * i + j, hr = head * head_dim + j * head_dim / 2 + i;
+          ASSERT_EQ(std::memcmp(t.data + gr * t.row_bytes(), hf_row(h, hr), t.row_bytes()), 0) << gguf_name << " row " << gr;
+        }
+  };
+  permuted("blk.0.attn_q.weight", "model.layers.0.self_attn.q_proj.weight", g.get_int("llama.attention.head_count"));
+  permuted("blk.0.attn_k.weight", "model.layers.0.self_attn.k_proj.weight", g.get_int("llama.attention.head_count_kv"));
+
+  const GgufFile q(gguf_path("tiny-qwen2-bf16.gguf"));
+  const SafetensorsFile qhf(test::model_dir("tiny-qwen2-bf16/model.safetensors"));
+  const GgufTensor& qq = q.tensor("blk.0.attn_q.weight");
+  const TensorInfo& qh = qhf.tensors().at("model.layers.0.self_attn.q_proj.weight");
+  EXPECT_EQ(qq.type, GgmlType::BF16);
+  ASSERT_EQ(qq.size_bytes, qh.size_bytes);
+  EXPECT_EQ(std::memcmp(qq.data, qh.data, qq.size_bytes), 0);
 }
 
 TEST(GgufFile, EveryMetadataTypeAndNestedArrays) {
