@@ -42,10 +42,80 @@ void q4_0(const uint8_t* b, float* y) {
   }
 }
 
+// Q4_1: float16 scale d and min m, nibbles as Q4_0 without the offset; element = d*q + m.
+void q4_1(const uint8_t* b, float* y) {
+  const float d = load_f16(b), m = load_f16(b + 2);
+  const uint8_t* qs = b + 4;
+  for (int j = 0; j < 16; ++j) {
+    const float lo = d * static_cast<float>(qs[j] & 0x0F), hi = d * static_cast<float>(qs[j] >> 4);
+    y[j] = lo + m;
+    y[j + 16] = hi + m;
+  }
+}
+
+// The 5-bit quants of Q5_0 / Q5_1: nibbles as Q4_0, bit j of the little-endian qh word is element j's
+// fifth bit.
+int q5_quant(const uint8_t* qh, const uint8_t* qs, int j) {
+  const uint32_t h = static_cast<uint32_t>(qh[0]) | (static_cast<uint32_t>(qh[1]) << 8) |
+                     (static_cast<uint32_t>(qh[2]) << 16) | (static_cast<uint32_t>(qh[3]) << 24);
+  const int low = j < 16 ? (qs[j] & 0x0F) : (qs[j - 16] >> 4);
+  return low | static_cast<int>(((h >> j) & 1u) << 4);
+}
+
+// Q5_0: float16 scale, 4 bytes of fifth bits, 16 bytes of nibbles; element = d * (q - 16).
+void q5_0(const uint8_t* b, float* y) {
+  const float d = load_f16(b);
+  for (int j = 0; j < 32; ++j) y[j] = d * static_cast<float>(q5_quant(b + 2, b + 6, j) - 16);
+}
+
+// Q5_1: float16 scale and min, fifth bits, nibbles; element = d*q + m.
+void q5_1(const uint8_t* b, float* y) {
+  const float d = load_f16(b), m = load_f16(b + 2);
+  for (int j = 0; j < 32; ++j) {
+    const float scaled = d * static_cast<float>(q5_quant(b + 4, b + 8, j));
+    y[j] = scaled + m;
+  }
+}
+
 // Q8_0: float16 scale, 32 signed bytes.
 void q8_0(const uint8_t* b, float* y) {
   const float d = load_f16(b);
   for (int j = 0; j < 32; ++j) y[j] = d * static_cast<float>(static_cast<int8_t>(b[2 + j]));
+}
+
+// Q2_K: 16 bytes of 4-bit scale (low nibble) and min (high nibble) per 16 elements, 64 bytes of 2-bit
+// quants, float16 d and dmin. Element 128h + 32k + l is bits 2k..2k+1 of qs[32h + l];
+// element = d*scale * q - dmin*min.
+void q2_k(const uint8_t* b, float* y) {
+  const uint8_t* scales = b;
+  const uint8_t* qs = b + 16;
+  const float d = load_f16(b + 80), dmin = load_f16(b + 82);
+  for (int e = 0; e < 256; ++e) {
+    const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+    const float dl = d * static_cast<float>(scales[e / 16] & 0x0F), ml = dmin * static_cast<float>(scales[e / 16] >> 4);
+    const float scaled = dl * static_cast<float>((qs[32 * h + l] >> (2 * k)) & 3);
+    y[e] = scaled - ml;
+  }
+}
+
+// Q3_K: 32 bytes of high bits, 64 bytes of 2-bit quants (laid out as Q2_K's), 12 bytes of 6-bit
+// scales, float16 d. Element 32b + l has high bit b of hmask[l]; a clear high bit subtracts 4. Scale s
+// (per 16 elements): low 4 bits from byte s % 8 (high nibble for s >= 8), top 2 bits from byte
+// 8 + s % 4 at bit 2 * (s / 4); offset by 32.
+void q3_k(const uint8_t* b, float* y) {
+  const uint8_t* hmask = b;
+  const uint8_t* qs = b + 32;
+  const uint8_t* sc = b + 96;
+  const float d = load_f16(b + 108);
+  for (int e = 0; e < 256; ++e) {
+    const int s = e / 16;
+    const int low = s < 8 ? (sc[s] & 0x0F) : (sc[s - 8] >> 4);
+    const int high = (sc[8 + s % 4] >> (2 * (s / 4))) & 3;
+    const float dl = d * static_cast<float>((low | (high << 4)) - 32);
+    const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+    const int q = ((qs[32 * h + l] >> (2 * k)) & 3) - (((hmask[l] >> (e / 32)) & 1) ? 0 : 4);
+    y[e] = dl * static_cast<float>(q);
+  }
 }
 
 // The 6-bit scale and min of sub-block j (0..7) packed in the 12 bytes of Q4_K / Q5_K: bytes 0-3 hold
@@ -142,7 +212,12 @@ using BlockFn = void (*)(const uint8_t*, float*);
 BlockFn block_fn(GgmlType t) {
   switch (t) {
     case T::Q4_0: return q4_0;
+    case T::Q4_1: return q4_1;
+    case T::Q5_0: return q5_0;
+    case T::Q5_1: return q5_1;
     case T::Q8_0: return q8_0;
+    case T::Q2_K: return q2_k;
+    case T::Q3_K: return q3_k;
     case T::Q4_K: return q4_k;
     case T::Q5_K: return q5_k;
     case T::Q6_K: return q6_k;
@@ -190,7 +265,8 @@ void dequantize_row(GgmlType type, const void* src, int64_t n, float* out) {
   const GgmlTypeInfo info = ggml_type_info(type);
   if (!can_dequantize(type))
     fail("ggml", std::string("dequantization of ") + info.name +
-                     " is not supported (supported: F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, Q8_K)");
+                     " is not supported (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, "
+                     "Q6_K, Q8_K)");
   ggml_row_bytes(type, n);  // checks whole blocks
   switch (type) {
     case T::F32: std::memcpy(out, p, static_cast<size_t>(n) * 4); return;

@@ -63,7 +63,8 @@ const char* ggml_type_name(GgmlType type);
 // By name ("Q8_0", case as ggml spells it), or nullopt.
 std::optional<GgmlType> parse_ggml_type(std::string_view name);
 
-// Whether dequantize_row handles the type: F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q5_K, Q6_K, Q8_K.
+// Whether dequantize_row handles the type: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K,
+// Q4_K, Q5_K, Q6_K, Q8_K (the I-quants, ternary and MXFP4 types are not).
 bool can_dequantize(GgmlType type);
 
 // Bytes that n elements of `type` occupy. n must be a multiple of the block size; throws

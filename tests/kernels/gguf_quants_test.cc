@@ -1,6 +1,6 @@
 // ggml block formats: the type table, and dequantization of hand-built blocks whose values follow
-// from the format's definition. (The shared GGUF fixtures check every supported type against
-// gguf-py's reference in tests/model/gguf_test.cc.)
+// from the format's definition. (The shared GGUF fixtures check F32, BF16, Q4_0, Q8_0, Q4_K, Q5_K
+// and Q6_K against gguf-py's reference in tests/model/gguf_test.cc; they hold no other type.)
 #include "kernels/gguf_quants.h"
 
 #include <gtest/gtest.h>
@@ -96,6 +96,57 @@ TEST(Dequantize, Q6_KSubBlockScalesAndHighBits) {
   std::vector<float> out(256);
   dequantize_row(GgmlType::Q6_K, b.data(), 256, out.data());
   for (int i = 0; i < 256; ++i) EXPECT_EQ(out[i], 0.125f * static_cast<float>(i / 16)) << i;
+}
+
+TEST(Dequantize, Q4_1Q5_0Q5_1FollowTheirDefinition) {
+  std::vector<float> out(32);
+  std::vector<uint8_t> q41(20);
+  put_f16(q41, 0, 0.5f);
+  put_f16(q41, 2, -1.0f);
+  for (int j = 0; j < 16; ++j) q41[4 + j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  dequantize_row(GgmlType::Q4_1, q41.data(), 32, out.data());
+  for (int j = 0; j < 16; ++j) {
+    EXPECT_EQ(out[j], 0.5f * static_cast<float>(j) - 1.0f) << j;
+    EXPECT_EQ(out[j + 16], 0.5f * static_cast<float>(15 - j) - 1.0f) << j;
+  }
+  // Fifth bits set for the odd elements: qh = 0xAAAAAAAA.
+  std::vector<uint8_t> q50(22), q51(24);
+  put_f16(q50, 0, 2.0f);
+  put_f16(q51, 0, 2.0f);
+  put_f16(q51, 2, 0.25f);
+  for (int i = 0; i < 4; ++i) q50[2 + i] = q51[4 + i] = 0xAA;
+  for (int j = 0; j < 16; ++j) q50[6 + j] = q51[8 + j] = static_cast<uint8_t>(j | ((15 - j) << 4));
+  auto quant = [](int e) { return (e < 16 ? e : 31 - e) + (e % 2 ? 16 : 0); };
+  dequantize_row(GgmlType::Q5_0, q50.data(), 32, out.data());
+  for (int e = 0; e < 32; ++e) EXPECT_EQ(out[e], 2.0f * static_cast<float>(quant(e) - 16)) << e;
+  dequantize_row(GgmlType::Q5_1, q51.data(), 32, out.data());
+  for (int e = 0; e < 32; ++e) EXPECT_EQ(out[e], 2.0f * static_cast<float>(quant(e)) + 0.25f) << e;
+}
+
+TEST(Dequantize, Q2_KAndQ3_KFollowTheirDefinition) {
+  std::vector<float> out(256);
+  // Q2_K: quant k (0..3) of every byte is k; scale s & 15 = s % 16, min = 1 for every sub-block.
+  std::vector<uint8_t> q2(84);
+  for (int s = 0; s < 16; ++s) q2[s] = static_cast<uint8_t>(s | (1 << 4));
+  std::memset(q2.data() + 16, 0b11100100, 64);
+  put_f16(q2, 80, 0.5f);
+  put_f16(q2, 82, 0.125f);
+  dequantize_row(GgmlType::Q2_K, q2.data(), 256, out.data());
+  for (int e = 0; e < 256; ++e)
+    EXPECT_EQ(out[e], 0.5f * static_cast<float>(e / 16) * static_cast<float>((e % 128) / 32) - 0.125f) << e;
+  // Q3_K: the same 2-bit quants, high bits set in the even bit positions only (elements 32b + l with
+  // b even keep q, odd b subtract 4); every 6-bit scale 33 (low nibble 1, top bits 2), i.e. 1.
+  std::vector<uint8_t> q3(110);
+  std::memset(q3.data(), 0x55, 32);
+  std::memset(q3.data() + 32, 0b11100100, 64);
+  std::memset(q3.data() + 96, 0x11, 8);
+  std::memset(q3.data() + 104, 0xAA, 4);
+  put_f16(q3, 108, 0.25f);
+  dequantize_row(GgmlType::Q3_K, q3.data(), 256, out.data());
+  for (int e = 0; e < 256; ++e) {
+    const int q = (e % 128) / 32 - ((e / 32) % 2 ? 4 : 0);
+    EXPECT_EQ(out[e], 0.25f * static_cast<float>(q)) << e;
+  }
 }
 
 TEST(Dequantize, UnsupportedTypesAndPartialBlocksAreErrors) {
