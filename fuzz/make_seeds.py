@@ -147,9 +147,12 @@ def noise(n, seed):
     return bytes(out)
 
 
-# (name, dims, ggml type id, bytes): F32, F16, BF16, Q4_0, Q8_0 (two rows), Q4_K, Q5_K, Q6_K, Q8_K.
+# (name, dims, ggml type id, bytes): F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (two rows), Q2_K,
+# Q3_K, Q4_K, Q5_K, Q6_K, Q8_K.
 gguf_tensors = [("f32", [8], 0, struct.pack("<8f", *range(8))), ("f16", [8], 1, noise(16, 1)),
-                ("bf16", [8], 30, noise(16, 2)), ("q4_0", [32], 2, noise(18, 3)), ("q8_0", [32, 2], 8, noise(68, 4)),
+                ("bf16", [8], 30, noise(16, 2)), ("q4_0", [32], 2, noise(18, 3)), ("q4_1", [32], 3, noise(20, 9)),
+                ("q5_0", [32], 6, noise(22, 10)), ("q5_1", [32], 7, noise(24, 11)), ("q8_0", [32, 2], 8, noise(68, 4)),
+                ("q2_k", [256], 10, noise(84, 12)), ("q3_k", [256], 11, noise(110, 13)),
                 ("q4_k", [256], 12, noise(144, 5)), ("q5_k", [256], 13, noise(176, 6)),
                 ("q6_k", [256], 14, noise(210, 7)), ("q8_k", [256], 15, noise(292, 8))]
 for g in sorted(glob.glob(os.path.join(shared, "models", "gguf", "*.gguf"))):
