@@ -53,12 +53,15 @@ TEST_P(GgufTokenizer, MatchesHuggingFaceOnEveryFixtureLine) {
 
 TEST_P(GgufTokenizer, SpecialTokensAndChatTemplateMatchTheModelsConfig) {
   const Case c = GetParam();
-  const std::string cfg_path = test::tokenizer_dir(c.tokenizer) + "/tokenizer_config.json";
-  if (!std::filesystem::exists(cfg_path)) GTEST_SKIP() << c.tokenizer << " has no tokenizer_config.json";
-  const auto hf = tokenizer::parse_tokenizer_config(read_file(cfg_path));
   const GgufFile g(test::model_dir(std::string("gguf/") + c.gguf));
   const tokenizer::Tokenizer tok = gguf_tokenizer(g);
   const auto& cfg = tok.config();
+  const std::string cfg_path = test::tokenizer_dir(c.tokenizer) + "/tokenizer_config.json";
+  if (!std::filesystem::exists(cfg_path)) {  // llama-3.2's folder has none, and its GGUF no template
+    EXPECT_EQ(cfg.chat_template, "");
+    return;
+  }
+  const auto hf = tokenizer::parse_tokenizer_config(read_file(cfg_path));
   EXPECT_EQ(cfg.chat_template, hf.chat_template);
   EXPECT_EQ(cfg.bos_token, hf.bos_token);
   EXPECT_EQ(cfg.eos_token, hf.eos_token);
