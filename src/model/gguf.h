@@ -40,6 +40,9 @@ struct GgufKv {
   uint64_t offset = 0;  // file offset of the value (for an array: of its first element)
 };
 
+// One tensor. Its rows are Hugging Face's rows with the same bytes, except that files of arch llama
+// store attn_q / attn_k with the rows of each head permuted (GGUF row 2i + j of a head is Hugging
+// Face row j * head_dim/2 + i; llama.cpp rotates adjacent pairs); qwen2 / qwen3 keep the order.
 struct GgufTensor {
   std::string name;
   kernels::GgmlType type = kernels::GgmlType::F32;
@@ -57,6 +60,7 @@ struct GgufTensor {
   size_t row_bytes() const;  // bytes of one row
 };
 
+// Movable, not copyable; tensor data pointers stay valid when the file is moved.
 class GgufFile {
  public:
   static constexpr uint64_t kDefaultAlignment = 32;
