@@ -156,6 +156,14 @@ TEST(GgufLayout, RowsAreHuggingFaceRowsWithLlamaQKPermutedPerHead) {
   EXPECT_EQ(std::memcmp(qq.data, qh.data, qq.size_bytes), 0);
 }
 
+TEST(GgufFile, MovingKeepsTheTensorBytes) {
+  GgufFile a(gguf_path("tiny-qwen3-q8_0.gguf"));
+  const uint8_t* data = a.tensor("token_embd.weight").data;
+  const GgufFile b(std::move(a));
+  EXPECT_EQ(b.tensor("token_embd.weight").data, data);
+  EXPECT_EQ(b.get_string("general.architecture"), "qwen3");
+}
+
 TEST(GgufFile, EveryMetadataTypeAndNestedArrays) {
   using test::le;
   test::GgufWriter w(2);  // version 2 has the same layout as 3
