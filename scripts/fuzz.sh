@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-60}
 shift || true
 fuzzers=("$@")
-[ ${#fuzzers[@]} -gt 0 ] || fuzzers=(fuzz_safetensors fuzz_config fuzz_tokenizer fuzz_tokenizer_text fuzz_jinja
+[ ${#fuzzers[@]} -gt 0 ] || fuzzers=(fuzz_safetensors fuzz_config fuzz_gguf fuzz_tokenizer fuzz_tokenizer_text fuzz_jinja
                                      fuzz_openai_request)
 build=build/fuzz
 cmake --preset fuzz >/dev/null
@@ -26,8 +26,9 @@ for f in "${fuzzers[@]}"; do
   log="$build/logs/$f.log"
   echo "== $f: ${seconds}s"
   status=ok
-  dict=fuzz/json.dict  # every target but fuzz_jinja reads JSON or text that JSON tokens help with
+  dict=fuzz/json.dict  # every target but fuzz_jinja and fuzz_gguf reads JSON or text that JSON tokens help with
   [ "$f" = fuzz_jinja ] && dict=fuzz/fuzz_jinja.dict
+  [ "$f" = fuzz_gguf ] && dict=fuzz/fuzz_gguf.dict
   "$build/fuzz/$f" -dict="$dict" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -malloc_limit_mb=1024 \
     -detect_leaks=1 -print_final_stats=1 -artifact_prefix="$build/artifacts/$f-" \
     "$corpus" "$build/seeds/$f" >"$log" 2>&1 || status=FAILED

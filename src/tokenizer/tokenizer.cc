@@ -38,13 +38,7 @@ std::vector<AddedToken> parse_added_tokens(const json& list, const BpeModel& mod
 
 }  // namespace
 
-static Tokenizer::Impl* build_impl(const std::string& tokenizer_json_text, TokenizerConfig config) {
-  json j;
-  try {
-    j = json::parse(tokenizer_json_text);
-  } catch (const nlohmann::json::exception& e) {
-    fail("tokenizer.json", e.what());
-  }
+static Tokenizer::Impl* build_impl(const json& j, TokenizerConfig config) {
   if (!j.is_object()) fail("tokenizer.json", "expected a JSON object");
   if (!j.contains("model")) fail("tokenizer.json", "missing field \"model\"");
   auto impl = std::make_unique<Tokenizer::Impl>();
@@ -78,8 +72,20 @@ static Tokenizer::Impl* build_impl(const std::string& tokenizer_json_text, Token
   return impl.release();
 }
 
+static json parse_tokenizer_json(const std::string& text) {
+  try {
+    return json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail("tokenizer.json", e.what());
+  }
+}
+
 Tokenizer Tokenizer::from_json(const std::string& tokenizer_json_text, const std::string& config_json_text) {
-  return Tokenizer(std::shared_ptr<const Impl>(build_impl(tokenizer_json_text, parse_tokenizer_config(config_json_text))));
+  return from_json_document(parse_tokenizer_json(tokenizer_json_text), config_json_text);
+}
+
+Tokenizer Tokenizer::from_json_document(const nlohmann::json& tokenizer_json, const std::string& config_json_text) {
+  return Tokenizer(std::shared_ptr<const Impl>(build_impl(tokenizer_json, parse_tokenizer_config(config_json_text))));
 }
 
 Tokenizer Tokenizer::from_folder(const std::string& dir) {
@@ -89,7 +95,7 @@ Tokenizer Tokenizer::from_folder(const std::string& dir) {
   TokenizerConfig config = load_tokenizer_config(dir);
   const std::string text = read_file(tok.string());
   try {
-    return Tokenizer(std::shared_ptr<const Impl>(build_impl(text, std::move(config))));
+    return Tokenizer(std::shared_ptr<const Impl>(build_impl(parse_tokenizer_json(text), std::move(config))));
   } catch (const Error& e) {
     throw Error(dir + ": " + e.what());
   }

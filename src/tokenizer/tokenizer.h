@@ -3,6 +3,7 @@
 // added tokens, normalizer, pre-tokenizer, BPE model, post-processor and decoder.
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string>
@@ -19,6 +20,9 @@ class Tokenizer {
   static Tokenizer from_folder(const std::string& dir);
   // Throws ember::Error for malformed JSON or a component Ember does not support (naming it).
   static Tokenizer from_json(const std::string& tokenizer_json_text, const std::string& config_json_text = "");
+  // The same from an already parsed tokenizer.json document (one built in memory, e.g. from a GGUF
+  // file's metadata, skips printing and re-parsing a vocabulary of 150k tokens).
+  static Tokenizer from_json_document(const nlohmann::json& tokenizer_json, const std::string& config_json_text = "");
 
   // The most text one encode call takes: it bounds the time and memory a stranger's text can ask
   // for (a whole context window is far shorter). Longer input gets an ember::Error.

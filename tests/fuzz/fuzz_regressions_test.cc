@@ -13,6 +13,7 @@
 #define EMBER_HARNESS(name) extern "C" int name##_one(const uint8_t* data, size_t size);
 EMBER_HARNESS(fuzz_safetensors)
 EMBER_HARNESS(fuzz_config)
+EMBER_HARNESS(fuzz_gguf)
 EMBER_HARNESS(fuzz_tokenizer)
 EMBER_HARNESS(fuzz_tokenizer_text)
 EMBER_HARNESS(fuzz_jinja)
@@ -38,6 +39,7 @@ std::string repeat(std::string_view s, int n) {
 TEST(FuzzRegressions, EveryKeptInputRunsCleanly) {
   const std::map<std::string, Harness> harnesses = {
       {"fuzz_safetensors", fuzz_safetensors_one},   {"fuzz_config", fuzz_config_one},
+      {"fuzz_gguf", fuzz_gguf_one},
       {"fuzz_tokenizer", fuzz_tokenizer_one},       {"fuzz_tokenizer_text", fuzz_tokenizer_text_one},
       {"fuzz_jinja", fuzz_jinja_one},               {"fuzz_openai_request", fuzz_openai_request_one}};
   size_t inputs = 0;

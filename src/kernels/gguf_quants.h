@@ -1,0 +1,79 @@
+#pragma once
+// ggml's tensor element types as GGUF files store them (ids, block geometry, names) and the scalar
+// reference dequantization of their blocks: the ground truth that faster kernels are tested against.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace ember::kernels {
+
+// ggml_type ids exactly as written in GGUF tensor infos; the gaps (4, 5, 31-33, 36-38) are types
+// ggml has removed.
+enum class GgmlType : uint32_t {
+  F32 = 0,
+  F16 = 1,
+  Q4_0 = 2,
+  Q4_1 = 3,
+  Q5_0 = 6,
+  Q5_1 = 7,
+  Q8_0 = 8,
+  Q8_1 = 9,
+  Q2_K = 10,
+  Q3_K = 11,
+  Q4_K = 12,
+  Q5_K = 13,
+  Q6_K = 14,
+  Q8_K = 15,
+  IQ2_XXS = 16,
+  IQ2_XS = 17,
+  IQ3_XXS = 18,
+  IQ1_S = 19,
+  IQ4_NL = 20,
+  IQ3_S = 21,
+  IQ2_S = 22,
+  IQ4_XS = 23,
+  I8 = 24,
+  I16 = 25,
+  I32 = 26,
+  I64 = 27,
+  F64 = 28,
+  IQ1_M = 29,
+  BF16 = 30,
+  TQ1_0 = 34,
+  TQ2_0 = 35,
+  MXFP4 = 39,
+};
+
+// Elements per block of the K-quants (a "super-block" of 8 or 16 sub-blocks).
+constexpr int64_t kQK_K = 256;
+
+struct GgmlTypeInfo {
+  GgmlType type;
+  const char* name;      // as ggml and gguf-py spell it: "Q4_K", "BF16", ...
+  int64_t block_size;    // elements per block (1 for plain element types)
+  int64_t block_bytes;   // bytes per block
+};
+
+// The type with this GGUF id, or nullopt for an id ggml does not define (or has removed).
+std::optional<GgmlTypeInfo> ggml_type_info(uint32_t id);
+// Same for a type of the enum; never fails.
+GgmlTypeInfo ggml_type_info(GgmlType type);
+const char* ggml_type_name(GgmlType type);
+// By name ("Q8_0", case as ggml spells it), or nullopt.
+std::optional<GgmlType> parse_ggml_type(std::string_view name);
+
+// Whether dequantize_row handles the type: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K,
+// Q4_K, Q5_K, Q6_K, Q8_K (the I-quants, ternary and MXFP4 types are not).
+bool can_dequantize(GgmlType type);
+
+// Bytes that n elements of `type` occupy. n must be a multiple of the block size; throws
+// ember::Error naming the type otherwise.
+int64_t ggml_row_bytes(GgmlType type, int64_t n);
+
+// Converts n elements (whole blocks) starting at src to float32, exactly as ggml's reference
+// (gguf-py quants.dequantize) does, in float32 arithmetic. Throws ember::Error naming the type for a
+// type can_dequantize refuses, or for n not a multiple of the block size.
+void dequantize_row(GgmlType type, const void* src, int64_t n, float* out);
+
+}  // namespace ember::kernels
