@@ -73,6 +73,9 @@ Run add_serve_command(CLI::App& app) {
   cmd->add_option("--max-body", o->server.max_body_bytes, "Largest request body in bytes")->capture_default_str();
   cmd->add_option("--timeout", o->server.request_timeout_s, "Seconds a request may run")->capture_default_str();
   cmd->add_option("--model-name", o->server.model_name, "Model id reported by /v1/models (default: folder name)");
+  cmd->add_option("--cors", o->server.cors_origins,
+                  "Origins whose pages may call the API from a browser: ORIGIN[,ORIGIN...] or * (default: none)")
+      ->delimiter(',');
   return [o] { return serve(*o); };
 }
 

@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "sampling/logits_processors.h"
+#include "sampling/overrides.h"
 
 namespace ember::server {
 
@@ -43,10 +44,24 @@ bool boolean(const ordered_json& body, const char* name) {
 }
 
 // Fills the sampling fields shared by /v1/chat/completions and /v1/completions.
+// OpenAI fields Ember does not implement: a 400 naming the field, never a reply that ignored it.
+void refuse_unsupported(const ordered_json& body) {
+  for (const char* name : {"audio", "modalities", "prediction", "functions", "function_call", "tool_choice",
+                           "parallel_tool_calls", "web_search_options", "response_format"}) {
+    const ordered_json* v = field(body, name);
+    if (v == nullptr) continue;
+    // The values that ask for what Ember does anyway.
+    if (std::string_view(name) == "response_format" && v->is_object() && v->value("type", "") == "text") continue;
+    if (std::string_view(name) == "tool_choice" && *v == "none") continue;
+    if (std::string_view(name) == "modalities" && *v == ordered_json::array({"text"})) continue;
+    throw ApiError(400, std::string("'") + name + "' is not supported by this server", name, "unsupported_parameter");
+  }
+}
+
 void parse_common(const ordered_json& body, const sampling::SamplingParams& defaults, size_t vocab_size,
                   CompletionRequest& r) {
+  refuse_unsupported(body);
   sampling::SamplingParams& p = r.params;
-  p = defaults;
   if (field(body, "model")) {
     if (!body["model"].is_string()) bad("model", "must be a string");
     r.model = body["model"].get<std::string>();
@@ -57,29 +72,42 @@ void parse_common(const ordered_json& body, const sampling::SamplingParams& defa
     if (!so->is_object()) bad("stream_options", "must be an object");
     if (field(*so, "include_usage")) r.include_usage = boolean(*so, "include_usage");
   }
-  bool temperature_given = false;
-  if (field(body, "temperature")) {
-    p.temperature = static_cast<float>(number(body, "temperature", 0, 2));
-    p.do_sample = p.temperature > 0;
-    temperature_given = true;
+  // The options every front end shares go through sampling::apply (one rule for what turns sampling on).
+  SamplingOptions o;
+  if (field(body, "temperature")) o.temperature = static_cast<float>(number(body, "temperature", 0, 2));
+  if (field(body, "top_p")) o.top_p = static_cast<float>(number(body, "top_p", 0, 1));
+  if (field(body, "top_k")) o.top_k = static_cast<int32_t>(integer(body, "top_k", 0, 1 << 20));
+  if (field(body, "min_p")) o.min_p = static_cast<float>(number(body, "min_p", 0, 1));
+  if (field(body, "repetition_penalty"))
+    o.repetition_penalty = static_cast<float>(number(body, "repetition_penalty", 0.01, 100));
+  if (field(body, "seed")) {
+    const ordered_json& v = body["seed"];
+    if (!v.is_number_integer()) bad("seed", "must be an integer");
+    o.seed = v.is_number_unsigned() ? v.get<uint64_t>() : static_cast<uint64_t>(v.get<int64_t>());
   }
-  // A sampling knob without a temperature turns sampling on, as the CLI does.
-  if (field(body, "top_p")) {
-    p.top_p = static_cast<float>(number(body, "top_p", 0, 1));
-    p.do_sample = p.do_sample || !temperature_given;
+  for (const char* name : {"max_tokens", "max_completion_tokens"})
+    if (field(body, name)) o.max_tokens = static_cast<int32_t>(integer(body, name, 0, 1 << 30));
+  if (const auto* stop = field(body, "stop")) {
+    if (stop->is_string()) {
+      o.stop.push_back(stop->get<std::string>());
+    } else if (stop->is_array()) {
+      for (const auto& s : *stop) {
+        if (!s.is_string()) bad("stop", "must be a string or a list of strings");
+        o.stop.push_back(s.get<std::string>());
+      }
+    } else {
+      bad("stop", "must be a string or a list of strings");
+    }
+    for (const auto& s : o.stop)
+      if (s.empty()) bad("stop", "must not contain an empty string");
   }
-  if (field(body, "top_k")) {
-    p.top_k = static_cast<int32_t>(integer(body, "top_k", 0, 1 << 20));
-    p.do_sample = p.do_sample || !temperature_given;
-  }
-  if (field(body, "min_p")) {
-    p.min_p = static_cast<float>(number(body, "min_p", 0, 1));
-    p.do_sample = p.do_sample || !temperature_given;
+  try {
+    p = sampling::apply(defaults, o);
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), {}, "invalid_value");
   }
   if (field(body, "frequency_penalty")) p.frequency_penalty = static_cast<float>(number(body, "frequency_penalty", -2, 2));
   if (field(body, "presence_penalty")) p.presence_penalty = static_cast<float>(number(body, "presence_penalty", -2, 2));
-  if (field(body, "repetition_penalty"))
-    p.repetition_penalty = static_cast<float>(number(body, "repetition_penalty", 0.01, 100));
   if (const auto* lb = field(body, "logit_bias")) {
     if (!lb->is_object()) bad("logit_bias", "must be an object of token id -> bias");
     for (auto it = lb->begin(); it != lb->end(); ++it) {
@@ -98,27 +126,6 @@ void parse_common(const ordered_json& body, const sampling::SamplingParams& defa
       if (!it.value().is_number()) bad("logit_bias", "values must be numbers");
       p.logit_bias[id] = it.value().get<float>();
     }
-  }
-  if (field(body, "seed")) {
-    const ordered_json& v = body["seed"];
-    if (!v.is_number_integer()) bad("seed", "must be an integer");
-    p.seed = v.is_number_unsigned() ? v.get<uint64_t>() : static_cast<uint64_t>(v.get<int64_t>());
-  }
-  for (const char* name : {"max_tokens", "max_completion_tokens"})
-    if (field(body, name)) p.max_new_tokens = static_cast<int32_t>(integer(body, name, 0, 1 << 30));
-  if (const auto* stop = field(body, "stop")) {
-    if (stop->is_string()) {
-      p.stop_strings.push_back(stop->get<std::string>());
-    } else if (stop->is_array()) {
-      for (const auto& s : *stop) {
-        if (!s.is_string()) bad("stop", "must be a string or a list of strings");
-        p.stop_strings.push_back(s.get<std::string>());
-      }
-    } else {
-      bad("stop", "must be a string or a list of strings");
-    }
-    for (const auto& s : p.stop_strings)
-      if (s.empty()) bad("stop", "must not contain an empty string");
   }
   if (field(body, "user") && !body["user"].is_string()) bad("user", "must be a string");
 }

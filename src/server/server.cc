@@ -8,6 +8,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -272,8 +273,32 @@ void Server::stop() {
   });
 }
 
+bool Server::cors(const httplib::Request& req, httplib::Response& res) const {
+  const std::string origin = req.get_header_value("Origin");
+  if (origin.empty()) return false;
+  const auto& allowed = options_.cors_origins;
+  const bool any = std::find(allowed.begin(), allowed.end(), "*") != allowed.end();
+  if (!any && std::find(allowed.begin(), allowed.end(), origin) == allowed.end()) return false;
+  res.set_header("Access-Control-Allow-Origin", any ? "*" : origin);
+  if (!any) res.set_header("Vary", "Origin");
+  return true;
+}
+
 bool Server::check_access(const httplib::Request& req, httplib::Response& res) {
   const auto& routes = allowed_methods();
+  const bool allowed_origin = cors(req, res);
+  if (req.method == "OPTIONS") {  // a browser's preflight: which methods and headers a page may use
+    const auto it = routes.find(req.path);
+    const std::string methods = (it != routes.end() ? it->second : std::string("GET, POST")) + ", OPTIONS";
+    res.set_header("Allow", methods);
+    if (allowed_origin) {
+      res.set_header("Access-Control-Allow-Methods", methods);
+      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      res.set_header("Access-Control-Max-Age", "600");
+    }
+    res.status = 204;
+    return false;
+  }
   if (auto it = routes.find(req.path); it != routes.end() && it->second != req.method) {
     res.set_header("Allow", it->second);
     send_error(res, 405, "method " + req.method + " is not allowed on " + req.path + " (use " + it->second + ")");
@@ -332,13 +357,13 @@ void Server::routes() {
     res.set_content(metrics_text(), "text/plain; version=0.0.4");
   });
   http_->Get("/v1/models", [this](const Request&, Response& res) {
-    send_json(res, 200,
-              {{"object", "list"},
-               {"data", ordered_json::array({ordered_json{{"id", options_.model_name},
-                                                          {"object", "model"},
-                                                          {"created", created_},
-                                                          {"owned_by", "ember"},
-                                                          {"max_model_len", scheduler_->context()}}})}});
+    send_json(res, 200, {{"object", "list"}, {"data", ordered_json::array({model_object()})}});
+  });
+  http_->Get("/v1/models/(.+)", [this](const Request& req, Response& res) {  // the client's models.retrieve
+    const std::string id = req.matches[1];
+    if (id == options_.model_name) return send_json(res, 200, model_object());
+    send_error(res, 404, "the model '" + id + "' does not exist (this server serves '" + options_.model_name + "')",
+               "model", "model_not_found");
   });
   auto guarded = [this](void (Server::*fn)(const Request&, Response&)) {
     return [this, fn](const Request& req, Response& res) {
@@ -458,6 +483,14 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, engine
         if (!st->ended) st->rs->cancel();  // the client went away: free its sequence
         --open_streams_;
       });
+}
+
+ordered_json Server::model_object() const {
+  return ordered_json{{"id", options_.model_name},
+                      {"object", "model"},
+                      {"created", created_},
+                      {"owned_by", "ember"},
+                      {"max_model_len", scheduler_->context()}};
 }
 
 std::string Server::metrics_text() const {

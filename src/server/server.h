@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "engine/chat_prompt.h"
 #include "engine/scheduler.h"
@@ -34,6 +35,8 @@ struct ServerOptions {
   double request_timeout_s = 600;        // a request running longer is cancelled
   double shutdown_grace_s = 10;          // on stop(), running requests get this long to finish
   std::string model_name;                // "": the model folder's name
+  // Origins whose pages may call the API from a browser ("*": any); empty: none (same origin only).
+  std::vector<std::string> cors_origins;
 };
 
 class Server {
@@ -58,6 +61,9 @@ class Server {
  private:
   struct Stream;
   void routes();
+  // The Access-Control-* headers for a request from an allowed origin; false when it is not one.
+  bool cors(const httplib::Request& req, httplib::Response& res) const;
+  ordered_json model_object() const;  // the /v1/models entry of the served model
   void handle_chat(const httplib::Request& req, httplib::Response& res);
   void handle_text(const httplib::Request& req, httplib::Response& res);
   void respond(const httplib::Request& req, httplib::Response& res, engine::GenerationRequest g, bool chat,

@@ -399,6 +399,73 @@ TEST_F(ServeTest, ApiKeyIsRequiredWhenSet) {
   EXPECT_EQ(c.Get("/health")->status, 200);  // health and metrics stay open for probes
 }
 
+// A page from another origin may call the API only when --cors allows that origin: the preflight
+// answers with the methods and headers, and every answer carries Access-Control-Allow-Origin.
+TEST_F(ServeTest, CorsAllowsListedOriginsOnly) {
+  server::ServerOptions o;
+  o.cors_origins = {"http://app.example"};
+  auto srv = start({}, o);
+  auto c = srv->client();
+  const httplib::Headers from_app{{"Origin", "http://app.example"}, {"Access-Control-Request-Method", "POST"},
+                                  {"Access-Control-Request-Headers", "authorization, content-type"}};
+  auto pre = c.Options("/v1/chat/completions", from_app);
+  ASSERT_TRUE(pre);
+  EXPECT_EQ(pre->status, 204);
+  EXPECT_EQ(pre->get_header_value("Access-Control-Allow-Origin"), "http://app.example");
+  EXPECT_NE(pre->get_header_value("Access-Control-Allow-Methods").find("POST"), std::string::npos);
+  EXPECT_NE(pre->get_header_value("Access-Control-Allow-Headers").find("Authorization"), std::string::npos);
+  auto models = c.Get("/v1/models", httplib::Headers{{"Origin", "http://app.example"}});
+  ASSERT_TRUE(models);
+  EXPECT_EQ(models->get_header_value("Access-Control-Allow-Origin"), "http://app.example");
+  auto other = c.Get("/v1/models", httplib::Headers{{"Origin", "http://evil.example"}});
+  ASSERT_TRUE(other);
+  EXPECT_FALSE(other->has_header("Access-Control-Allow-Origin"));
+  auto err = c.Post("/v1/chat/completions", httplib::Headers{{"Origin", "http://app.example"}}, "{", "application/json");
+  ASSERT_TRUE(err);
+  EXPECT_EQ(err->status, 400);  // errors carry the header too, or the page cannot read them
+  EXPECT_EQ(err->get_header_value("Access-Control-Allow-Origin"), "http://app.example");
+
+  auto closed = start();  // without --cors: no origin is allowed
+  auto c2 = closed->client();
+  auto pre2 = c2.Options("/v1/chat/completions", from_app);
+  ASSERT_TRUE(pre2);
+  EXPECT_FALSE(pre2->has_header("Access-Control-Allow-Origin"));
+}
+
+TEST_F(ServeTest, ModelsRetrieveAndUnsupportedFields) {
+  auto srv = start();
+  auto c = srv->client();
+  auto one = c.Get("/v1/models/chat-skills");
+  ASSERT_TRUE(one);
+  EXPECT_EQ(one->status, 200);
+  EXPECT_EQ(ordered_json::parse(one->body)["id"], "chat-skills");
+  auto none = c.Get("/v1/models/gpt-4");
+  ASSERT_TRUE(none);
+  EXPECT_EQ(none->status, 404);
+  EXPECT_EQ(ordered_json::parse(none->body)["error"]["code"], "model_not_found");
+  for (const auto& [name, value] : std::vector<std::pair<std::string, ordered_json>>{
+           {"audio", {{"voice", "alloy"}, {"format", "wav"}}},
+           {"modalities", {"text", "audio"}},
+           {"prediction", {{"type", "content"}, {"content", "x"}}},
+           {"response_format", {{"type", "json_object"}}},
+           {"tool_choice", "auto"}}) {
+    ordered_json body = chat_body(refs(1).front(), false);
+    body[name] = value;
+    auto res = post(c, "/v1/chat/completions", body);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 400) << name;
+    const ordered_json e = ordered_json::parse(res->body)["error"];
+    EXPECT_EQ(e["param"], name) << res->body;
+    EXPECT_NE(e["message"].get<std::string>().find(name), std::string::npos) << res->body;
+  }
+  ordered_json fine = chat_body(refs(1).front(), false);  // values that ask for what Ember does anyway
+  fine["response_format"] = {{"type", "text"}};
+  fine["tool_choice"] = "none";
+  auto ok = post(c, "/v1/chat/completions", fine);
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+}
+
 TEST_F(ServeTest, HealthModelsMetricsAndPage) {
   auto srv = start();
   auto c = srv->client();

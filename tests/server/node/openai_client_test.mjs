@@ -46,6 +46,19 @@ await check("models.list", async () => {
   assert.equal(models.data[0].id, "chat-skills");
 });
 
+await check("models.retrieve", async () => {
+  const m = await client.models.retrieve("chat-skills");
+  assert.equal(m.id, "chat-skills");
+  await assert.rejects(client.models.retrieve("no-such-model"), (e) => e.status === 404);
+});
+
+await check("unsupported field is a 400 naming it", async () => {
+  await assert.rejects(
+    client.chat.completions.create({ model: "chat-skills", messages: cases[0].messages, max_tokens: 4,
+                                     response_format: { type: "json_object" } }),
+    (e) => e.status === 400 && e.param === "response_format");
+});
+
 for (const [i, c] of cases.entries()) {
   const expected = cliChat(c, i);
   const params = { model: "chat-skills", messages: c.messages, max_tokens: maxTokens,
