@@ -42,7 +42,8 @@ std::string sse(const ordered_json& j) {
 const std::map<std::string, std::string>& allowed_methods() {
   static const std::map<std::string, std::string> routes{
       {"/", "GET"},          {"/health", "GET"},           {"/metrics", "GET"},
-      {"/v1/models", "GET"}, {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}};
+      {"/v1/models", "GET"}, {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"},
+      {"/tokenize", "POST"}, {"/detokenize", "POST"}, {"/apply-template", "POST"}};
   return routes;
 }
 
@@ -211,6 +212,7 @@ struct Server::Stream {
     return Failure{503, "the request was stopped", "request_cancelled"};
   }
   bool timed_out = false;
+  Clock::time_point last_write = Clock::now();
 };
 
 Server::Server(model::Model& model, const tokenizer::Tokenizer& tokenizer, engine::SchedulerOptions scheduler,
@@ -381,6 +383,9 @@ void Server::routes() {
   };
   http_->Post("/v1/chat/completions", guarded(&Server::handle_chat));
   http_->Post("/v1/completions", guarded(&Server::handle_text));
+  http_->Post("/tokenize", guarded(&Server::handle_tokenize));
+  http_->Post("/detokenize", guarded(&Server::handle_detokenize));
+  http_->Post("/apply-template", guarded(&Server::handle_apply_template));
 }
 
 void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
@@ -392,6 +397,49 @@ void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
     throw ApiError(400, std::string("the chat template failed: ") + e.what(), "messages");
   }
   respond(req, res, engine::chat_request(std::move(prompt), cr.params), /*chat=*/true, cr);
+}
+
+// llama-server's utility routes, with its request and response shapes.
+void Server::handle_tokenize(const httplib::Request& req, httplib::Response& res) {
+  const ordered_json body = parse_body(req.body);
+  const auto content = body.find("content");
+  if (content == body.end() || !content->is_string()) throw ApiError(400, "'content' must be a string", "content");
+  auto flag = [&](const char* name) {
+    const auto it = body.find(name);
+    if (it == body.end() || it->is_null()) return false;
+    if (!it->is_boolean()) throw ApiError(400, std::string("'") + name + "' must be a boolean", name);
+    return it->get<bool>();
+  };
+  const bool add_special = flag("add_special"), with_pieces = flag("with_pieces");
+  ordered_json tokens = ordered_json::array();
+  for (int32_t id : tokenizer_.encode(content->get<std::string>(), add_special)) {
+    if (!with_pieces) tokens.push_back(id);
+    else tokens.push_back({{"id", id}, {"piece", tokenizer_.decode(std::span<const int32_t>(&id, 1), false)}});
+  }
+  send_json(res, 200, {{"tokens", tokens}});
+}
+
+void Server::handle_detokenize(const httplib::Request& req, httplib::Response& res) {
+  const ordered_json body = parse_body(req.body);
+  const auto tokens = body.find("tokens");
+  if (tokens == body.end() || !tokens->is_array()) throw ApiError(400, "'tokens' must be an array of token ids", "tokens");
+  std::vector<int32_t> ids;
+  for (const auto& t : *tokens) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= tokenizer_.vocab_size())
+      throw ApiError(400, "'tokens' holds " + t.dump() + ", not a token id of this vocabulary (0 to " +
+                              std::to_string(tokenizer_.vocab_size() - 1) + ")", "tokens");
+    ids.push_back(t.get<int32_t>());
+  }
+  send_json(res, 200, {{"content", tokenizer_.decode(ids, false)}});
+}
+
+void Server::handle_apply_template(const httplib::Request& req, httplib::Response& res) {
+  const ChatRequest cr = parse_chat_request(parse_body(req.body), defaults_, vocab_size_);
+  try {
+    send_json(res, 200, {{"prompt", prompts_.render(cr.messages, cr.options, /*add_generation_prompt=*/true)}});
+  } catch (const Error& e) {
+    throw ApiError(400, std::string("the chat template failed: ") + e.what(), "messages");
+  }
 }
 
 void Server::handle_text(const httplib::Request& req, httplib::Response& res) {
@@ -475,7 +523,13 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, engine
             st->ended = true;
           }
         }
-        if (!out.empty() && !sink.write(out.data(), out.size())) return false;
+        const auto now = Clock::now();
+        if (out.empty() && now - st->last_write > std::chrono::duration<double>(options_.keep_alive_s))
+          out = ": keep-alive\n\n";  // a comment: clients skip it, their read timeouts restart
+        if (!out.empty()) {
+          if (!sink.write(out.data(), out.size())) return false;
+          st->last_write = now;
+        }
         if (st->ended) sink.done();
         return true;
       },

@@ -34,6 +34,9 @@ struct ServerOptions {
   int http_threads = 0;                  // 0: enough for every running and queued request
   double request_timeout_s = 600;        // a request running longer is cancelled
   double shutdown_grace_s = 10;          // on stop(), running requests get this long to finish
+  // A stream with nothing to send (queued, or prefilling a long prompt) sends an SSE comment this
+  // often, so that clients with read timeouts keep waiting.
+  double keep_alive_s = 5;
   std::string model_name;                // "": the model folder's name
   // Origins whose pages may call the API from a browser ("*": any); empty: none (same origin only).
   std::vector<std::string> cors_origins;
@@ -66,6 +69,9 @@ class Server {
   ordered_json model_object() const;  // the /v1/models entry of the served model
   void handle_chat(const httplib::Request& req, httplib::Response& res);
   void handle_text(const httplib::Request& req, httplib::Response& res);
+  void handle_tokenize(const httplib::Request& req, httplib::Response& res);
+  void handle_detokenize(const httplib::Request& req, httplib::Response& res);
+  void handle_apply_template(const httplib::Request& req, httplib::Response& res);
   void respond(const httplib::Request& req, httplib::Response& res, engine::GenerationRequest g, bool chat,
                const CompletionRequest& cr);
   bool check_access(const httplib::Request& req, httplib::Response& res);

@@ -466,6 +466,41 @@ TEST_F(ServeTest, ModelsRetrieveAndUnsupportedFields) {
   EXPECT_EQ(ok->status, 200) << ok->body;
 }
 
+// llama-server's /tokenize, /detokenize and /apply-template shapes.
+TEST_F(ServeTest, TokenizeDetokenizeApplyTemplate) {
+  auto srv = start();
+  auto c = srv->client();
+  const std::string text = "Once upon a time, there was a cat.";
+  auto t = post(c, "/tokenize", {{"content", text}});
+  ASSERT_TRUE(t);
+  ASSERT_EQ(t->status, 200) << t->body;
+  const auto ids = ordered_json::parse(t->body)["tokens"].get<std::vector<int32_t>>();
+  EXPECT_EQ(ids, tok_->encode(text, false));
+  auto special = post(c, "/tokenize", {{"content", text}, {"add_special", true}, {"with_pieces", true}});
+  ASSERT_TRUE(special);
+  const ordered_json pieces = ordered_json::parse(special->body)["tokens"];
+  const auto with_special = tok_->encode(text, true);
+  ASSERT_EQ(pieces.size(), with_special.size());
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    EXPECT_EQ(pieces[i]["id"], with_special[i]);
+    EXPECT_TRUE(pieces[i]["piece"].is_string());
+  }
+  auto d = post(c, "/detokenize", {{"tokens", ids}});
+  ASSERT_TRUE(d);
+  EXPECT_EQ(ordered_json::parse(d->body)["content"], tok_->decode(ids, false));
+  auto bad = post(c, "/detokenize", {{"tokens", {1, 99999999}}});
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(ordered_json::parse(bad->body)["error"]["param"], "tokens");
+  const Reference& r = refs(1).front();
+  auto a = post(c, "/apply-template", {{"messages", r.messages}, {"chat_template_kwargs", {{"enable_thinking", r.enable_thinking}}}});
+  ASSERT_TRUE(a);
+  ASSERT_EQ(a->status, 200) << a->body;
+  engine::ChatOptions o;
+  o.enable_thinking = r.enable_thinking;
+  EXPECT_EQ(ordered_json::parse(a->body)["prompt"], engine::ChatPromptBuilder(*tok_, *dir_).build(r.messages, o).text);
+}
+
 TEST_F(ServeTest, HealthModelsMetricsAndPage) {
   auto srv = start();
   auto c = srv->client();
@@ -521,6 +556,22 @@ TEST_F(ServeTest, ClientDisconnectMidStreamCancelsAndFreesBlocks) {
   auto ok = post(c, "/v1/chat/completions", chat_body(refs(1).front(), false));
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200);
+}
+
+// A stream that waits (here: queued behind a running request) sends SSE comments meanwhile.
+TEST_F(ServeTest, WaitingStreamSendsKeepAlives) {
+  server::ServerOptions o;
+  o.keep_alive_s = 0.05;
+  auto srv = start({.max_parallel = 1}, o);
+  auto busy = srv->client();
+  std::thread first([&] { post(busy, "/v1/completions", endless(900, true)); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  auto c = srv->client();
+  auto waited = post(c, "/v1/completions", endless(4, true));
+  first.join();
+  ASSERT_TRUE(waited);
+  EXPECT_NE(waited->body.find(": keep-alive\n\n"), std::string::npos) << waited->body.substr(0, 300);
+  EXPECT_TRUE(parse_sse(waited->body).done);
 }
 
 // A request cut by the request timeout gets no finish_reason outside OpenAI's set ("cancelled" once):
