@@ -4,7 +4,9 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
 
+#include "base/error.h"
 #include "kernels/cpu_impl.h"
 
 namespace ember::kernels {
@@ -88,6 +90,10 @@ std::vector<Isa> supported_isas() {
   for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
     if (isa_supported(i)) out.push_back(i);
   return out;
+}
+
+void require_isa(Isa isa, const char* who) {
+  if (!isa_supported(isa)) fail(who, std::string("instruction set ") + isa_name(isa) + " is not supported here");
 }
 
 }  // namespace ember::kernels

@@ -14,5 +14,7 @@ const char* isa_name(Isa isa);
 bool isa_supported(Isa isa);
 Isa best_isa();  // the fastest supported; EMBER_ISA=avx2|scalar in the environment caps it
 std::vector<Isa> supported_isas();
+// Throws ember::Error naming `who` when isa is not supported here.
+void require_isa(Isa isa, const char* who);
 
 }  // namespace ember::kernels

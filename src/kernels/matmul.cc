@@ -3,7 +3,6 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
-#include <string>
 #include <vector>
 
 #include "base/error.h"
@@ -34,10 +33,6 @@ float float_row_dot(const WeightMatrix& w, int64_t r, const float* x) {
   return s;
 }
 
-void check_isa(Isa isa) {
-  if (!isa_supported(isa)) fail("matmul", std::string("instruction set ") + isa_name(isa) + " is not supported here");
-}
-
 }  // namespace
 
 int64_t weight_bytes(const WeightMatrix& w) {
@@ -64,7 +59,7 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
 }
 
 void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool, Isa isa) {
-  check_isa(isa);
+  require_isa(isa, "matmul");
   if (n_tokens <= 0 || outs.empty()) return;
   const int64_t cols = outs[0].w->cols;
   // Work units are 16-row ranges (one quantized group or one panel), numbered across all outputs.
