@@ -33,6 +33,17 @@ float float_row_dot(const WeightMatrix& w, int64_t r, const float* x) {
   return s;
 }
 
+// Rows [r0, r1) of y for all n tokens, one sequential sum each; a holds x quantized when w is.
+void reference_rows(const WeightMatrix& w, const float* x, const QuantizedActs& a, int64_t n, float* y, int64_t r0,
+                    int64_t r1) {
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t r = r0; r < r1; ++r)
+      y[t * w.rows + r] = w.qtype != QType::None ? quant_row_dot(w, r, a, t) : float_row_dot(w, r, x + t * w.cols);
+}
+
+// Multiply-adds worth a thread hand-off: the least work one chunk of a parallel matmul gets.
+constexpr int64_t kMinChunkMacs = 32768;
+
 }  // namespace
 
 int64_t weight_bytes(const WeightMatrix& w) {
@@ -76,11 +87,8 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
   QuantizedActs a;
   if (quantized) quantize_acts(x, n_tokens, cols, a);
   auto rows = [&](const WeightMatrix& w, float* y, int64_t g0, int64_t g1) {
-    const int64_t r0 = g0 * kQGroupRows, r1 = std::min(w.rows, g1 * kQGroupRows);
     if (isa == Isa::Scalar) {
-      for (int64_t t = 0; t < n_tokens; ++t)
-        for (int64_t r = r0; r < r1; ++r)
-          y[t * w.rows + r] = w.qtype != QType::None ? quant_row_dot(w, r, a, t) : float_row_dot(w, r, x + t * cols);
+      reference_rows(w, x, a, n_tokens, y, g0 * kQGroupRows, std::min(w.rows, g1 * kQGroupRows));
     } else if (w.qtype != QType::None) {
       if (isa == Isa::Avx512) detail::quant_groups_avx512(w, a, y, g0, g1);
       else detail::quant_groups_avx2(w, a, y, g0, g1);
@@ -88,8 +96,7 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
       detail::panel_rows_avx2(w, x, n_tokens, y, g0, g1);
     }
   };
-  // Chunks worth a thread hand-off (at least ~32K multiply-adds).
-  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, kQGroupRows * cols * n_tokens));
+  const int64_t grain = std::max<int64_t>(1, kMinChunkMacs / std::max<int64_t>(1, kQGroupRows * cols * n_tokens));
   pool.parallel_for(first.back(), grain, [&](int64_t u0, int64_t u1) {
     for (size_t i = 0; i < outs.size(); ++i) {
       const int64_t b = std::max(u0, first[i]), e = std::min(u1, first[i + 1]);
@@ -99,15 +106,9 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
 }
 
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y) {
-  if (w.qtype != QType::None) {
-    QuantizedActs a;
-    quantize_acts(x, n_tokens, w.cols, a);
-    for (int64_t t = 0; t < n_tokens; ++t)
-      for (int64_t r = 0; r < w.rows; ++r) y[t * w.rows + r] = quant_row_dot(w, r, a, t);
-    return;
-  }
-  for (int64_t t = 0; t < n_tokens; ++t)
-    for (int64_t r = 0; r < w.rows; ++r) y[t * w.rows + r] = float_row_dot(w, r, x + t * w.cols);
+  QuantizedActs a;
+  if (w.qtype != QType::None) quantize_acts(x, n_tokens, w.cols, a);
+  reference_rows(w, x, a, n_tokens, y, 0, w.rows);
 }
 
 void copy_row(const WeightMatrix& w, int64_t row, float* out) {
