@@ -161,9 +161,11 @@ constexpr int kQuantTileTokens = 2;
 // rows: its two 32-byte halves (rows 0-7, 8-15) feed two accumulators, so a group streams through
 // once. maddubs needs an unsigned operand: q8 uses the sign trick (|w| times x with w's sign), q4
 // multiplies its unsigned nibbles and corrects by -8 * (sum of the block's activation quants).
+// Out of line: GCC would otherwise inline every tile shape into quant_groups (through
+// for_each_group's lambda); so they compile exactly as before that helper (timings were within noise).
 template <QType Q, int NT>
-void quant_tile(const uint8_t* group, const uint16_t* scales, const QuantizedActs& a, int64_t t0, float* y, int64_t ldy,
-                int64_t valid_rows) {
+[[gnu::noinline]] void quant_tile(const uint8_t* group, const uint16_t* scales, const QuantizedActs& a, int64_t t0,
+                                  float* y, int64_t ldy, int64_t valid_rows) {
   constexpr int64_t bb = qblock_bytes(Q), half = kQUnitRowBytes / 2;
   const int64_t nb = a.n_blocks;
   const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(0x0F);
