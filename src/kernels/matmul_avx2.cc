@@ -191,7 +191,9 @@ template <QType Q, int NT>
       std::memcpy(&v, a.q.data() + (t0 + t) * a.cols + b * kQBlock + k, kQUnit);
       return _mm256_set1_epi32(v);
     };
-    auto unit = [&](int64_t j, int h) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + j * kQUnitRowBytes + h * half)); };
+    auto unit = [&](int64_t j, int h) {  // rows 8h..8h+7 of unit row j
+      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + j * kQUnitRowBytes + h * half));
+    };
     if constexpr (Q == QType::Q8_0) {
       for (int64_t j = 0; j < kQBlock / kQUnit; ++j) {
         const __m256i w0 = unit(j, 0), w1 = unit(j, 1);

@@ -39,7 +39,8 @@ void quant_tile512(const uint8_t* tiles, const uint16_t* scales, int64_t nb, con
     const uint8_t* tile = tiles + b * qblock_bytes(Q);
     __m512i wv[kUnitsPerBlock];
     if constexpr (Q == QType::Q8_0) {
-      for (int j = 0; j < kUnitsPerBlock; ++j) wv[j] = _mm512_xor_si512(_mm512_loadu_si512(tile + j * kQUnitRowBytes), flip);
+      for (int j = 0; j < kUnitsPerBlock; ++j)
+        wv[j] = _mm512_xor_si512(_mm512_loadu_si512(tile + j * kQUnitRowBytes), flip);
     } else {  // a byte's low nibbles are units [0, 4), its high nibbles units [4, 8)
       constexpr int half = kUnitsPerBlock / 2;
       for (int j = 0; j < half; ++j) {
