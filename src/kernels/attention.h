@@ -4,7 +4,7 @@
 #include <span>
 
 #include "base/dtype.h"
-
+#include "kernels/cpu.h"
 #include "kernels/thread_pool.h"
 
 namespace ember::kernels {
@@ -53,5 +53,7 @@ struct AttentionItem {
 // Attention of several sequences in one pool dispatch: a decode step of many sequences has little
 // work per sequence, so one loop over all (sequence, token, kv head) units keeps the threads busy.
 void attention(std::span<const AttentionItem> items, const AttentionShape& s, ThreadPool& pool);
+// The same with an explicit instruction set (tests run every supported one; Scalar is the reference).
+void attention(std::span<const AttentionItem> items, const AttentionShape& s, ThreadPool& pool, Isa isa);
 
 }  // namespace ember::kernels

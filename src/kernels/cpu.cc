@@ -4,39 +4,51 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <string>
+
+#include "base/error.h"
+#include "kernels/cpu_impl.h"
 
 namespace ember::kernels {
 
-namespace {
+namespace detail {
 
-struct Features {
-  bool avx2 = false, avx512 = false;
-};
-
-Features detect() {
-  Features f;
-  unsigned a, b, c, d;
-  if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
-  const bool osxsave = (c >> 27) & 1, fma = (c >> 12) & 1, f16c = (c >> 29) & 1;
-  if (!osxsave) return f;
-  unsigned xlo, xhi;
-  __asm__("xgetbv" : "=a"(xlo), "=d"(xhi) : "c"(0));
-  const bool ymm_os = (xlo & 0x6) == 0x6, zmm_os = (xlo & 0xE6) == 0xE6;
-  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
-  const bool avx2 = (b >> 5) & 1, bmi2 = (b >> 8) & 1;
-  const bool avx512f = (b >> 16) & 1, avx512bw = (b >> 30) & 1, avx512vl = (b >> 31) & 1;
-  const bool vnni = (c >> 11) & 1;
-  unsigned a1 = 0, b1 = 0, c1 = 0, d1 = 0;
-  __get_cpuid_count(7, 1, &a1, &b1, &c1, &d1);
-  const bool bf16 = (a1 >> 5) & 1;
-  f.avx2 = ymm_os && avx2 && fma && f16c && bmi2;
-  f.avx512 = f.avx2 && zmm_os && avx512f && avx512bw && avx512vl && vnni && bf16;
-  return f;
+IsaSupport isa_support(const CpuWords& w) {
+  using namespace cpuid_bit;
+  auto has = [](uint64_t word, int bit) { return ((word >> bit) & 1) != 0; };
+  auto saves = [&](uint64_t state) { return has(w.leaf1_ecx, kOsxsave) && (w.xcr0 & state) == state; };
+  IsaSupport s;
+  s.avx2 = saves(kXcr0Ymm) && has(w.leaf1_ecx, kAvx) && has(w.leaf1_ecx, kFma) && has(w.leaf1_ecx, kF16c) &&
+           has(w.leaf7_ebx, kAvx2) && has(w.leaf7_ebx, kBmi2);
+  s.avx512 = s.avx2 && saves(kXcr0Zmm) && has(w.leaf7_ebx, kAvx512F) && has(w.leaf7_ebx, kAvx512Bw) &&
+             has(w.leaf7_ecx, kAvx512Vnni);
+  return s;
 }
 
-const Features& features() {
-  static const Features f = detect();  // immutable after the first call
-  return f;
+}  // namespace detail
+
+namespace {
+
+detail::CpuWords read_words() {
+  detail::CpuWords w;
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return w;
+  w.leaf1_ecx = c;
+  if ((c >> detail::cpuid_bit::kOsxsave) & 1) {  // xgetbv faults without it
+    unsigned lo, hi;
+    __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    w.xcr0 = (uint64_t{hi} << 32) | lo;
+  }
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
+    w.leaf7_ebx = b;
+    w.leaf7_ecx = c;
+  }
+  return w;
+}
+
+const detail::IsaSupport& support() {
+  static const detail::IsaSupport s = detail::isa_support(read_words());  // immutable after the first call
+  return s;
 }
 
 }  // namespace
@@ -53,8 +65,8 @@ const char* isa_name(Isa isa) {
 bool isa_supported(Isa isa) {
   switch (isa) {
     case Isa::Scalar: return true;
-    case Isa::Avx2: return features().avx2;
-    case Isa::Avx512: return features().avx512;
+    case Isa::Avx2: return support().avx2;
+    case Isa::Avx512: return support().avx512;
   }
   return false;
 }
@@ -78,6 +90,10 @@ std::vector<Isa> supported_isas() {
   for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
     if (isa_supported(i)) out.push_back(i);
   return out;
+}
+
+void require_isa(Isa isa, const char* who) {
+  if (!isa_supported(isa)) fail(who, std::string("instruction set ") + isa_name(isa) + " is not supported here");
 }
 
 }  // namespace ember::kernels

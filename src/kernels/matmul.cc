@@ -1,151 +1,19 @@
+// Dispatch of the matmul to its instruction sets, and the scalar reference (kernels in matmul_avx2.cc
+// and matmul_avx512.cc).
 #include "kernels/matmul.h"
 
-#include <immintrin.h>
-
 #include <algorithm>
-#include <cstring>
-#include <type_traits>
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/load_scalar.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/pack.h"
 #include "kernels/quant.h"
-#include "kernels/simd_avx2.h"
 
 namespace ember::kernels {
 
 namespace {
-
-using detail::kTokenBlock;
-
-using simd::load8;
-
-// NP panels x NT tokens over columns [k0, k1) of panel-packed weights (pack.h). Each output is one
-// fused multiply-add chain in column order: the accumulators start at zero, or at the sum of the
-// earlier columns already in y when `add` (a float stored and loaded back is exact), so neither
-// the tile shape nor column blocking changes any result. y[t * ldy + i] is row i of the first panel.
-template <DType T, int NP, int NT>
-void panel_tile(const void* w, int64_t pstride, const float* x, int64_t ldx, int64_t k0, int64_t k1, float* y,
-                int64_t ldy, bool add) {
-  // The loops over NP, halves and NT must unroll (GCC does not at -O2) or the accumulators live on the stack.
-  __m256 acc[NP][2][NT];
-  #pragma GCC unroll 4
-  for (int p = 0; p < NP; ++p)
-    #pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h)
-      #pragma GCC unroll 8
-      for (int t = 0; t < NT; ++t)
-        acc[p][h][t] = add ? _mm256_loadu_ps(y + t * ldy + p * kPanelRows + h * 8) : _mm256_setzero_ps();
-  const int64_t base = k0 * kPanelRows;
-  #pragma GCC unroll 4
-  for (int64_t k = k0, e = base; k < k1; ++k, e += kPanelRows) {
-    if constexpr (NP == 1) {
-      // Many tokens: one broadcast at a time, or 12 accumulators + 6 broadcasts spill registers.
-      const __m256 w0 = load8<T>(w, e), w1 = load8<T>(w, e + 8);
-      #pragma GCC unroll 8
-      for (int t = 0; t < NT; ++t) {
-        const __m256 xb = _mm256_broadcast_ss(x + t * ldx + k);
-        acc[0][0][t] = _mm256_fmadd_ps(w0, xb, acc[0][0][t]);
-        acc[0][1][t] = _mm256_fmadd_ps(w1, xb, acc[0][1][t]);
-      }
-    } else {
-      __m256 xb[NT];
-      #pragma GCC unroll 8
-      for (int t = 0; t < NT; ++t) xb[t] = _mm256_broadcast_ss(x + t * ldx + k);
-      #pragma GCC unroll 4
-      for (int p = 0; p < NP; ++p)
-        #pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) {
-          const __m256 wv = load8<T>(w, p * pstride + e + h * 8);
-          #pragma GCC unroll 8
-          for (int t = 0; t < NT; ++t) acc[p][h][t] = _mm256_fmadd_ps(wv, xb[t], acc[p][h][t]);
-        }
-    }
-  }
-  #pragma GCC unroll 4
-  for (int p = 0; p < NP; ++p)
-    #pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h)
-      #pragma GCC unroll 8
-      for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * ldy + p * kPanelRows + h * 8, acc[p][h][t]);
-}
-
-// Tokens per register tile of one panel: 2 x 6 accumulators plus the weights and broadcasts fill the
-// 16 vector registers.
-constexpr int64_t kTileTokens = 6;
-// Columns per block once several tokens share the weights: a panel's block (16 x 256 weights) stays
-// in L1 while every token tile reuses it.
-constexpr int64_t kColBlock = 256;
-
-// Panels [g0, g1) x tokens [0, n) over columns [k0, k1). Decode (one or two tokens) streams several
-// panels at once so that enough independent chains hide the FMA latency; more tokens split into
-// tiles of at most kTileTokens, as even as possible, each reusing one panel's weights.
-template <DType T>
-void panel_block(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1, int64_t k0,
-                 int64_t k1) {
-  const int64_t K = w.cols, pstride = kPanelRows * K, es = static_cast<int64_t>(dtype_size(T));
-  const bool add = k0 > 0;
-  const auto* base = static_cast<const uint8_t*>(w.data);
-  const int64_t full = std::min(g1, w.rows / kPanelRows);  // panels whose 16 rows all exist
-  // One panel's tile for tokens [t, t + nt); a partial last panel goes through a 16-wide buffer.
-  alignas(32) float buf[kTileTokens * kPanelRows];
-  auto tile = [&]<int NP, int NT>(int64_t g, int64_t t) {
-    const void* wp = base + g * pstride * es;
-    const float* xt = x + t * K;
-    if (g < full) {
-      panel_tile<T, NP, NT>(wp, pstride, xt, K, k0, k1, y + t * w.rows + g * kPanelRows, w.rows, add);
-      return;
-    }
-    const int64_t valid = w.rows - g * kPanelRows;
-    for (int64_t i = 0; i < NT; ++i)
-      for (int64_t r = 0; r < kPanelRows; ++r) buf[i * kPanelRows + r] = add && r < valid ? y[(t + i) * w.rows + g * kPanelRows + r] : 0.0f;
-    panel_tile<T, 1, NT>(wp, pstride, xt, K, k0, k1, buf, kPanelRows, add);
-    for (int64_t i = 0; i < NT; ++i)
-      std::copy_n(buf + i * kPanelRows, valid, y + (t + i) * w.rows + g * kPanelRows);
-  };
-  auto tokens = [&]<int NP>(int64_t g, int64_t t, int64_t nt) {
-    switch (nt) {
-      case 1: tile.template operator()<NP, 1>(g, t); break;
-      case 2: tile.template operator()<NP, 2>(g, t); break;
-      case 3: tile.template operator()<1, 3>(g, t); break;
-      case 4: tile.template operator()<1, 4>(g, t); break;
-      case 5: tile.template operator()<1, 5>(g, t); break;
-      default: tile.template operator()<1, 6>(g, t); break;
-    }
-  };
-  if (n <= 2) {
-    int64_t g = g0;
-    if (n == 1)
-      for (; g + 4 <= full; g += 4) tokens.template operator()<4>(g, 0, 1);
-    else
-      for (; g + 2 <= full; g += 2) tokens.template operator()<2>(g, 0, 2);
-    for (; g < g1; ++g) tokens.template operator()<1>(g, 0, n);
-    return;
-  }
-  const int64_t tiles = (n + kTileTokens - 1) / kTileTokens;
-  for (int64_t g = g0; g < g1; ++g)
-    for (int64_t i = 0, t = 0; i < tiles; ++i) {
-      const int64_t nt = (n - t) / (tiles - i);  // even split: the remaining tokens over the remaining tiles
-      tokens.template operator()<1>(g, t, nt);
-      t += nt;
-    }
-}
-
-template <DType T>
-void panel_rows(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1) {
-  if (n <= 2) {  // decode: the weight stream is what bounds it, no blocking
-    panel_block<T>(w, x, n, y, g0, g1, 0, w.cols);
-    return;
-  }
-  // A block of tokens x columns of activations (at most 64 KiB) stays in L2 while the panels' blocks
-  // stream past it.
-  for (int64_t t0 = 0; t0 < n; t0 += kTokenBlock) {
-    const int64_t nt = std::min(kTokenBlock, n - t0);
-    for (int64_t k0 = 0; k0 < w.cols; k0 += kColBlock)
-      panel_block<T>(w, x + t0 * w.cols, nt, y + t0 * w.rows, g0, g1, k0, std::min(w.cols, k0 + kColBlock));
-  }
-}
 
 // Scalar quantized product of one row with one token: the exact integer dot per block, scaled.
 float quant_row_dot(const WeightMatrix& w, int64_t r, const QuantizedActs& a, int64_t t) {
@@ -165,134 +33,18 @@ float float_row_dot(const WeightMatrix& w, int64_t r, const float* x) {
   return s;
 }
 
-void check_isa(Isa isa) {
-  if (!isa_supported(isa)) fail("matmul", std::string("instruction set ") + isa_name(isa) + " is not supported here");
+// Rows [r0, r1) of y for all n tokens, one sequential sum each; a holds x quantized when w is.
+void reference_rows(const WeightMatrix& w, const float* x, const QuantizedActs& a, int64_t n, float* y, int64_t r0,
+                    int64_t r1) {
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t r = r0; r < r1; ++r)
+      y[t * w.rows + r] = w.qtype != QType::None ? quant_row_dot(w, r, a, t) : float_row_dot(w, r, x + t * w.cols);
 }
 
-// How many bytes ahead of their reads the quantized kernels prefetch weights: one core alone does not
-// keep enough reads in flight to reach the memory's bandwidth while it also computes.
-constexpr int64_t kPrefetchAhead = 2048;
-
-// One 16-row group x NT tokens over all blocks. Each 64-byte unit row holds 4 weights of all 16
-// rows: its two 32-byte halves (rows 0-7, 8-15) feed two accumulators, so a group streams through
-// once. maddubs needs an unsigned operand: q8 uses the sign trick (|w| times x with w's sign), q4
-// multiplies its unsigned nibbles and corrects by -8 * (sum of the block's activation quants).
-template <bool Q8, int NT>
-void quant_tile(const uint8_t* group, const uint16_t* scales, const QuantizedActs& a, int64_t t0, float* y, int64_t ldy,
-                int64_t valid_rows) {
-  const int64_t nb = a.n_blocks, bb = Q8 ? 512 : 256;
-  const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(0x0F);
-  // Every loop over halves and tokens must unroll (GCC does not at -O2), or the sums live on the stack
-  // and each add waits for a store to forward.
-  __m256 acc[2][NT];
-  #pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h)
-    #pragma GCC unroll 2
-    for (int t = 0; t < NT; ++t) acc[h][t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* tile = group + b * bb;
-    // The lines a few blocks ahead (past the group's end is harmless: prefetches do not fault).
-    for (int64_t l = 0; l < bb; l += 64) _mm_prefetch(reinterpret_cast<const char*>(tile + kPrefetchAhead + l), _MM_HINT_T0);
-    __m256i isum[2][NT];
-    #pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h)
-      #pragma GCC unroll 2
-      for (int t = 0; t < NT; ++t) isum[h][t] = _mm256_setzero_si256();
-    auto x4 = [&](int t, int64_t k) {
-      int32_t v;
-      std::memcpy(&v, a.q.data() + (t0 + t) * a.cols + b * kQBlock + k, 4);
-      return _mm256_set1_epi32(v);
-    };
-    if constexpr (Q8) {
-      for (int64_t j = 0; j < 8; ++j) {
-        const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + j * 64));
-        const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + j * 64 + 32));
-        const __m256i u0 = _mm256_sign_epi8(w0, w0), u1 = _mm256_sign_epi8(w1, w1);
-        #pragma GCC unroll 2
-        for (int t = 0; t < NT; ++t) {
-          const __m256i xv = x4(t, 4 * j);
-          isum[0][t] = _mm256_add_epi32(isum[0][t], _mm256_madd_epi16(_mm256_maddubs_epi16(u0, _mm256_sign_epi8(xv, w0)), ones));
-          isum[1][t] = _mm256_add_epi32(isum[1][t], _mm256_madd_epi16(_mm256_maddubs_epi16(u1, _mm256_sign_epi8(xv, w1)), ones));
-        }
-      }
-    } else {
-      for (int64_t j = 0; j < 4; ++j) {
-        const __m256i v0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + j * 64));
-        const __m256i v1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + j * 64 + 32));
-        const __m256i lo0 = _mm256_and_si256(v0, low4), hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), low4);
-        const __m256i lo1 = _mm256_and_si256(v1, low4), hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), low4);
-        #pragma GCC unroll 2
-        for (int t = 0; t < NT; ++t) {
-          const __m256i xl = x4(t, 4 * j), xh = x4(t, 16 + 4 * j);
-          const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, xl), _mm256_maddubs_epi16(hi0, xh));
-          const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(lo1, xl), _mm256_maddubs_epi16(hi1, xh));
-          isum[0][t] = _mm256_add_epi32(isum[0][t], _mm256_madd_epi16(p0, ones));
-          isum[1][t] = _mm256_add_epi32(isum[1][t], _mm256_madd_epi16(p1, ones));
-        }
-      }
-    }
-    const uint16_t* sc = scales + b * kQGroupRows;
-    const __m256 sw0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
-    const __m256 sw1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + 8)));
-    #pragma GCC unroll 2
-    for (int t = 0; t < NT; ++t) {
-      const int64_t tb = (t0 + t) * nb + b;
-      if constexpr (!Q8) {
-        const __m256i corr = _mm256_set1_epi32(8 * a.s[tb]);
-        isum[0][t] = _mm256_sub_epi32(isum[0][t], corr);
-        isum[1][t] = _mm256_sub_epi32(isum[1][t], corr);
-      }
-      const __m256 dx = _mm256_set1_ps(a.d[tb]);
-      acc[0][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[0][t]), _mm256_mul_ps(sw0, dx), acc[0][t]);
-      acc[1][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[1][t]), _mm256_mul_ps(sw1, dx), acc[1][t]);
-    }
-  }
-  #pragma GCC unroll 2
-  for (int t = 0; t < NT; ++t) {
-    alignas(32) float out[16];
-    _mm256_store_ps(out, acc[0][t]);
-    _mm256_store_ps(out + 8, acc[1][t]);
-    std::copy_n(out, valid_rows, y + (t0 + t) * ldy);
-  }
-}
-
-template <bool Q8>
-void quant_groups(const WeightMatrix& w, const QuantizedActs& a, float* y, int64_t g0, int64_t g1) {
-  const int64_t nb = a.n_blocks;
-  const uint8_t* base = static_cast<const uint8_t*>(w.data);
-  // Token blocks outermost: a group's weights stay in L2 while a block of tokens reuses them.
-  for (int64_t tb = 0; tb < a.n; tb += kTokenBlock) {
-    const int64_t te = std::min(a.n, tb + kTokenBlock);
-    for (int64_t g = g0; g < g1; ++g) {
-      const uint8_t* group = base + g * nb * qblock_bytes(w.qtype);
-      const uint16_t* scales = w.scales + g * nb * kQGroupRows;
-      const int64_t valid = std::min(kQGroupRows, w.rows - g * kQGroupRows);
-      float* yg = y + g * kQGroupRows;
-      int64_t t = tb;
-      for (; t + 2 <= te; t += 2) quant_tile<Q8, 2>(group, scales, a, t, yg, w.rows, valid);
-      if (t < te) quant_tile<Q8, 1>(group, scales, a, t, yg, w.rows, valid);
-    }
-  }
-}
+// Multiply-adds worth a thread hand-off: the least work one chunk of a parallel matmul gets.
+constexpr int64_t kMinChunkMacs = 32768;
 
 }  // namespace
-
-namespace detail {
-
-void panel_rows_avx2(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1) {
-  switch (w.dtype) {
-    case DType::F32: panel_rows<DType::F32>(w, x, n, y, g0, g1); break;
-    case DType::F16: panel_rows<DType::F16>(w, x, n, y, g0, g1); break;
-    case DType::BF16: panel_rows<DType::BF16>(w, x, n, y, g0, g1); break;
-  }
-}
-
-void quant_groups_avx2(const WeightMatrix& w, const QuantizedActs& a, float* y, int64_t g0, int64_t g1) {
-  if (w.qtype == QType::Q8_0) quant_groups<true>(w, a, y, g0, g1);
-  else quant_groups<false>(w, a, y, g0, g1);
-}
-
-}  // namespace detail
 
 int64_t weight_bytes(const WeightMatrix& w) {
   if (w.qtype != QType::None) return quantized_bytes(w.qtype, w.rows, w.cols);
@@ -318,7 +70,7 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
 }
 
 void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool, Isa isa) {
-  check_isa(isa);
+  require_isa(isa, "matmul");
   if (n_tokens <= 0 || outs.empty()) return;
   const int64_t cols = outs[0].w->cols;
   // Work units are 16-row ranges (one quantized group or one panel), numbered across all outputs.
@@ -335,11 +87,8 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
   QuantizedActs a;
   if (quantized) quantize_acts(x, n_tokens, cols, a);
   auto rows = [&](const WeightMatrix& w, float* y, int64_t g0, int64_t g1) {
-    const int64_t r0 = g0 * kQGroupRows, r1 = std::min(w.rows, g1 * kQGroupRows);
     if (isa == Isa::Scalar) {
-      for (int64_t t = 0; t < n_tokens; ++t)
-        for (int64_t r = r0; r < r1; ++r)
-          y[t * w.rows + r] = w.qtype != QType::None ? quant_row_dot(w, r, a, t) : float_row_dot(w, r, x + t * cols);
+      reference_rows(w, x, a, n_tokens, y, g0 * kQGroupRows, std::min(w.rows, g1 * kQGroupRows));
     } else if (w.qtype != QType::None) {
       if (isa == Isa::Avx512) detail::quant_groups_avx512(w, a, y, g0, g1);
       else detail::quant_groups_avx2(w, a, y, g0, g1);
@@ -347,8 +96,7 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
       detail::panel_rows_avx2(w, x, n_tokens, y, g0, g1);
     }
   };
-  // Chunks worth a thread hand-off (at least ~32K multiply-adds).
-  const int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(1, kQGroupRows * cols * n_tokens));
+  const int64_t grain = std::max<int64_t>(1, kMinChunkMacs / std::max<int64_t>(1, kQGroupRows * cols * n_tokens));
   pool.parallel_for(first.back(), grain, [&](int64_t u0, int64_t u1) {
     for (size_t i = 0; i < outs.size(); ++i) {
       const int64_t b = std::max(u0, first[i]), e = std::min(u1, first[i + 1]);
@@ -358,15 +106,9 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
 }
 
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y) {
-  if (w.qtype != QType::None) {
-    QuantizedActs a;
-    quantize_acts(x, n_tokens, w.cols, a);
-    for (int64_t t = 0; t < n_tokens; ++t)
-      for (int64_t r = 0; r < w.rows; ++r) y[t * w.rows + r] = quant_row_dot(w, r, a, t);
-    return;
-  }
-  for (int64_t t = 0; t < n_tokens; ++t)
-    for (int64_t r = 0; r < w.rows; ++r) y[t * w.rows + r] = float_row_dot(w, r, x + t * w.cols);
+  QuantizedActs a;
+  if (w.qtype != QType::None) quantize_acts(x, n_tokens, w.cols, a);
+  reference_rows(w, x, a, n_tokens, y, 0, w.rows);
 }
 
 void copy_row(const WeightMatrix& w, int64_t row, float* out) {

@@ -1,33 +1,31 @@
+// Dispatch of the operations with SIMD loops (ops_avx2.cc, also on AVX-512 machines) and their
+// scalar references; the other operations are plain loops.
 #include "kernels/ops.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include <immintrin.h>
-
-#include "kernels/exp.h"
+#include "kernels/ops_impl.h"
 
 namespace ember::kernels {
 
 void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out) {
+  rms_norm(x, weight, n, dim, eps, out, best_isa());
+}
+
+void rms_norm(const float* x, const float* weight, int64_t n, int64_t dim, float eps, float* out, Isa isa) {
+  require_isa(isa, "rms_norm");
   for (int64_t t = 0; t < n; ++t) {
     const float* xr = x + t * dim;
     float* o = out + t * dim;
-    // Squares summed in double (exact enough for long rows) in two 4-lane chains: one sequential
-    // double chain costs its add latency per element, more than the rest of the norm.
-    __m256d a0 = _mm256_setzero_pd(), a1 = _mm256_setzero_pd();
-    int64_t i = 0;
-    for (; i + 8 <= dim; i += 8) {
-      const __m256d lo = _mm256_cvtps_pd(_mm_loadu_ps(xr + i)), hi = _mm256_cvtps_pd(_mm_loadu_ps(xr + i + 4));
-      a0 = _mm256_fmadd_pd(lo, lo, a0);
-      a1 = _mm256_fmadd_pd(hi, hi, a1);
+    double ss = 0.0;
+    if (isa == Isa::Scalar) {
+      for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    } else {
+      ss = detail::sum_squares_avx2(xr, dim);
     }
-    alignas(32) double lanes[4];
-    _mm256_store_pd(lanes, _mm256_add_pd(a0, a1));
-    double ss = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-    for (; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
     const float inv = static_cast<float>(1.0 / std::sqrt(ss / static_cast<double>(dim) + eps));
-    for (i = 0; i < dim; ++i) o[i] = xr[i] * inv * weight[i];
+    for (int64_t i = 0; i < dim; ++i) o[i] = xr[i] * inv * weight[i];
   }
 }
 
@@ -40,18 +38,15 @@ void add_bias(float* x, const float* bias, int64_t n, int64_t dim) {
     for (int64_t i = 0; i < dim; ++i) x[t * dim + i] += bias[i];
 }
 
-void silu_mul(float* gate, const float* up, int64_t n) {
-  int64_t i = 0;
-  const __m256 one = _mm256_set1_ps(1.0f);
-  for (; i + 8 <= n; i += 8) {
-    const __m256 g = _mm256_loadu_ps(gate + i);
-    const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), g));
-    _mm256_storeu_ps(gate + i, _mm256_mul_ps(_mm256_div_ps(g, _mm256_add_ps(one, e)), _mm256_loadu_ps(up + i)));
+void silu_mul(float* gate, const float* up, int64_t n) { silu_mul(gate, up, n, best_isa()); }
+
+void silu_mul(float* gate, const float* up, int64_t n, Isa isa) {
+  require_isa(isa, "silu_mul");
+  if (isa != Isa::Scalar) {
+    detail::silu_mul_avx2(gate, up, n);
+    return;
   }
-  for (; i < n; ++i) {
-    const float g = gate[i];
-    gate[i] = g / (1.0f + exp_det(-g)) * up[i];
-  }
+  for (int64_t i = 0; i < n; ++i) gate[i] = detail::silu_mul1(gate[i], up[i]);
 }
 
 void rope_rotate_half(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin) {
@@ -66,17 +61,20 @@ void rope_rotate_half(float* x, int64_t n_heads, int64_t head_dim, const float* 
   }
 }
 
-void store_row(const float* src, int64_t n, DType to, void* dst) {
+void store_row(const float* src, int64_t n, DType to, void* dst) { store_row(src, n, to, dst, best_isa()); }
+
+void store_row(const float* src, int64_t n, DType to, void* dst, Isa isa) {
+  require_isa(isa, "store_row");
   if (to == DType::F32) {
     std::copy_n(src, n, static_cast<float*>(dst));
     return;
   }
   uint16_t* d = static_cast<uint16_t*>(dst);
-  int64_t i = 0;
-  if (to == DType::F16)
-    for (; i + 8 <= n; i += 8)
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
-  for (; i < n; ++i) d[i] = to == DType::F16 ? f32_to_f16(src[i]) : f32_to_bf16(src[i]);
+  if (to == DType::F16 && isa != Isa::Scalar) {
+    detail::to_f16_avx2(src, n, d);
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) d[i] = to == DType::F16 ? f32_to_f16(src[i]) : f32_to_bf16(src[i]);
 }
 
 void softmax(float* x, int64_t n) {

@@ -31,7 +31,7 @@ int64_t quantized_bytes(QType q, int64_t rows, int64_t cols) {
 namespace {
 
 // Byte offset of weight (i, k) of one (group, block) tile: 4-byte units of 16 rows per vector.
-inline int64_t unit_offset(int64_t i, int64_t k) { return ((k / 4) * kQGroupRows + i) * 4 + k % 4; }
+inline int64_t unit_offset(int64_t i, int64_t k) { return ((k / kQUnit) * kQGroupRows + i) * kQUnit + k % kQUnit; }
 
 }  // namespace
 
@@ -54,7 +54,7 @@ QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool) {
         if (r >= w.rows) {
           if (q == QType::Q4_0)  // padding rows: value 0 is nibble 8
             for (int64_t b = 0; b < nb; ++b)
-              for (int64_t k = 0; k < 16; ++k) quants[(g * nb + b) * bb + unit_offset(i, k)] = 0x88;
+              for (int64_t k = 0; k < kQ4Half; ++k) quants[(g * nb + b) * bb + unit_offset(i, k)] = 0x88;
           continue;
         }
         copy_row(w, r, row.data());
@@ -75,9 +75,9 @@ QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool) {
               if (std::fabs(v[k]) > amax) amax = std::fabs(v[k]), mx = v[k];
             d = mx / -8.0f;
             const float id = d != 0.0f ? 1.0f / d : 0.0f;
-            for (int64_t k = 0; k < 16; ++k) {
+            for (int64_t k = 0; k < kQ4Half; ++k) {
               const int lo = std::min(15, static_cast<int>(v[k] * id + 8.5f));
-              const int hi = std::min(15, static_cast<int>(v[k + 16] * id + 8.5f));
+              const int hi = std::min(15, static_cast<int>(v[k + kQ4Half] * id + 8.5f));
               tile[unit_offset(i, k)] = static_cast<uint8_t>(lo | (hi << 4));
             }
           }
@@ -93,8 +93,8 @@ int quant_at(const WeightMatrix& w, int64_t r, int64_t c) {
   const int64_t nb = w.cols / kQBlock, g = r / kQGroupRows, i = r % kQGroupRows, b = c / kQBlock, k = c % kQBlock;
   const uint8_t* tile = static_cast<const uint8_t*>(w.data) + (g * nb + b) * qblock_bytes(w.qtype);
   if (w.qtype == QType::Q8_0) return static_cast<int8_t>(tile[unit_offset(i, k)]);
-  const uint8_t byte = tile[unit_offset(i, k % 16)];
-  return (k < 16 ? (byte & 0x0F) : (byte >> 4)) - 8;
+  const uint8_t byte = tile[unit_offset(i, k % kQ4Half)];
+  return (k < kQ4Half ? (byte & 0x0F) : (byte >> 4)) - 8;
 }
 
 float scale_at(const WeightMatrix& w, int64_t r, int64_t block) {

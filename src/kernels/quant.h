@@ -20,6 +20,9 @@ namespace ember::kernels {
 
 constexpr int64_t kQBlock = 32;     // weights per scale
 constexpr int64_t kQGroupRows = 16;  // rows interleaved together
+constexpr int64_t kQUnit = 4;        // consecutive weights of one row in a unit (one int8 dot-product lane)
+constexpr int64_t kQUnitRowBytes = kQUnit * kQGroupRows;  // one unit of all 16 rows: a 64-byte vector
+constexpr int64_t kQ4Half = kQBlock / 2;  // q4_0: columns [0, 16) in the low nibbles, [16, 32) in the high
 
 const char* qtype_name(QType q);
 QType parse_qtype(const std::string& s);  // "none", "q8_0", "q4_0"; throws ember::Error otherwise
@@ -27,7 +30,7 @@ QType parse_qtype(const std::string& s);  // "none", "q8_0", "q4_0"; throws embe
 // Whether a matrix with this many columns can be quantized (whole blocks only).
 inline bool quantizable(int64_t cols) { return cols > 0 && cols % kQBlock == 0; }
 // Bytes of quants per (16-row group, block).
-inline int64_t qblock_bytes(QType q) { return q == QType::Q8_0 ? 512 : 256; }
+constexpr int64_t qblock_bytes(QType q) { return q == QType::Q8_0 ? kQBlock * kQGroupRows : kQ4Half * kQGroupRows; }
 // Bytes a quantized matrix occupies (quants and scales).
 int64_t quantized_bytes(QType q, int64_t rows, int64_t cols);
 

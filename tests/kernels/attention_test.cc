@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <random>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -86,19 +87,43 @@ std::vector<float> random_vector(size_t n, std::mt19937& rng) {
   return x;
 }
 
+// Every instruction set's output against the scalar reference kernel (the same streaming
+// softmax with sequential sums).
+void expect_matches_scalar(std::span<const AttentionItem> items, const AttentionShape& s, Isa isa, ThreadPool& pool) {
+  std::vector<std::vector<float>> ref;
+  std::vector<AttentionItem> ref_items(items.begin(), items.end());
+  for (AttentionItem& it : ref_items) {
+    ref.emplace_back(static_cast<size_t>(it.n_tokens * s.n_heads * s.head_dim));
+    it.out = ref.back().data();
+  }
+  attention(ref_items, s, pool, Isa::Scalar);
+  for (size_t i = 0; i < items.size(); ++i)
+    for (size_t e = 0; e < ref[i].size(); ++e)
+      ASSERT_NEAR(items[i].out[e], ref[i][e], 1e-5) << isa_name(isa) << " item " << i << " element " << e;
+}
+
 TEST(Attention, StreamingMatchesNaiveWithGqaAndWindow) {
   ThreadPool pool(2);
   std::mt19937 rng(3);
   const int64_t heads = 4, kv_heads = 2, hd = 8, n_pos = 37, block = 5;
+  for (Isa isa : supported_isas())
   for (DType kv_type : {DType::F32, DType::F16, DType::BF16})
   for (int64_t window : {0, 6}) {
     const Cache cache(n_pos, kv_heads * hd, hd, block, rng, kv_type);
     const int64_t n_tok = 5, first = n_pos - n_tok;
     std::vector<float> q = random_vector(n_tok * heads * hd, rng), out(q.size());
     AttentionShape s{heads, kv_heads, hd, window, 1.0f / std::sqrt(8.0f)};
-    attention(q.data(), n_tok, first, cache.view(), s, out.data(), pool);
+    const AttentionItem item{q.data(), n_tok, first, cache.view(), out.data()};
+    attention(std::span(&item, 1), s, pool, isa);
     expect_matches_naive(q, out, n_tok, first, cache, s);
+    expect_matches_scalar(std::span(&item, 1), s, isa, pool);
   }
+  // The default (best_isa) overload of one sequence.
+  const Cache cache(n_pos, kv_heads * hd, hd, block, rng);
+  std::vector<float> q = random_vector(heads * hd, rng), out(q.size());
+  const AttentionShape s{heads, kv_heads, hd, 0, 0.5f};
+  attention(q.data(), 1, n_pos - 1, cache.view(), s, out.data(), pool);
+  expect_matches_naive(q, out, 1, n_pos - 1, cache, s);
 }
 
 // Several sequences of different lengths in one call (a decode step plus a prompt chunk), with
@@ -109,6 +134,7 @@ TEST(Attention, BatchedItemsMatchNaive) {
   std::mt19937 rng(5);
   // Query heads per kv head: 4 (in pairs), 3 (a pair and one alone), 1; head sizes with tails past
   // the 16- and 8-wide loops.
+  for (Isa isa : supported_isas())
   for (const auto& [heads, kv_heads] : {std::pair<int64_t, int64_t>{8, 2}, {6, 2}, {4, 4}})
   for (int64_t hd : {32, 12, 40}) {
     const AttentionShape s{heads, kv_heads, hd, 0, 1.0f / std::sqrt(static_cast<float>(hd))};
@@ -126,9 +152,10 @@ TEST(Attention, BatchedItemsMatchNaive) {
     }
     for (size_t i = 0; i < cases.size(); ++i)
       items.push_back({qs[i].data(), cases[i].n_tok, cases[i].n_pos - cases[i].n_tok, caches[i].view(), outs[i].data()});
-    attention(items, s, pool);
+    attention(items, s, pool, isa);
     for (size_t i = 0; i < cases.size(); ++i)
       expect_matches_naive(qs[i], outs[i], cases[i].n_tok, cases[i].n_pos - cases[i].n_tok, caches[i], s);
+    expect_matches_scalar(items, s, isa, pool);
   }
 }
 

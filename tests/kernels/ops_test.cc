@@ -11,29 +11,85 @@ namespace {
 
 // RMS norm against a long-double reference: row lengths around the 8-wide vector loop (tails), in
 // place and out of place, and large values whose squares need the double accumulator.
+// Every instruction set; the scalar one is the reference of the others.
 TEST(RmsNorm, MatchesReferenceForEveryRowLength) {
   std::mt19937 rng(17);
   std::normal_distribution<float> d(0.0f, 1.0f);
+  for (Isa isa : supported_isas())
   for (int64_t dim : {1, 7, 8, 9, 33, 256, 1000})
     for (float magnitude : {1.0f, 3e4f}) {
       const int64_t n = 3;
       std::vector<float> x(static_cast<size_t>(n * dim)), w(static_cast<size_t>(dim)), out(x.size());
       for (auto& v : x) v = d(rng) * magnitude;
       for (auto& v : w) v = d(rng);
-      rms_norm(x.data(), w.data(), n, dim, 1e-5f, out.data());
-      std::vector<float> in_place = x;
-      rms_norm(in_place.data(), w.data(), n, dim, 1e-5f, in_place.data());
-      EXPECT_EQ(in_place, out) << "dim " << dim;
+      rms_norm(x.data(), w.data(), n, dim, 1e-5f, out.data(), isa);
+      std::vector<float> in_place = x, scalar(x.size());
+      rms_norm(in_place.data(), w.data(), n, dim, 1e-5f, in_place.data(), isa);
+      EXPECT_EQ(in_place, out) << isa_name(isa) << " dim " << dim;
+      rms_norm(x.data(), w.data(), n, dim, 1e-5f, scalar.data(), Isa::Scalar);
+      for (size_t i = 0; i < out.size(); ++i)
+        ASSERT_NEAR(out[i], scalar[i], 1e-6 * (1 + std::fabs(scalar[i]))) << isa_name(isa) << " dim " << dim;
       for (int64_t t = 0; t < n; ++t) {
         long double ss = 0;
         for (int64_t i = 0; i < dim; ++i) ss += static_cast<long double>(x[t * dim + i]) * x[t * dim + i];
         const long double inv = 1.0L / std::sqrt(ss / dim + 1e-5L);
         for (int64_t i = 0; i < dim; ++i) {
           const double want = static_cast<double>(x[t * dim + i] * inv * w[i]);
-          ASSERT_NEAR(out[t * dim + i], want, 1e-6 * (1 + std::fabs(want))) << "dim " << dim << " row " << t << " i " << i;
+          ASSERT_NEAR(out[t * dim + i], want, 1e-6 * (1 + std::fabs(want)))
+              << isa_name(isa) << " dim " << dim << " row " << t << " i " << i;
         }
       }
     }
+}
+
+// Values spread over exp's whole range (flushed to 0 below -87, saturated above 88), lengths around
+// the 8-wide loop: every instruction set gives the scalar reference's bits.
+TEST(SiluMul, EveryIsaGivesTheScalarBits) {
+  std::mt19937 rng(19);
+  std::uniform_real_distribution<float> d(-100.0f, 100.0f);
+  for (int64_t n : {1, 7, 8, 9, 33, 1000}) {
+    std::vector<float> gate(static_cast<size_t>(n)), up(gate.size());
+    for (auto& v : gate) v = d(rng);
+    for (auto& v : up) v = d(rng) / 100.0f;
+    std::vector<float> want = gate;
+    silu_mul(want.data(), up.data(), n, Isa::Scalar);
+    for (int64_t i = 0; i < n; ++i) {
+      const float libm = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];
+      ASSERT_NEAR(want[i], libm, 1e-6f * std::fabs(libm) + 1e-30f) << gate[i];
+    }
+    for (Isa isa : supported_isas()) {
+      std::vector<float> got = gate;
+      silu_mul(got.data(), up.data(), n, isa);
+      EXPECT_EQ(got, want) << isa_name(isa) << " n " << n;
+    }
+  }
+}
+
+// float16 and bfloat16 rows (normal, subnormal, overflowing and infinite values, tails of the
+// 8-wide loop) get the scalar conversion's bits from every instruction set.
+TEST(StoreRow, EveryIsaGivesTheScalarBits) {
+  std::mt19937 rng(23);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  for (int64_t n : {1, 7, 8, 9, 100}) {
+    std::vector<float> src(static_cast<size_t>(n));
+    for (size_t i = 0; i < src.size(); ++i) {
+      const float scales[] = {1.0f, 1e-6f, 7e4f, 1e-3f};
+      src[i] = d(rng) * scales[i % 4];
+    }
+    src[0] = n > 1 ? INFINITY : -0.0f;
+    for (DType to : {DType::F16, DType::BF16}) {
+      std::vector<uint16_t> want(src.size());
+      store_row(src.data(), n, to, want.data(), Isa::Scalar);
+      for (Isa isa : supported_isas()) {
+        std::vector<uint16_t> got(src.size());
+        store_row(src.data(), n, to, got.data(), isa);
+        EXPECT_EQ(got, want) << isa_name(isa) << " " << dtype_name(to) << " n " << n;
+      }
+    }
+    std::vector<float> f32(src.size());
+    store_row(src.data(), n, DType::F32, f32.data());
+    EXPECT_EQ(f32, src);
+  }
 }
 
 }  // namespace
