@@ -81,4 +81,14 @@ void WidthTuner::record(int k, int width, double seconds) {
   (width == 1 ? c.solo : c.full).add(seconds);
 }
 
+TunedStep::TunedStep(WidthTuner& tuner, ThreadPool& pool, int64_t tokens)
+    : tuner_(tuner), kind_(WidthTuner::kind_of_tokens(tokens)), width_(tuner.choose(kind_)),
+      started_(std::chrono::steady_clock::now()) {
+  pool.set_caller_only(width_ == 1);
+}
+
+TunedStep::~TunedStep() {
+  tuner_.record(kind_, width_, std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count());
+}
+
 }  // namespace ember::kernels

@@ -13,8 +13,11 @@
 // the choice changes only for a clear gain: a few slow steps, or one lucky probe among slow ones,
 // do not make it flap.
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <vector>
+
+#include "kernels/thread_pool.h"
 
 namespace ember::kernels {
 
@@ -58,6 +61,21 @@ class WidthTuner {
 
   int threads_;
   std::vector<Kind> kinds_;
+};
+
+// One tuned step: sets the pool to the width the tuner chooses for a step of `tokens` tokens, and
+// on destruction reports how long the step took.
+class TunedStep {
+ public:
+  TunedStep(WidthTuner& tuner, ThreadPool& pool, int64_t tokens);
+  ~TunedStep();
+  TunedStep(const TunedStep&) = delete;
+  TunedStep& operator=(const TunedStep&) = delete;
+
+ private:
+  WidthTuner& tuner_;
+  int kind_, width_;
+  std::chrono::steady_clock::time_point started_;
 };
 
 }  // namespace ember::kernels

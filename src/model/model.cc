@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "base/clock.h"
 #include "base/error.h"
 #include "kernels/attention.h"
 #include "kernels/ops.h"
@@ -269,13 +268,8 @@ void Model::forward(std::span<ForwardItem> items) {
       throw;
     }
   }
-  // Whether this size of step runs faster on all threads or on one is measured, not assumed.
-  const int kind = kernels::WidthTuner::kind_of_tokens(b.n);
-  const int width = tuner_.choose(kind);
-  pool_.set_caller_only(width == 1);
-  const auto started = std::chrono::steady_clock::now();
+  const kernels::TunedStep tuned(tuner_, pool_, b.n);  // all threads or one, as measured for this size
   compute(items, b);
-  tuner_.record(kind, width, seconds_since(started));
 }
 
 // The decoder: embeddings, then per layer attention and MLP with pre-norms and residuals, then the

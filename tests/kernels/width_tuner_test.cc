@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <mutex>
 #include <random>
+#include <set>
+#include <thread>
 
 namespace ember::kernels {
 namespace {
@@ -70,6 +73,32 @@ TEST(WidthTuner, KindsAreIndependentAndOneThreadNeverProbes) {
   EXPECT_EQ(WidthTuner::kind_of_tokens(2), 1);
   EXPECT_EQ(WidthTuner::kind_of_tokens(3), WidthTuner::kind_of_tokens(4));
   EXPECT_NE(WidthTuner::kind_of_tokens(4), WidthTuner::kind_of_tokens(5));
+}
+
+}  // namespace
+}  // namespace ember::kernels
+
+namespace ember::kernels {
+namespace {
+
+// A TunedStep sets the pool's width as chosen and reports the step: the first steps of a kind try
+// both widths, so two steps in a row run once on one thread and once on all (in some order).
+TEST(TunedStep, SetsTheChosenWidthAndRecordsTheStep) {
+  ThreadPool pool(2);
+  WidthTuner tuner(pool.size());
+  std::vector<bool> solo;
+  for (int i = 0; i < 2; ++i) {
+    const TunedStep step(tuner, pool, 64);
+    std::set<std::thread::id> ran_on;
+    std::mutex mu;
+    pool.parallel_for(64, 1, [&](int64_t, int64_t) {
+      std::lock_guard lock(mu);
+      ran_on.insert(std::this_thread::get_id());
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+    solo.push_back(ran_on.size() == 1 && *ran_on.begin() == std::this_thread::get_id());
+  }
+  EXPECT_NE(solo[0], solo[1]);
 }
 
 }  // namespace
