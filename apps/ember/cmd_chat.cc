@@ -46,7 +46,7 @@ ordered_json read_messages(const std::string& path) {
 class ChatApp {
  public:
   explicit ChatApp(const ChatOpts& o)
-      : o_(o), m_(load_model(o.model, &o.sampling)), chat_(*m_.model, m_.tokenizer, o.model.dir, o.model.ctx) {
+      : o_(o), m_(load_model(o.model, &o.sampling)), chat_(*m_.model, m_.tokenizer, o.model.dir, planned_context(*m_.model, o.model)) {
     if (o.think) options_.enable_thinking = true;
     if (o.no_think) options_.enable_thinking = false;
     options_.think_budget = o.think_budget;

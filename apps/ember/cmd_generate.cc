@@ -26,9 +26,9 @@ struct GenerateOpts {
 
 // Beam search cannot stream (the best beam is known only at the end): prints each returned sequence.
 int run_beams(model::Model& model, const tokenizer::Tokenizer& tok, const std::vector<int32_t>& prompt,
-              const sampling::SamplingParams& params, const GenerateOpts& o) {
+              const sampling::SamplingParams& params, const GenerateOpts& o, int64_t context) {
   const engine::BeamGenerateResult r =
-      engine::beam_generate(model, prompt, params, {.share_blocks = true, .context_tokens = o.model.ctx});
+      engine::beam_generate(model, prompt, params, {.share_blocks = true, .context_tokens = context});
   for (size_t i = 0; i < r.sequences.size(); ++i) {
     const sampling::BeamHypothesis& h = r.sequences[i];
     std::vector<int32_t> ids = h.tokens;
@@ -75,8 +75,9 @@ Run add_generate_command(CLI::App& app) {
     }
     if (o->length_penalty) params.length_penalty = *o->length_penalty;
     if (o->num_return) params.num_return_sequences = *o->num_return;
-    if (params.num_beams > 1) return run_beams(*model, tok, prompt, params, *o);
-    engine::Session session(*model, tok, o->model.ctx);
+    const int64_t context = planned_context(*model, o->model);
+    if (params.num_beams > 1) return run_beams(*model, tok, prompt, params, *o, context);
+    engine::Session session(*model, tok, context);
     std::cout << o->prompt << std::flush;
     engine::GenerationCallbacks cb;
     cb.on_text = [](std::string_view t) { std::cout << t << std::flush; };

@@ -4,6 +4,7 @@
 #include "apps/ember/commands.h"
 #include "apps/ember/jsonl.h"
 #include "base/error.h"
+#include "engine/memory_plan.h"
 #include "model/model.h"
 
 namespace ember::app {
@@ -21,7 +22,7 @@ Run add_logits_command(CLI::App& app) {
   cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
   return [o] {
     auto model = model::Model::load(o->model, {.threads = o->threads, .progress = {}});
-    const int64_t ctx = model->config().max_position_embeddings;
+    const int64_t ctx = engine::plan_memory(*model, {}).context;  // what fits, up to the trained context
     auto cache = model->make_cache(ctx);
     return run_jsonl(std::cin, std::cout, [&](const nlohmann::ordered_json& in) {
       const auto& ids_json = in.at("ids");

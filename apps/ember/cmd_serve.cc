@@ -32,7 +32,8 @@ int serve(ServeOpts& o) {
   std::signal(SIGPIPE, SIG_IGN);
 
   LoadedModel m = load_model(o.model);
-  o.scheduler.context = o.model.ctx;
+  // The server keeps as many blocks again for reusing finished conversations' prefixes.
+  o.scheduler.context = planned_context(*m.model, o.model, o.scheduler.max_parallel, /*pool_factor=*/2);
   server::Server srv(*m.model, m.tokenizer, o.scheduler, o.server);
   const int port = srv.bind();
   if (!o.model.quiet)

@@ -2,11 +2,13 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "engine/generation.h"
+#include "engine/memory_plan.h"
 #include "kernels/quant.h"
 #include "sampling/overrides.h"
 
 #include <unistd.h>
 
+#include <cctype>
 #include <chrono>
 #include <cstdio>
 
@@ -23,6 +25,16 @@ void ModelOptions::add_to(CLI::App& cmd) {
       ->check([](const std::string& s) {  // parse_qtype knows the names; CLI11 adds the flag's
         try {
           kernels::parse_qtype(s);
+          return std::string();
+        } catch (const Error& e) {
+          return std::string(e.what());
+        }
+      });
+  cmd.add_option("--mem", mem,
+                 "Memory for the KV cache, e.g. 8G or 512M (default: 80% of the memory the system has available)")
+      ->check([](const std::string& s) {
+        try {
+          parse_bytes(s, "--mem");
           return std::string();
         } catch (const Error& e) {
           return std::string(e.what());
@@ -71,6 +83,39 @@ LoadedModel load_model(const ModelOptions& model, const SamplingOptions* samplin
   LoadedModel m{model.load(), tokenizer::Tokenizer::from_folder(model.dir), {}};
   if (sampling) m.params = sampling->resolve(*m.model);
   return m;
+}
+
+int64_t parse_bytes(const std::string& text, const std::string& flag) {
+  size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    fail(flag, "expected a size such as 8G or 512M (got '" + text + "')");
+  }
+  std::string unit = text.substr(used);
+  for (char& ch : unit) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+  if (unit.size() > 1 && unit.back() == 'B') unit.pop_back();
+  if (unit.size() > 1 && unit.back() == 'I') unit.pop_back();  // GiB, MiB: binary like the rest
+  double scale = 1;
+  if (unit == "K") scale = 1024.0;
+  else if (unit == "M") scale = 1024.0 * 1024;
+  else if (unit == "G") scale = 1024.0 * 1024 * 1024;
+  else if (unit == "T") scale = 1024.0 * 1024 * 1024 * 1024;
+  else if (!unit.empty() && unit != "B") fail(flag, "unknown unit '" + text.substr(used) + "' (use K, M, G or T)");
+  if (!(value > 0)) fail(flag, "must be positive (got '" + text + "')");
+  return static_cast<int64_t>(value * scale);
+}
+
+int64_t planned_context(const model::Model& model, const ModelOptions& o, int64_t sequences, int64_t pool_factor) {
+  engine::MemoryRequest r;
+  r.context = o.ctx;
+  r.sequences = sequences;
+  r.pool_factor = pool_factor;
+  if (!o.mem.empty()) r.budget_bytes = parse_bytes(o.mem, "--mem");
+  const engine::MemoryPlan plan = engine::plan_memory(model, r);
+  if (!o.quiet) std::fprintf(stderr, "%s\n", plan.describe().c_str());
+  return plan.context;
 }
 
 sampling::SamplingParams SamplingOptions::resolve(const model::Model& model) const {

@@ -21,6 +21,7 @@ struct ModelOptions {
   int64_t ctx = 0;
   std::string kv_dtype = "f32";  // how the KV cache stores keys and values
   std::string quantize = "none";  // q8_0 / q4_0: weight matrices quantized at load
+  std::string mem;                // memory for the KV cache ("8G", "512M", bytes); "": a share of what is available
   bool quiet = false;
 
   void add_to(CLI::App& cmd);
@@ -45,5 +46,13 @@ struct LoadedModel {
 // Loads the model (progress on stderr unless quiet) and its folder's tokenizer, and resolves the
 // sampling flags when given (serve takes them per request instead).
 LoadedModel load_model(const ModelOptions& model, const SamplingOptions* sampling = nullptr);
+
+// The context per sequence that fits `sequences` sequences (engine::plan_memory, --ctx and --mem);
+// prints the plan's line unless quiet. pool_factor: KV blocks per context (2 for the server's reuse).
+int64_t planned_context(const model::Model& model, const ModelOptions& options, int64_t sequences = 1,
+                        int64_t pool_factor = 1);
+
+// "8G", "512MB", "1.5GiB", "1000000" as bytes; throws ember::Error naming `flag` otherwise.
+int64_t parse_bytes(const std::string& text, const std::string& flag);
 
 }  // namespace ember::app

@@ -33,7 +33,9 @@ class KvCache {
   void copy_block(int32_t from, int32_t to);
 
   // Bytes of keys and values of one position over all layers: what a token of context costs.
-  int64_t bytes_per_token() const { return 2 * n_layers_ * kv_dim_ * static_cast<int64_t>(dtype_size(dtype_)); }
+  static int64_t bytes_per_token(const ModelConfig& config, DType dtype) {
+    return 2 * config.num_hidden_layers * config.kv_dim() * static_cast<int64_t>(dtype_size(dtype));
+  }
 
  private:
   friend class KvSequence;

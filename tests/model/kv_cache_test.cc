@@ -54,7 +54,8 @@ TEST(KvCache, StoreWritesWhereAttentionReads) {
     }
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer)
     for (int64_t pos = 0; pos < 7; ++pos) EXPECT_EQ(key_at(s, layer, pos), static_cast<float>(100 * layer + pos));
-  EXPECT_EQ(cache.bytes_per_token(), 2 * c.num_hidden_layers * c.kv_dim() * 4);
+  EXPECT_EQ(KvCache::bytes_per_token(c, DType::F32), 2 * c.num_hidden_layers * c.kv_dim() * 4);
+  EXPECT_EQ(KvCache::bytes_per_token(c, DType::F16), 2 * c.num_hidden_layers * c.kv_dim() * 2);
 }
 
 TEST(KvCache, ForkSharesThenCopiesOnWrite) {

@@ -1,0 +1,66 @@
+// The memory plan: the context per sequence is the smallest of the trained context, --ctx and what
+// fits the budget for all planned sequences; too little memory is a clear error with the numbers.
+#include "engine/memory_plan.h"
+
+#include <gtest/gtest.h>
+
+#include "base/error.h"
+#include "run_command.h"
+#include "test_paths.h"
+
+namespace ember::engine {
+namespace {
+
+constexpr int64_t kGB = 1000 * 1000 * 1000;
+
+TEST(MemoryPlan, ContextIsTheSmallestOfTrainedRequestedAndWhatFits) {
+  // Llama-3.2-1B's cache in F16: 16 layers x 8 KV heads x 64 x 2 x 2 bytes = 32 KiB per token.
+  const int64_t per_token = 16 * 8 * 64 * 2 * 2;
+  MemoryRequest r;
+  r.sequences = 8;
+  r.pool_factor = 2;
+  MemoryPlan p = plan_memory(131072, per_token, 2 * kGB, DType::F16, 10 * kGB, r);
+  EXPECT_EQ(p.budget_bytes, static_cast<int64_t>(kAvailableShare * 10 * kGB));
+  EXPECT_EQ(p.context, p.budget_bytes / (per_token * 8 * 2));  // 8 GB hold far less than 131072 x 16
+  EXPECT_LE(p.kv_bytes() * 2, p.budget_bytes);
+  r.context = 4096;
+  EXPECT_EQ(plan_memory(131072, per_token, 2 * kGB, DType::F16, 10 * kGB, r).context, 4096);
+  r.context = 0;
+  r.sequences = 1;
+  r.pool_factor = 1;
+  EXPECT_EQ(plan_memory(2048, per_token, 2 * kGB, DType::F16, 10 * kGB, r).context, 2048);  // trained context
+  r.budget_bytes = 64 * 1024 * 1024;  // --mem 64M: 2048 tokens of 32 KiB
+  EXPECT_EQ(plan_memory(131072, per_token, 2 * kGB, DType::F16, 10 * kGB, r).context, 2048);
+  EXPECT_NE(p.describe().find("8 sequences"), std::string::npos) << p.describe();
+}
+
+TEST(MemoryPlan, TooLittleMemoryNamesTheNumbers) {
+  MemoryRequest r;
+  r.budget_bytes = 1024 * 1024;  // 1 MiB for 256 tokens of 32 KiB
+  try {
+    plan_memory(131072, 32768, kGB, DType::F16, 10 * kGB, r);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("not enough memory"), std::string::npos) << m;
+    EXPECT_NE(m.find("--mem"), std::string::npos) << m;
+    EXPECT_NE(m.find("256 tokens"), std::string::npos) << m;
+  }
+}
+
+TEST(MemoryPlan, CommandsPrintThePlanAndRefuseTooLittle) {
+  const std::string chat = test::ember_binary() + " chat -m " + test::model_dir("chat-skills");
+  const test::Output ok = test::run_command("echo 'Hello!' | " + chat + " --no-think 2>&1");
+  EXPECT_EQ(ok.status, 0) << ok.out;
+  EXPECT_NE(ok.out.find("memory plan: KV cache"), std::string::npos) << ok.out;
+  const test::Output tiny = test::run_command("echo 'Hello!' | " + chat + " --mem 4K 2>&1");
+  ASSERT_TRUE(WIFEXITED(tiny.status)) << tiny.out;
+  EXPECT_EQ(WEXITSTATUS(tiny.status), 1) << tiny.out;
+  EXPECT_NE(tiny.out.find("not enough memory for the KV cache"), std::string::npos) << tiny.out;
+  const test::Output bad = test::run_command(chat + " --mem lots 2>&1");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.out.find("--mem"), std::string::npos) << bad.out;
+}
+
+}  // namespace
+}  // namespace ember::engine
