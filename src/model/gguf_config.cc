@@ -47,6 +47,19 @@ void read_rope(const ArchKeys& k, ModelConfig& c) {
   c.rope.factor = factor;
 }
 
+// llama.cpp's Llama 3 RoPE: a tensor of head_dim/2 divisors of the inverse frequencies.
+void read_freq_divisors(const GgufFile& g, ModelConfig& c) {
+  const GgufTensor* t = g.find_tensor("rope_freqs.weight");
+  if (t == nullptr) return;
+  if (t->numel() != c.head_dim / 2 || !kernels::can_dequantize(t->type))
+    fail(g.path(), "tensor rope_freqs.weight must hold " + std::to_string(c.head_dim / 2) + " float values");
+  std::vector<float> f(static_cast<size_t>(t->numel()));
+  kernels::dequantize_row(t->type, t->data, t->numel(), f.data());
+  for (float v : f)
+    if (!(v > 0.0f)) fail(g.path(), "tensor rope_freqs.weight holds a value that is not positive");
+  c.rope.freq_divisors.assign(f.begin(), f.end());
+}
+
 }  // namespace
 
 ModelConfig gguf_config(const GgufFile& g) {
@@ -73,9 +86,7 @@ ModelConfig gguf_config(const GgufFile& g) {
   c.max_position_embeddings = k.positive_or("context_length", 2048);
   c.rms_norm_eps = g.get_float(k.key("attention.layer_norm_rms_epsilon"));
   read_rope(k, c);
-  // llama.cpp's Llama 3 RoPE: per-dimension frequency divisors in a tensor.
-  if (g.find_tensor("rope_freqs.weight") != nullptr)
-    fail(where, "tensor rope_freqs.weight (Llama 3 RoPE frequency factors) is not supported yet");
+  read_freq_divisors(g, c);
 
   const GgufKv* tokens = g.find("tokenizer.ggml.tokens");
   if (tokens == nullptr || tokens->type != GgufValueType::Array) fail(where, "metadata tokenizer.ggml.tokens: missing token list");

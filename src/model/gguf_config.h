@@ -10,7 +10,8 @@ namespace ember::model {
 bool is_gguf_path(const std::string& path);
 
 // Throws ember::Error naming the file and key for a missing key, an unsupported architecture or an
-// option Ember does not implement (rope scaling other than linear, experts, Llama 3 rope_freqs).
+// option Ember does not implement (rope scaling other than linear, experts). Llama 3's rope_freqs.weight
+// becomes RopeConfig::freq_divisors.
 ModelConfig gguf_config(const GgufFile& gguf);
 
 }  // namespace ember::model

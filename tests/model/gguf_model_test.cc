@@ -16,6 +16,7 @@
 #include "kernels/gguf_quants.h"
 #include "kernels/quant.h"
 #include "model/gguf.h"
+#include "model/gguf_config.h"
 #include "model/load_tokenizer.h"
 #include "model/model.h"
 #include "gguf_fixtures.h"
@@ -175,6 +176,36 @@ TEST(GgufModel, UnsupportedArchitectureAndOptionsNameFileAndKey) {
   const std::string b = load_error(dir.write("yarn.gguf", yarn.bytes()));
   EXPECT_HAS(b, "yarn.gguf");
   EXPECT_HAS(b, "llama.rope.scaling.type");
+}
+
+// Llama 3 scaling as llama.cpp stores it: rope_freqs.weight divides the plain inverse frequencies, which
+// gives Hugging Face's llama3 frequencies when the divisors are their ratio.
+TEST(GgufModel, RopeFreqsDivideTheInverseFrequencies) {
+  ModelConfig l3;
+  l3.head_dim = 64;
+  l3.max_position_embeddings = 131072;
+  l3.rope = RopeConfig{.theta = 500000.0, .scaling = RopeScaling::Llama3, .factor = 8.0, .low_freq_factor = 1.0,
+                       .high_freq_factor = 4.0, .original_max_position_embeddings = 8192, .freq_divisors = {}};
+  ModelConfig plain = l3;
+  plain.rope.scaling = RopeScaling::None;
+  const std::vector<double> want = rope_inv_freq(l3, 1), base = rope_inv_freq(plain, 1);
+  std::string divisors;
+  for (size_t i = 0; i < want.size(); ++i) divisors += test::f32_bytes(static_cast<float>(base[i] / want[i]));
+
+  test::GgufWriter w;
+  w.kv_string("general.architecture", "llama");
+  for (const char* k : {"llama.embedding_length", "llama.feed_forward_length", "llama.attention.key_length"}) w.kv_u32(k, 64);
+  w.kv_u32("llama.block_count", 1);
+  w.kv_u32("llama.attention.head_count", 1);
+  w.kv("llama.attention.layer_norm_rms_epsilon", 6, test::f32_bytes(1e-5f));
+  w.kv("llama.rope.freq_base", 6, test::f32_bytes(500000.0f));
+  w.kv_strings("tokenizer.ggml.tokens", {"a", "b"});
+  w.tensor("rope_freqs.weight", {32}, 0, divisors);
+  const test::TempFolder dir;
+  ModelConfig c = gguf_config(GgufFile(dir.write("l3.gguf", w.bytes())));
+  ASSERT_EQ(c.rope.freq_divisors.size(), want.size());
+  const std::vector<double> got = rope_inv_freq(c, 1);
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6 * want[i]) << i;  // float32 divisors
 }
 
 }  // namespace
