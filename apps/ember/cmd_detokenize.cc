@@ -5,7 +5,7 @@
 #include "apps/ember/commands.h"
 #include "apps/ember/jsonl.h"
 #include "base/error.h"
-#include "tokenizer/tokenizer.h"
+#include "model/load_tokenizer.h"
 
 namespace ember::app {
 
@@ -16,11 +16,11 @@ Run add_detokenize_command(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("detokenize", "Turn token ids into text (needs only the tokenizer files)");
-  cmd->add_option("-m,--model", o->model, "Model or tokenizer folder (tokenizer.json)")->required();
+  cmd->add_option("-m,--model", o->model, "Model or tokenizer folder (tokenizer.json), or a .gguf file")->required();
   cmd->add_flag("--jsonl", o->jsonl, "Read {\"ids\", \"skip_special_tokens\"} lines, write {\"text\": ...} lines");
   cmd->add_flag("--skip-special", o->skip_special, "Leave special tokens out (plain mode)");
   return [o] {
-    const auto tok = tokenizer::Tokenizer::from_folder(o->model);
+    const auto tok = model::load_tokenizer(o->model);
     if (o->jsonl) {
       return run_jsonl(std::cin, std::cout, [&](const nlohmann::ordered_json& in) {
         const auto& ids = in.at("ids");

@@ -17,7 +17,7 @@ Run add_logits_command(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("logits", "Print the last position's logits for token id sequences (JSON lines)");
-  cmd->add_option("-m,--model", o->model, "Hugging Face model folder")->required();
+  cmd->add_option("-m,--model", o->model, "Hugging Face model folder or .gguf file")->required();
   cmd->add_flag("--jsonl", o->jsonl, "Read {\"ids\": [...]} lines from stdin, write {\"logits\": [...]} lines")->required();
   cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
   return [o] {

@@ -8,6 +8,8 @@
 #include "base/error.h"
 #include "base/mapped_file.h"
 #include "chat/chat_template.h"
+#include "model/gguf_config.h"
+#include "model/load_tokenizer.h"
 #include "tokenizer/tokenizer_config.h"
 
 namespace ember::app {
@@ -31,7 +33,7 @@ Run add_template_command(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("template", "Render conversations with a model's chat template");
-  auto* m = cmd->add_option("-m,--model", o->model, "Model or tokenizer folder (tokenizer_config.json or chat_template.jinja)");
+  auto* m = cmd->add_option("-m,--model", o->model, "Model or tokenizer folder (tokenizer_config.json or chat_template.jinja), or a .gguf file");
   auto* t = cmd->add_option("--template", o->template_file, "A Jinja chat template file");
   m->excludes(t);
   cmd->add_flag("--jsonl", o->jsonl,
@@ -44,7 +46,10 @@ Run add_template_command(CLI::App& app) {
     // --template FILE stands in for a folder's single template.
     tokenizer::TokenizerConfig config;
     const std::string& where = o->model.empty() ? o->template_file : o->model;
-    if (!o->model.empty()) config = tokenizer::load_tokenizer_config(o->model);
+    // A GGUF's template and special tokens are in its metadata, read through the tokenizer it describes.
+    if (!o->model.empty())
+      config = model::is_gguf_path(o->model) ? model::load_tokenizer(o->model).config()
+                                             : tokenizer::load_tokenizer_config(o->model);
     else config.chat_template = read_file(o->template_file);
     const nlohmann::ordered_json defaults = tokenizer::special_token_variables(config);
     // A named list can pick another template for lines with tools; each is parsed once.

@@ -5,7 +5,7 @@
 #include "apps/ember/commands.h"
 #include "apps/ember/jsonl.h"
 #include "base/error.h"
-#include "tokenizer/tokenizer.h"
+#include "model/load_tokenizer.h"
 
 namespace ember::app {
 
@@ -16,12 +16,12 @@ Run add_tokenize_command(CLI::App& app) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("tokenize", "Turn text into token ids (needs only the tokenizer files)");
-  cmd->add_option("-m,--model", o->model, "Model or tokenizer folder (tokenizer.json)")->required();
+  cmd->add_option("-m,--model", o->model, "Model or tokenizer folder (tokenizer.json), or a .gguf file")->required();
   cmd->add_flag("--jsonl", o->jsonl, "Read {\"text\", \"add_special_tokens\"} lines, write {\"ids\": [...]} lines");
   cmd->add_option("-p,--prompt", o->prompt, "Text to tokenize (default: all of stdin)");
   cmd->add_flag("--no-special", o->no_special, "Do not add the post-processor's special tokens (BOS, ...)");
   return [o] {
-    const auto tok = tokenizer::Tokenizer::from_folder(o->model);
+    const auto tok = model::load_tokenizer(o->model);
     if (o->jsonl) {
       return run_jsonl(std::cin, std::cout, [&](const nlohmann::ordered_json& in) {
         const auto& text = in.at("text");

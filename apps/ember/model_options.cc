@@ -4,6 +4,7 @@
 #include "engine/generation.h"
 #include "engine/memory_plan.h"
 #include "kernels/quant.h"
+#include "model/load_tokenizer.h"
 #include "sampling/overrides.h"
 
 #include <unistd.h>
@@ -15,7 +16,7 @@
 namespace ember::app {
 
 void ModelOptions::add_to(CLI::App& cmd) {
-  cmd.add_option("-m,--model", dir, "Hugging Face model folder")->required();
+  cmd.add_option("-m,--model", dir, "Hugging Face model folder or .gguf file")->required();
   cmd.add_option("-t,--threads", threads, "Threads (default: all cores)");
   cmd.add_option("--ctx", ctx, "Context size in tokens (default: the model's max_position_embeddings)");
   cmd.add_option("--kv-dtype", kv_dtype, "KV cache storage: f32 (default), f16 or bf16 (half the memory)");
@@ -61,9 +62,10 @@ std::unique_ptr<model::Model> ModelOptions::load() const {
     if (quantize != "none")
       std::snprintf(quantized, sizeof quantized, ", matrices quantized to %s: %.1f MB", quantize.c_str(),
                     static_cast<double>(m->decode_weight_bytes()) / 1e6);
-    std::fprintf(stderr, "%sloaded %s (%s, %.1f MB of weights%s) in %.3f s with %d threads\n", tty ? "\r\033[K" : "",
+    const std::string note = m->load_note().empty() ? "" : "; " + m->load_note();
+    std::fprintf(stderr, "%sloaded %s (%s, %.1f MB of weights%s%s) in %.3f s with %d threads\n", tty ? "\r\033[K" : "",
                  dir.c_str(), m->config().model_type.c_str(), static_cast<double>(m->weight_bytes()) / 1e6,
-                 quantized, s, m->pool().size());
+                 quantized, note.c_str(), s, m->pool().size());
   }
   return m;
 }
@@ -80,7 +82,7 @@ void SamplingOptions::add_to(CLI::App& cmd) {
 }
 
 LoadedModel load_model(const ModelOptions& model, const SamplingOptions* sampling) {
-  LoadedModel m{model.load(), tokenizer::Tokenizer::from_folder(model.dir), {}};
+  LoadedModel m{model.load(), model::load_tokenizer(model.dir), {}};
   if (sampling) m.params = sampling->resolve(*m.model);
   return m;
 }

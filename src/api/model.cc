@@ -1,6 +1,7 @@
 #include "api/model_impl.h"
 
 #include "kernels/quant.h"
+#include "model/load_tokenizer.h"
 #include "sampling/overrides.h"
 
 namespace ember {
@@ -11,7 +12,7 @@ Model::Impl::Impl(const std::string& path, const LoadOptions& o)
                                                         .progress = o.progress,
                                                         .quantize = kernels::parse_qtype(o.quantize),
                                                         .kv_dtype = model::parse_kv_dtype(o.kv_dtype)})),
-      tokenizer(tokenizer::Tokenizer::from_folder(path)),
+      tokenizer(model::load_tokenizer(path)),
       prompts(tokenizer, path),
       defaults(engine::default_params(path, model->config())),
       context(engine::resolve_context(model->config(), o.context)) {}

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "base/error.h"
 
@@ -35,15 +36,22 @@ inline int64_t unit_offset(int64_t i, int64_t k) { return ((k / kQUnit) * kQGrou
 
 }  // namespace
 
+QuantizedMatrix QuantizedMatrix::allocate(QType q, int64_t rows, int64_t cols) {
+  const int64_t nb = cols / kQBlock, ng = (rows + kQGroupRows - 1) / kQGroupRows;
+  QuantizedMatrix m;
+  m.n_quant_bytes_ = ng * nb * qblock_bytes(q);
+  m.n_scales_ = ng * nb * kQGroupRows;
+  m.quants_.reset(new uint8_t[static_cast<size_t>(m.n_quant_bytes_)]());
+  m.scales_.reset(new uint16_t[static_cast<size_t>(m.n_scales_)]());
+  m.view_ = WeightMatrix{m.quants_.get(), DType::F32, rows, cols, q, m.scales_.get()};
+  return m;
+}
+
 QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool) {
   if (q == QType::None || w.qtype != QType::None) fail("quantize", "needs a plain float matrix and a quantized type");
   if (!quantizable(w.cols)) fail("quantize", "columns (" + std::to_string(w.cols) + ") must be a multiple of 32");
   const int64_t nb = w.cols / kQBlock, ng = (w.rows + kQGroupRows - 1) / kQGroupRows, bb = qblock_bytes(q);
-  QuantizedMatrix m;
-  m.n_quant_bytes_ = ng * nb * bb;
-  m.n_scales_ = ng * nb * kQGroupRows;
-  m.quants_.reset(new uint8_t[static_cast<size_t>(m.n_quant_bytes_)]());
-  m.scales_.reset(new uint16_t[static_cast<size_t>(m.n_scales_)]());
+  QuantizedMatrix m = QuantizedMatrix::allocate(q, w.rows, w.cols);
   uint8_t* quants = m.quants_.get();
   uint16_t* scales = m.scales_.get();
   pool.parallel_for(ng, 1, [&](int64_t g0, int64_t g1) {
@@ -85,7 +93,41 @@ QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool) {
         }
       }
   });
-  m.view_ = WeightMatrix{quants, DType::F32, w.rows, w.cols, q, scales};
+  return m;
+}
+
+QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, int64_t cols, ThreadPool& pool) {
+  if (type != GgmlType::Q8_0 && type != GgmlType::Q4_0)
+    fail("from_ggml_blocks", std::string("cannot repack ") + ggml_type_name(type) + " (supported: Q8_0, Q4_0)");
+  if (!quantizable(cols)) fail("from_ggml_blocks", "columns (" + std::to_string(cols) + ") must be a multiple of 32");
+  const QType q = type == GgmlType::Q8_0 ? QType::Q8_0 : QType::Q4_0;
+  const int64_t nb = cols / kQBlock, ng = (rows + kQGroupRows - 1) / kQGroupRows, bb = qblock_bytes(q);
+  const int64_t in_block = ggml_type_info(type).block_bytes;  // f16 scale, then the quants
+  QuantizedMatrix m = QuantizedMatrix::allocate(q, rows, cols);
+  uint8_t* quants = m.quants_.get();
+  uint16_t* scales = m.scales_.get();
+  const auto* src = static_cast<const uint8_t*>(data);
+  pool.parallel_for(ng, 1, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g)
+      for (int64_t i = 0; i < kQGroupRows; ++i) {
+        const int64_t r = g * kQGroupRows + i;
+        for (int64_t b = 0; b < nb; ++b) {
+          uint8_t* tile = quants + (g * nb + b) * bb;
+          if (r >= rows) {  // padding rows: weight 0 (Q4_0 stores it as nibble 8)
+            if (q == QType::Q4_0)
+              for (int64_t k = 0; k < 16; ++k) tile[unit_offset(i, k)] = 0x88;
+            continue;
+          }
+          const uint8_t* blk = src + (r * nb + b) * in_block;
+          uint16_t d;
+          std::memcpy(&d, blk, 2);
+          scales[(g * nb + b) * kQGroupRows + i] = d;
+          // ggml's Q4_0 byte k holds weights k (low nibble) and k + 16 (high), as this layout does.
+          const int64_t n = q == QType::Q8_0 ? kQBlock : 16;
+          for (int64_t k = 0; k < n; ++k) tile[unit_offset(i, k)] = blk[2 + k];
+        }
+      }
+  });
   return m;
 }
 

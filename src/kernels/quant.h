@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/gguf_quants.h"
 #include "kernels/matmul.h"
 
 namespace ember::kernels {
@@ -43,6 +44,8 @@ class QuantizedMatrix {
 
  private:
   friend QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool);
+  friend QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, int64_t cols, ThreadPool& pool);
+  static QuantizedMatrix allocate(QType q, int64_t rows, int64_t cols);
   std::unique_ptr<uint8_t[]> quants_;
   std::unique_ptr<uint16_t[]> scales_;
   int64_t n_quant_bytes_ = 0, n_scales_ = 0;
@@ -52,6 +55,11 @@ class QuantizedMatrix {
 // Quantizes a float matrix (F32/F16/BF16) with round-to-nearest per block: Q8_0 scale = amax/127,
 // Q4_0 scale = -(value of largest magnitude)/8 as llama.cpp does. Requires quantizable(w.cols).
 QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool);
+
+// ggml Q8_0 / Q4_0 rows (`rows` rows of `cols` weights, ggml's 34- / 18-byte blocks) repacked into
+// this layout. Lossless: the same quants and float16 scales, so every weight dequantizes to the bits
+// dequantize_row gives. Throws ember::Error for another type or cols not a multiple of 32.
+QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, int64_t cols, ThreadPool& pool);
 
 // The quantized value (before scaling) of weight [r][c] and the scale of its block.
 int quant_at(const WeightMatrix& w, int64_t r, int64_t c);

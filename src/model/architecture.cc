@@ -15,6 +15,18 @@ const TensorNames kHuggingFaceNames{
                  "mlp.up_proj", "mlp.down_proj"},
 };
 
+const TensorNames kGgufNames{
+    .embed = "token_embd.weight",
+    .lm_head = "output.weight",
+    .final_norm = "output_norm.weight",
+    .layer_prefix = "blk.",
+    .attn_norm = "attn_norm",
+    .mlp_norm = "ffn_norm",
+    .q_norm = "attn_q_norm",
+    .k_norm = "attn_k_norm",
+    .matrices = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"},
+};
+
 std::string TensorNames::layer(int64_t index, std::string_view stem, std::string_view suffix) const {
   std::string s(layer_prefix);
   s += std::to_string(index);

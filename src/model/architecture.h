@@ -32,6 +32,8 @@ struct TensorNames {
 
 // Hugging Face's names (transformers' Llama, Mistral, Qwen2 and Qwen3 modules).
 extern const TensorNames kHuggingFaceNames;
+// llama.cpp's GGUF names (the same for its llama, qwen2 and qwen3 architectures).
+extern const TensorNames kGgufNames;
 
 // Which layers attend within a sliding window.
 enum class WindowRule : uint8_t {

@@ -227,6 +227,8 @@ std::vector<double> rope_inv_freq(const ModelConfig& c, int64_t seq_len) {
       }
     }
   }
+  if (!c.rope.freq_divisors.empty())
+    for (size_t i = 0; i < inv.size(); ++i) inv[i] /= c.rope.freq_divisors[i];
   return inv;
 }
 

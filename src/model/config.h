@@ -19,6 +19,9 @@ struct RopeConfig {
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position_embeddings = 0;
+  // Per-frequency divisors (head_dim/2 values; empty: none): a GGUF's rope_freqs.weight, which is how
+  // llama.cpp stores Llama 3 scaling.
+  std::vector<double> freq_divisors;
 };
 
 // What differs from one decoder layer to the next.

@@ -6,6 +6,7 @@
 #include "base/error.h"
 #include "kernels/attention.h"
 #include "kernels/ops.h"
+#include "model/gguf_config.h"
 
 namespace ember::model {
 
@@ -66,12 +67,6 @@ DType parse_kv_dtype(const std::string& name) {
   fail("--kv-dtype", "must be f32, f16 or bf16 (got '" + name + "')");
 }
 
-// Where bind_weights finds tensors: a mapped checkpoint or in-memory weights.
-struct Model::Source {
-  std::function<const TensorInfo*(const std::string&)> find;
-  std::function<const TensorInfo&(const std::string&, const std::vector<int64_t>&)> require;
-};
-
 Model::Model(std::string dir, ModelConfig config, Checkpoint checkpoint, const LoadOptions& options)
     : dir_(std::move(dir)), config_(std::move(config)), checkpoint_(std::move(checkpoint)), pool_(options.threads),
       tuner_(pool_.size()),
@@ -80,31 +75,34 @@ Model::Model(std::string dir, ModelConfig config, Checkpoint checkpoint, const L
 Model::~Model() = default;
 
 std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& options) {
-  auto progress = [&](const std::string& s) {
-    if (options.progress) options.progress(s);
-  };
-  progress("reading config.json");
+  if (is_gguf_path(dir)) return load_gguf(dir, options);
+  if (options.progress) options.progress("reading config.json");
   ModelConfig config = load_config(dir);
-  progress("mapping safetensors weights");
+  if (options.progress) options.progress("mapping safetensors weights");
   Checkpoint cp = Checkpoint::open(dir);
   std::unique_ptr<Model> m(new Model(dir, std::move(config), std::move(cp), options));
-  progress("checking tensors");
   const Checkpoint& ck = m->checkpoint_;
-  m->bind_weights(Source{[&](const std::string& n) { return ck.find(n); },
-                         [&](const std::string& n, const std::vector<int64_t>& shape) -> const TensorInfo& {
-                           return ck.require(n, shape);
-                         }},
-                  *find_architecture(m->config_.model_type)->names);
-  if (options.quantize != kernels::QType::None) {
-    progress(std::string("quantizing weights to ") + kernels::qtype_name(options.quantize));
-    m->quantize_weights(options.quantize);
-  }
-  progress("packing weights for the matmul");
-  m->pack_weights();
+  m->finish_load(Source{[&](const std::string& n) { return ck.find(n); },
+                        [&](const std::string& n, const std::vector<int64_t>& shape) -> const TensorInfo& {
+                          return ck.require(n, shape);
+                        },
+                        nullptr},
+                 *find_architecture(m->config_.model_type)->names, options);
   // Every matrix now lives in its packed or quantized copy: the mapped pages read to make them need
   // not stay resident (the embedding rows fault back in on use).
   m->checkpoint_.release_pages();
   return m;
+}
+
+void Model::finish_load(const Source& src, const TensorNames& names, const LoadOptions& options) {
+  if (options.progress) options.progress("checking tensors");
+  bind_weights(src, names);
+  if (options.quantize != kernels::QType::None) {
+    if (options.progress) options.progress(std::string("quantizing weights to ") + kernels::qtype_name(options.quantize));
+    quantize_weights(options.quantize);
+  }
+  if (options.progress) options.progress("packing weights for the matmul");
+  pack_weights();
 }
 
 std::unique_ptr<Model> Model::from_memory(ModelConfig config, InMemoryWeights weights, const LoadOptions& options) {
@@ -115,17 +113,14 @@ std::unique_ptr<Model> Model::from_memory(ModelConfig config, InMemoryWeights we
     auto it = tensors.find(n);
     return it == tensors.end() ? nullptr : &it->second;
   };
-  m->bind_weights(Source{find, [&](const std::string& n, const std::vector<int64_t>& shape) -> const TensorInfo& {
-                           const TensorInfo* t = find(n);
-                           if (t == nullptr || t->shape != shape) fail("in-memory weights", "tensor " + n + " is missing or mis-shaped");
-                           return *t;
-                         }},
-                  kHuggingFaceNames);
-  if (options.quantize != kernels::QType::None) {
-    if (options.progress) options.progress(std::string("quantizing weights to ") + kernels::qtype_name(options.quantize));
-    m->quantize_weights(options.quantize);
-  }
-  m->pack_weights();
+  m->finish_load(Source{find,
+                        [&](const std::string& n, const std::vector<int64_t>& shape) -> const TensorInfo& {
+                          const TensorInfo* t = find(n);
+                          if (t == nullptr || t->shape != shape) fail("in-memory weights", "tensor " + n + " is missing or mis-shaped");
+                          return *t;
+                        },
+                        nullptr},
+                 kHuggingFaceNames, options);
   return m;
 }
 
@@ -212,8 +207,9 @@ void Model::bind_weights(const Source& cp, const TensorNames& names) {
     if (!c.tie_word_embeddings) cp.require(head_name, {V, H});
     head = embed;
   }
-  embed_ = matrix(cp.require(embed->name, {V, H}));
-  lm_head_ = matrix(cp.require(head->name, {V, H}));
+  auto bind = [&](const TensorInfo& t) { return cp.as_matrix ? cp.as_matrix(t) : matrix(t); };
+  embed_ = bind(cp.require(embed->name, {V, H}));
+  lm_head_ = bind(cp.require(head->name, {V, H}));
   final_norm_ = vec(cp.require(std::string(names.final_norm), {H}));
 
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
@@ -224,7 +220,7 @@ void Model::bind_weights(const Source& cp, const TensorNames& names) {
     L.mlp_norm = vec(cp.require(names.layer(l, names.mlp_norm), {H}));
     for (LayerMatrix m : kAllLayerMatrices) {
       const auto [rows, cols] = c.shape(m);
-      L.w[static_cast<size_t>(m)] = matrix(cp.require(names.matrix(l, m), {rows, cols}));
+      L.w[static_cast<size_t>(m)] = bind(cp.require(names.matrix(l, m), {rows, cols}));
       if (c.has_bias(m)) L.bias[static_cast<size_t>(m)] = vec(cp.require(names.matrix(l, m, ".bias"), {rows}));
     }
     if (c.qk_norm) {

@@ -16,6 +16,7 @@
 #include "kernels/width_tuner.h"
 #include "model/architecture.h"
 #include "model/config.h"
+#include "model/gguf.h"
 #include "model/kv_cache.h"
 #include "model/rope.h"
 #include "model/safetensors.h"
@@ -60,14 +61,17 @@ struct ForwardItem {
 
 class Model {
  public:
-  static std::unique_ptr<Model> load(const std::string& model_dir, const LoadOptions& options = {});
+  // `path`: a Hugging Face folder, or a GGUF file (*.gguf, see load_gguf).
+  static std::unique_ptr<Model> load(const std::string& path, const LoadOptions& options = {});
   // A model from a config and in-memory weights (moved in; quantized sources are freed).
   static std::unique_ptr<Model> from_memory(ModelConfig config, InMemoryWeights weights, const LoadOptions& options = {});
   ~Model();
 
   const ModelConfig& config() const { return config_; }
   const std::string& dir() const { return dir_; }
-  size_t weight_bytes() const { return checkpoint_.total_bytes(); }
+  size_t weight_bytes() const { return gguf_ ? gguf_->file_size() : checkpoint_.total_bytes(); }
+  // How the weights were converted at load when that is worth a line (e.g. a GGUF's K-quants), else "".
+  const std::string& load_note() const { return load_note_; }
   // Bytes of weights one decode step reads (every layer matrix and the output projection, as held
   // in memory after any quantization): what bounds decode speed.
   int64_t decode_weight_bytes() const;
@@ -93,9 +97,19 @@ class Model {
  private:
   struct Layer;
   struct Scratch;
-  struct Source;
+  // Where bind_weights finds tensors: a mapped checkpoint, in-memory weights or a GGUF file's.
+  struct Source {
+    std::function<const TensorInfo*(const std::string&)> find;
+    std::function<const TensorInfo&(const std::string&, const std::vector<int64_t>&)> require;
+    // The matrix a tensor is bound as, when it is not its plain bytes (a GGUF's block-quantized tensors).
+    std::function<kernels::WeightMatrix(const TensorInfo&)> as_matrix;
+  };
   struct Batch;
   Model(std::string dir, ModelConfig config, Checkpoint checkpoint, const LoadOptions& options);
+  // A GGUF file (model/gguf_loader.cc): its tensors bound through kGgufNames by the same path as a folder's.
+  static std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& options);
+  // Binding, optional quantization and packing: what every loader ends with.
+  void finish_load(const Source& src, const TensorNames& names, const LoadOptions& options);
   void bind_weights(const Source& src, const TensorNames& names);
   // The forward pass proper, for a batch whose positions are reserved.
   void compute(std::span<ForwardItem> items, const Batch& b);
@@ -109,6 +123,8 @@ class Model {
   std::string dir_;
   ModelConfig config_;
   Checkpoint checkpoint_;
+  std::shared_ptr<const GgufFile> gguf_;                // GGUF models: the mapped file
+  std::string load_note_;
   InMemoryWeights memory_;                              // weights of from_memory models
   std::vector<kernels::QuantizedMatrix> quantized_;  // storage of quantized matrices
   std::vector<kernels::PackedMatrix> packed_;        // storage of panel-packed plain matrices

@@ -16,6 +16,7 @@
 #include "gguf_writer.h"
 #include "model/gguf_tokenizer.h"
 #include "model/safetensors.h"
+#include "gguf_fixtures.h"
 #include "test_paths.h"
 
 namespace ember::model {
@@ -23,15 +24,8 @@ namespace {
 
 using kernels::GgmlType;
 
-std::string gguf_path(const std::string& name) { return test::model_dir("gguf/" + name); }
-
-std::vector<std::string> expectation_files() {
-  std::vector<std::string> out;
-  for (const auto& e : std::filesystem::directory_iterator(test::testdata("gguf")))
-    if (e.path().extension() == ".json") out.push_back(e.path().string());
-  std::sort(out.begin(), out.end());
-  return out;
-}
+using test::gguf_path;
+std::vector<std::string> expectation_files() { return test::gguf_expectation_files(); }
 
 // Every block type of every file in the expectation files: the first rows of the named tensor,
 // dequantized, equal gguf-py's float32 values.

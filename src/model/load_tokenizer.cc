@@ -1,0 +1,14 @@
+#include "model/load_tokenizer.h"
+
+#include "model/gguf.h"
+#include "model/gguf_config.h"
+#include "model/gguf_tokenizer.h"
+
+namespace ember::model {
+
+tokenizer::Tokenizer load_tokenizer(const std::string& path) {
+  if (is_gguf_path(path)) return gguf_tokenizer(GgufFile(path));
+  return tokenizer::Tokenizer::from_folder(path);
+}
+
+}  // namespace ember::model
