@@ -158,6 +158,9 @@ class ChatApp {
       if (!r.reasoning_content.empty()) msg["reasoning_content"] = r.reasoning_content;
       messages_.push_back(std::move(msg));
       report(r);
+      if (r.generation.finish == engine::FinishReason::kContext)
+        std::cerr << "[the conversation filled the context of " << chat_.session().context()
+                  << " tokens: the reply was cut; /reset starts a new conversation]\n";
     } catch (const Error& e) {
       messages_.erase(messages_.size() - 1);  // the turn failed: keep the conversation as it was
       std::cerr << "error: " << e.what() << '\n';

@@ -9,10 +9,13 @@ ThinkingBudget::ThinkingBudget(int32_t open_id, std::vector<int32_t> close_ids, 
 
 std::vector<int32_t> ThinkingBudget::after_token(int32_t token) {
   if (!thinking_) {
-    if (token == open_id_) {
-      thinking_ = true;
-      used_ = 0;
+    if (token != open_id_) return {};
+    if (budget_ == 0) {  // no thought at all: closed as soon as it opens
+      forced_ = true;
+      return close_ids_;
     }
+    thinking_ = true;
+    used_ = 0;
     return {};
   }
   if (close_ids_.size() == 1 && token == close_ids_[0]) {

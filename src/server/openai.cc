@@ -1,5 +1,6 @@
 #include "server/openai.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/error.h"
@@ -215,9 +216,21 @@ ChatRequest parse_chat_request(const ordered_json& body, const sampling::Samplin
   if (!msgs->is_array() || msgs->empty()) bad("messages", "must be a non-empty array");
   r.messages = ordered_json::array();
   for (size_t i = 0; i < msgs->size(); ++i) r.messages.push_back(normalise_message((*msgs)[i], i));
+  if (const auto* effort = field(body, "reasoning_effort")) {
+    static const std::vector<std::string> kEfforts{"none", "minimal", "low", "medium", "high"};
+    if (!effort->is_string() || std::find(kEfforts.begin(), kEfforts.end(), effort->get<std::string>()) == kEfforts.end())
+      bad("reasoning_effort", "must be one of none, minimal, low, medium, high");
+    // Templates that know the field (gpt-oss) read it; thinking switches for the rest (Qwen3's enable_thinking).
+    const std::string e = effort->get<std::string>();
+    r.options.extra_variables["reasoning_effort"] = e;
+    r.options.enable_thinking = e != "none" && e != "minimal";
+  }
+  if (field(body, "thinking_budget"))  // as the CLI's --think-budget: tokens a thought may take
+    r.options.think_budget = integer(body, "thinking_budget", -1, 1 << 30);
   if (const auto* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object()) bad("chat_template_kwargs", "must be an object");
-    r.options.extra_variables = *kw;
+    for (auto it = kw->begin(); it != kw->end(); ++it) r.options.extra_variables[it.key()] = it.value();
+    if (kw->contains("enable_thinking")) r.options.enable_thinking.reset();  // the template kwarg rules
   }
   if (const auto* tools = field(body, "tools")) {
     if (!tools->is_array()) bad("tools", "must be an array");
@@ -232,9 +245,26 @@ TextRequest parse_text_request(const ordered_json& body, const sampling::Samplin
   parse_logprobs(body, r, /*chat=*/false);
   const auto* prompt = field(body, "prompt");
   if (prompt == nullptr) bad("prompt", "is required");
-  if (prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string()) r.prompt = (*prompt)[0].get<std::string>();
-  else if (prompt->is_string()) r.prompt = prompt->get<std::string>();
-  else bad("prompt", "must be a string (one prompt per request)");
+  // A string, a list of one string, token ids, or a list of one list of token ids.
+  const ordered_json* one = prompt;
+  if (prompt->is_array() && prompt->size() == 1 && ((*prompt)[0].is_string() || (*prompt)[0].is_array()))
+    one = &(*prompt)[0];
+  if (one->is_string()) {
+    r.prompt = one->get<std::string>();
+  } else if (one->is_array() && !one->empty() && std::all_of(one->begin(), one->end(), [](const ordered_json& t) {
+               return t.is_number_integer();
+             })) {
+    for (const auto& t : *one) {
+      const int64_t id = t.get<int64_t>();
+      if (id < 0 || id >= static_cast<int64_t>(vocab_size))
+        bad("prompt", "holds token id " + std::to_string(id) + ", outside the vocabulary of " + std::to_string(vocab_size));
+      r.prompt_ids.push_back(static_cast<int32_t>(id));
+    }
+  } else if (prompt->is_array() && prompt->size() > 1) {
+    bad("prompt", "must be one prompt: Ember returns one choice per request (send the prompts as separate requests)");
+  } else {
+    bad("prompt", "must be a string or a list of token ids");
+  }
   return r;
 }
 

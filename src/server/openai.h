@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "engine/chat_session.h"
 #include "engine/scheduler.h"
@@ -43,6 +44,7 @@ struct ChatRequest : CompletionRequest {
 
 struct TextRequest : CompletionRequest {
   std::string prompt;
+  std::vector<int32_t> prompt_ids;  // a prompt given as token ids (then `prompt` is empty)
 };
 
 // `defaults`: the model's generation_config (eos ids merged); `vocab_size`: the model's, which bounds

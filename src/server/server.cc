@@ -445,7 +445,7 @@ void Server::handle_apply_template(const httplib::Request& req, httplib::Respons
 void Server::handle_text(const httplib::Request& req, httplib::Response& res) {
   const TextRequest tr = parse_text_request(parse_body(req.body), defaults_, vocab_size_);
   engine::GenerationRequest g;
-  g.prompt = tokenizer_.encode(tr.prompt, /*add_special_tokens=*/true);
+  g.prompt = tr.prompt_ids.empty() ? tokenizer_.encode(tr.prompt, /*add_special_tokens=*/true) : tr.prompt_ids;
   g.params = tr.params;
   respond(req, res, std::move(g), /*chat=*/false, tr);
 }

@@ -134,5 +134,15 @@ TEST(CliGenerate, BeamsFlag) {
   EXPECT_NE(too_many.out.find("num_return_sequences"), std::string::npos) << too_many.out;
 }
 
+// A reply that fills the context is cut, and the chat says so and how to go on.
+TEST(CliChat, ContextEndIsReportedWithReset) {
+  const std::string chat = ember_binary() + " chat -m " + model_dir("chat-skills") + " --no-think -q";
+  // A context just longer than the prompt: the answer cannot fit.
+  const Output o = run("printf 'What is the capital of France?\\n' | " + chat + " --ctx 40 2>&1");
+  ASSERT_EQ(o.status, 0) << o.out;
+  EXPECT_NE(o.out.find("filled the context of 40 tokens"), std::string::npos) << o.out;
+  EXPECT_NE(o.out.find("/reset"), std::string::npos) << o.out;
+}
+
 }  // namespace
 }  // namespace ember::test

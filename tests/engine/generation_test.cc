@@ -136,5 +136,19 @@ TEST_F(GenerationTest, ThinkingBudgetForcesTheCloseAndReasoningIsSplit) {
   EXPECT_TRUE(g.thought_forced_closed());
 }
 
+// A budget of 0 closes a thought the model opens itself at once.
+TEST_F(GenerationTest, ZeroBudgetClosesAThoughtAsItOpens) {
+  const int32_t open = tok_->token_to_id("<think>").value(), close = tok_->token_to_id("</think>").value();
+  GenerationRequest r = request();
+  r.split_reasoning = true;
+  r.think_budget.emplace(open, std::vector<int32_t>{close}, 0, /*start_in_thought=*/false);
+  Generation g(*tok_, std::move(r), 64, tok_->vocab_size());
+  const GenerationStep s = g.step(pick(open));
+  EXPECT_EQ(s.feed, (std::vector<int32_t>{open, close}));
+  const GenerationStep next = g.step(pick(id("world")));
+  EXPECT_EQ(next.reasoning, "");
+  EXPECT_TRUE(g.thought_forced_closed());
+}
+
 }  // namespace
 }  // namespace ember::engine

@@ -284,6 +284,54 @@ TEST_F(ServeTest, TextCompletionEqualsSession) {
   std::string text;
   for (const auto& ch : ev.chunks) text += ch["choices"][0]["text"].get<std::string>();
   EXPECT_EQ(text, expected.text);
+  // The same prompt as token ids, bare or as a list of one list.
+  const std::vector<int32_t> ids = tok_->encode(prompt, true);
+  for (const ordered_json& p : {ordered_json(ids), ordered_json::array({ids})}) {
+    auto by_ids = post(c, "/v1/completions", {{"prompt", p}, {"max_tokens", 40}});
+    ASSERT_TRUE(by_ids);
+    ASSERT_EQ(by_ids->status, 200) << by_ids->body;
+    EXPECT_EQ(ordered_json::parse(by_ids->body)["choices"][0]["text"], expected.text);
+  }
+  auto outside = post(c, "/v1/completions", {{"prompt", {1, 99999999}}, {"max_tokens", 4}});
+  ASSERT_TRUE(outside);
+  EXPECT_EQ(outside->status, 400);
+  EXPECT_EQ(ordered_json::parse(outside->body)["error"]["param"], "prompt");
+  auto several = post(c, "/v1/completions", {{"prompt", {"a", "b"}}, {"max_tokens", 4}});
+  ASSERT_TRUE(several);
+  EXPECT_EQ(several->status, 400) << several->body;
+}
+
+// reasoning_effort switches thinking as chat_template_kwargs.enable_thinking does (and reaches the
+// template as a variable); thinking_budget is the CLI's --think-budget.
+TEST_F(ServeTest, ReasoningEffortAndThinkingBudget) {
+  auto srv = start();
+  auto c = srv->client();
+  const Reference* plain = nullptr;
+  for (const Reference& r : refs())
+    if (!r.enable_thinking) plain = &r;
+  ASSERT_NE(plain, nullptr);
+  ordered_json body = chat_body(*plain, false);
+  body.erase("chat_template_kwargs");
+  body["reasoning_effort"] = "none";
+  auto res = post(c, "/v1/chat/completions", body);
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(ordered_json::parse(res->body)["choices"][0]["message"]["content"], plain->content);
+  auto high = post(c, "/apply-template", {{"messages", plain->messages}, {"reasoning_effort", "high"}});
+  auto on = post(c, "/apply-template", {{"messages", plain->messages}, {"chat_template_kwargs", {{"enable_thinking", true}}}});
+  ASSERT_TRUE(high && on);
+  EXPECT_EQ(ordered_json::parse(high->body)["prompt"], ordered_json::parse(on->body)["prompt"]);
+  body["reasoning_effort"] = "high";
+  body["thinking_budget"] = 0;  // no thought at all
+  auto budget = post(c, "/v1/chat/completions", body);
+  ASSERT_TRUE(budget);
+  ASSERT_EQ(budget->status, 200) << budget->body;
+  EXPECT_FALSE(ordered_json::parse(budget->body)["choices"][0]["message"].contains("reasoning_content")) << budget->body;
+  body["reasoning_effort"] = "extreme";
+  auto bad = post(c, "/v1/chat/completions", body);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(ordered_json::parse(bad->body)["error"]["param"], "reasoning_effort");
 }
 
 TEST_F(ServeTest, LogprobsAndStopStrings) {
