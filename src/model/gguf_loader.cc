@@ -103,31 +103,16 @@ std::unique_ptr<Model> Model::load_gguf(const std::string& path, const LoadOptio
     m->load_note_ += (m->load_note_.empty() ? "" : ", ") + type;
   if (!m->load_note_.empty()) m->load_note_ += " matrices requantized to q8_0 at load (no kernel for them yet)";
 
-  const auto& tensors = m->memory_.tensors;
-  auto find = [&](const std::string& n) -> const TensorInfo* {
-    auto it = tensors.find(n);
-    return it == tensors.end() ? nullptr : &it->second;
+  Source src = m->memory_source(path, [&](const std::string& n) {
+    const GgufTensor* g = file->find_tensor(n);
+    return g == nullptr ? "tensor " + n + " is missing"
+                        : "tensor " + n + " has type " + kernels::ggml_type_name(g->type) + ", which Ember cannot read";
+  });
+  src.converted = [&](const std::string& name) -> const WeightMatrix* {
+    auto it = stored.find(name);
+    return it == stored.end() ? nullptr : &it->second;
   };
-  auto require = [&](const std::string& n, const std::vector<int64_t>& shape) -> const TensorInfo& {
-    const TensorInfo* t = find(n);
-    if (t == nullptr) {
-      const GgufTensor* g = file->find_tensor(n);
-      fail(path, g == nullptr ? "tensor " + n + " is missing"
-                              : "tensor " + n + " has type " + kernels::ggml_type_name(g->type) + ", which Ember cannot read");
-    }
-    if (t->shape != shape) {
-      std::string want, got;
-      for (int64_t d : shape) want += (want.empty() ? "" : ", ") + std::to_string(d);
-      for (int64_t d : t->shape) got += (got.empty() ? "" : ", ") + std::to_string(d);
-      fail(path, "tensor " + n + " has shape [" + got + "] (Hugging Face order), expected [" + want + "]");
-    }
-    return *t;
-  };
-  auto as_matrix = [&](const TensorInfo& t) {
-    if (auto it = stored.find(t.name); it != stored.end()) return it->second;
-    return WeightMatrix{t.data, t.dtype, t.shape[0], t.shape.size() > 1 ? t.shape[1] : 1};
-  };
-  m->finish_load(Source{find, require, as_matrix}, kGgufNames, options);
+  m->finish_load(src, kGgufNames, options);
   file->release_pages();
   return m;
 }

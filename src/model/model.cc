@@ -108,20 +108,26 @@ void Model::finish_load(const Source& src, const TensorNames& names, const LoadO
 std::unique_ptr<Model> Model::from_memory(ModelConfig config, InMemoryWeights weights, const LoadOptions& options) {
   std::unique_ptr<Model> m(new Model("", std::move(config), Checkpoint{}, options));
   m->memory_ = std::move(weights);
-  const auto& tensors = m->memory_.tensors;
-  auto find = [&](const std::string& n) -> const TensorInfo* {
-    auto it = tensors.find(n);
-    return it == tensors.end() ? nullptr : &it->second;
-  };
-  m->finish_load(Source{find,
-                        [&](const std::string& n, const std::vector<int64_t>& shape) -> const TensorInfo& {
-                          const TensorInfo* t = find(n);
-                          if (t == nullptr || t->shape != shape) fail("in-memory weights", "tensor " + n + " is missing or mis-shaped");
-                          return *t;
-                        },
-                        nullptr},
-                 kHuggingFaceNames, options);
+  m->finish_load(m->memory_source("in-memory weights"), kHuggingFaceNames, options);
   return m;
+}
+
+Model::Source Model::memory_source(const std::string& where,
+                                   std::function<std::string(const std::string&)> why_absent) const {
+  const auto* tensors = &memory_.tensors;
+  auto find = [tensors](const std::string& n) -> const TensorInfo* {
+    auto it = tensors->find(n);
+    return it == tensors->end() ? nullptr : &it->second;
+  };
+  auto require = [find, where, why_absent](const std::string& n, const std::vector<int64_t>& shape) -> const TensorInfo& {
+    const TensorInfo* t = find(n);
+    if (t == nullptr)
+      fail(where, why_absent ? why_absent(n) : "missing tensor \"" + n + "\" with shape " + shape_string(shape));
+    if (t->shape != shape)
+      fail(where, "tensor \"" + n + "\" has shape " + shape_string(t->shape) + ", expected " + shape_string(shape));
+    return *t;
+  };
+  return Source{find, require, nullptr};
 }
 
 // A matrix copied into packed or quantized form: its source is freed (in-memory weights) or its
@@ -207,7 +213,10 @@ void Model::bind_weights(const Source& cp, const TensorNames& names) {
     if (!c.tie_word_embeddings) cp.require(head_name, {V, H});
     head = embed;
   }
-  auto bind = [&](const TensorInfo& t) { return cp.as_matrix ? cp.as_matrix(t) : matrix(t); };
+  auto bind = [&](const TensorInfo& t) {
+    const WeightMatrix* w = cp.converted ? cp.converted(t.name) : nullptr;
+    return w != nullptr ? *w : matrix(t);
+  };
   embed_ = bind(cp.require(embed->name, {V, H}));
   lm_head_ = bind(cp.require(head->name, {V, H}));
   final_norm_ = vec(cp.require(std::string(names.final_norm), {H}));

@@ -101,8 +101,9 @@ class Model {
   struct Source {
     std::function<const TensorInfo*(const std::string&)> find;
     std::function<const TensorInfo&(const std::string&, const std::vector<int64_t>&)> require;
-    // The matrix a tensor is bound as, when it is not its plain bytes (a GGUF's block-quantized tensors).
-    std::function<kernels::WeightMatrix(const TensorInfo&)> as_matrix;
+    // The matrix a tensor is bound as when it is not its plain bytes (a GGUF's block-quantized
+    // tensors); null for the others.
+    std::function<const kernels::WeightMatrix*(const std::string& name)> converted;
   };
   struct Batch;
   Model(std::string dir, ModelConfig config, Checkpoint checkpoint, const LoadOptions& options);
@@ -110,6 +111,9 @@ class Model {
   static std::unique_ptr<Model> load_gguf(const std::string& path, const LoadOptions& options);
   // Binding, optional quantization and packing: what every loader ends with.
   void finish_load(const Source& src, const TensorNames& names, const LoadOptions& options);
+  // The tensors of memory_ (from_memory, a converted GGUF); errors name `where`, and `why_absent`
+  // (if set) says why a tensor is not there.
+  Source memory_source(const std::string& where, std::function<std::string(const std::string&)> why_absent = {}) const;
   void bind_weights(const Source& src, const TensorNames& names);
   // The forward pass proper, for a batch whose positions are reserved.
   void compute(std::span<ForwardItem> items, const Batch& b);

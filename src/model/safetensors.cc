@@ -14,13 +14,14 @@ namespace {
 
 using nlohmann::json;
 
-std::string shape_str(const std::vector<int64_t>& s) {
+
+}  // namespace
+
+std::string shape_string(const std::vector<int64_t>& s) {
   std::string out = "[";
   for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
   return out + "]";
 }
-
-}  // namespace
 
 int64_t TensorInfo::numel() const {
   int64_t n = 1;
@@ -84,7 +85,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
                       std::to_string(data_size) + " data bytes");
     const uint64_t expected = numel * dtype_size(info.dtype);
     if (end - begin != expected)
-      fail(where, "shape " + shape_str(info.shape) + " of " + dtype_name(info.dtype) + " needs " +
+      fail(where, "shape " + shape_string(info.shape) + " of " + dtype_name(info.dtype) + " needs " +
                       std::to_string(expected) + " bytes but the byte range holds " + std::to_string(end - begin));
     info.data = file_.data() + data_start + begin;
     info.size_bytes = end - begin;
@@ -160,9 +161,9 @@ const TensorInfo* Checkpoint::find(const std::string& name) const {
 
 const TensorInfo& Checkpoint::require(const std::string& name, const std::vector<int64_t>& shape) const {
   const TensorInfo* t = find(name);
-  if (t == nullptr) fail("model weights", "missing tensor \"" + name + "\" with shape " + shape_str(shape));
+  if (t == nullptr) fail("model weights", "missing tensor \"" + name + "\" with shape " + shape_string(shape));
   if (t->shape != shape)
-    fail(t->file, "tensor \"" + name + "\" has shape " + shape_str(t->shape) + ", expected " + shape_str(shape));
+    fail(t->file, "tensor \"" + name + "\" has shape " + shape_string(t->shape) + ", expected " + shape_string(shape));
   return *t;
 }
 

@@ -23,6 +23,9 @@ struct TensorInfo {
   int64_t numel() const;
 };
 
+// "[2048, 128]": a shape as error messages write it.
+std::string shape_string(const std::vector<int64_t>& shape);
+
 // One mapped .safetensors file.
 class SafetensorsFile {
  public:
