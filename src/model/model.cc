@@ -45,6 +45,7 @@ struct Model::Batch {
   std::vector<int64_t> first_pos;          // per item
   std::vector<size_t> item;                // per token
   std::vector<int64_t> pos;                // per token
+  std::vector<int64_t> seq_len;            // per token: its sequence's length after the pass
 };
 
 namespace {
@@ -260,6 +261,7 @@ void Model::forward(std::span<ForwardItem> items) {
     for (size_t t = 0; t < it.tokens.size(); ++t) {
       b.item.push_back(i);
       b.pos.push_back(it.seq->length() + static_cast<int64_t>(t));
+      b.seq_len.push_back(it.seq->length() + static_cast<int64_t>(it.tokens.size()));
     }
   }
   b.n = static_cast<int64_t>(b.pos.size());
@@ -290,6 +292,8 @@ void Model::compute(std::span<ForwardItem> items, const Batch& b) {
   for (const ForwardItem& it : items)
     for (int32_t t : it.tokens) kernels::copy_row(embed_, t, s.x.data() + (row++) * H);
 
+  rope_.prepare(b.pos, b.seq_len);
+
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
     // Attention.
@@ -302,7 +306,7 @@ void Model::compute(std::span<ForwardItem> items, const Batch& b) {
     for (int64_t t = 0; t < n; ++t) {
       const size_t i = b.item[static_cast<size_t>(t)];
       const int64_t pos = b.pos[static_cast<size_t>(t)];
-      rope_.apply(s.q.data() + t * Q, s.k.data() + t * KV, pos, b.first_pos[i] + static_cast<int64_t>(items[i].tokens.size()));
+      rope_.apply(s.q.data() + t * Q, s.k.data() + t * KV, static_cast<size_t>(t));
       items[i].seq->store(l, pos, s.k.data() + t * KV, s.v.data() + t * KV);
     }
     attention(b, l, s.q.data(), s.att.data());

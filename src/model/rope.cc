@@ -25,30 +25,38 @@ void Rope::grow(int64_t positions) {
   positions_ = n;
 }
 
-void Rope::apply(float* q, float* k, int64_t pos, int64_t seq_len) {
-  const float* cs;
-  const float* sn;
-  if (c_.rope.scaling == RopeScaling::Dynamic && seq_len > c_.max_position_embeddings) {
-    if (seq_len != scaled_len_) {
-      scaled_inv_ = rope_inv_freq(c_, seq_len);
-      scaled_len_ = seq_len;
+void Rope::prepare(std::span<const int64_t> pos, std::span<const int64_t> seq_len) {
+  const size_t n = pos.size();
+  int64_t last = 0;
+  for (int64_t p : pos) last = std::max(last, p);
+  grow(last + 1);  // before pointers into the table are taken
+  scaled_.resize(n * static_cast<size_t>(2 * half_));
+  cos_of_.resize(n);
+  sin_of_.resize(n);
+  for (size_t t = 0; t < n; ++t) {
+    if (c_.rope.scaling != RopeScaling::Dynamic || seq_len[t] <= c_.max_position_embeddings) {
+      cos_of_[t] = cos_.data() + pos[t] * half_;
+      sin_of_[t] = sin_.data() + pos[t] * half_;
+      continue;
     }
-    scaled_cos_.resize(static_cast<size_t>(half_));
-    scaled_sin_.resize(static_cast<size_t>(half_));
+    if (seq_len[t] != scaled_len_) {
+      scaled_inv_ = rope_inv_freq(c_, seq_len[t]);
+      scaled_len_ = seq_len[t];
+    }
+    float* cs = scaled_.data() + t * static_cast<size_t>(2 * half_);
     for (int64_t j = 0; j < half_; ++j) {
-      const double a = static_cast<double>(pos) * scaled_inv_[static_cast<size_t>(j)];
-      scaled_cos_[static_cast<size_t>(j)] = static_cast<float>(std::cos(a));
-      scaled_sin_[static_cast<size_t>(j)] = static_cast<float>(std::sin(a));
+      const double a = static_cast<double>(pos[t]) * scaled_inv_[static_cast<size_t>(j)];
+      cs[j] = static_cast<float>(std::cos(a));
+      cs[half_ + j] = static_cast<float>(std::sin(a));
     }
-    cs = scaled_cos_.data();
-    sn = scaled_sin_.data();
-  } else {
-    grow(pos + 1);
-    cs = cos_.data() + pos * half_;
-    sn = sin_.data() + pos * half_;
+    cos_of_[t] = cs;
+    sin_of_[t] = cs + half_;
   }
-  kernels::rope_rotate_half(q, c_.num_attention_heads, c_.head_dim, cs, sn);
-  kernels::rope_rotate_half(k, c_.num_key_value_heads, c_.head_dim, cs, sn);
+}
+
+void Rope::apply(float* q, float* k, size_t t) const {
+  kernels::rope_rotate_half(q, c_.num_attention_heads, c_.head_dim, cos_of_[t], sin_of_[t]);
+  kernels::rope_rotate_half(k, c_.num_key_value_heads, c_.head_dim, cos_of_[t], sin_of_[t]);
 }
 
 }  // namespace ember::model

@@ -4,6 +4,7 @@
 // sequence's positions get the angles of its length: a token's rotation never depends on which
 // other sequences share its batch.
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "model/config.h"
@@ -14,9 +15,11 @@ class Rope {
  public:
   explicit Rope(const ModelConfig& config);
 
-  // Rotates q ([n_heads][head_dim]) and k ([n_kv_heads][head_dim]) of the token at `pos` of a
-  // sequence whose longest position in this pass is seq_len - 1.
-  void apply(float* q, float* k, int64_t pos, int64_t seq_len);
+  // The angles of one pass's tokens, computed once for all layers: token t is at position pos[t]
+  // of a sequence whose longest position in this pass is seq_len[t] - 1.
+  void prepare(std::span<const int64_t> pos, std::span<const int64_t> seq_len);
+  // Rotates q ([n_heads][head_dim]) and k ([n_kv_heads][head_dim]) of the pass's token t.
+  void apply(float* q, float* k, size_t t) const;
 
  private:
   void grow(int64_t positions);  // the table of the trained-context frequencies
@@ -27,7 +30,8 @@ class Rope {
   int64_t positions_ = 0;
   int64_t scaled_len_ = 0;                  // the length scaled_inv_ was computed for
   std::vector<double> scaled_inv_;          // dynamic scaling past the trained context
-  std::vector<float> scaled_cos_, scaled_sin_;  // one position's angles
+  std::vector<float> scaled_;               // [token][cos half, sin half] of the pass's scaled tokens
+  std::vector<const float*> cos_of_, sin_of_;  // per token of the pass
 };
 
 }  // namespace ember::model
