@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "base/error.h"
+#include "base/mapped_file.h"
 #include "kernels/gguf_quants.h"
 #include "kernels/quant.h"
 #include "model/gguf_config.h"
@@ -97,6 +98,8 @@ std::unique_ptr<Model> Model::load_gguf(const std::string& path, const LoadOptio
     } else {
       continue;  // bind_weights names any tensor it needs that is missing here
     }
+    // A converted tensor's mapped pages are not read again: drop them now, not after the whole file.
+    if (!plain_dtype(t.type)) release_pages(t.data, t.size_bytes);
     m->memory_.tensors.emplace(t.name, std::move(info));
   }
   for (const std::string& type : requantized)
