@@ -2,6 +2,7 @@
 // prefill (64 tokens, compute-bound: FLOP/s), per weight type and instruction set.
 #include <benchmark/benchmark.h>
 
+#include <array>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -89,10 +90,11 @@ void BM_MatmulSmall(benchmark::State& state) {
 BENCHMARK(BM_MatmulSmall)->ArgNames({"type", "tokens"})->ArgsProduct({{0, 2}, {1, 16}})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // One batched decode step's attention, chat-skills' shape (8 query heads, 4 kv heads of 32) over a
-// float32 paged cache: 16 sequences, one new token each, `positions` cached positions; one thread.
+// paged cache (f32, or bf16 / q8_0 rows reinterpreted from the float buffers): 16 sequences, one new
+// token each, `positions` cached positions; one thread.
 void BM_AttentionDecode(benchmark::State& state) {
   const int64_t positions = state.range(0), seqs = 16, block = 16;
-  const DType kv_type = state.range(1) ? DType::BF16 : DType::F32;  // bf16 data: the float buffers reinterpreted
+  const KvType kv_type = std::array{KvType::F32, KvType::BF16, KvType::Q8_0}[static_cast<size_t>(state.range(1))];
   const AttentionShape s{8, 4, 32, 0, 1.0f / std::sqrt(32.0f)};
   const int64_t kv_dim = s.n_kv_heads * s.head_dim, n_blocks = (positions + block - 1) / block;
   std::mt19937 rng(1);
@@ -120,7 +122,7 @@ void BM_AttentionDecode(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
   }
 }
-BENCHMARK(BM_AttentionDecode)->ArgNames({"positions", "bf16"})->ArgsProduct({{65, 300}, {0, 1}})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_AttentionDecode)->ArgNames({"positions", "f32_bf16_q8"})->ArgsProduct({{65, 300}, {0, 1, 2}})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
 }  // namespace ember::kernels

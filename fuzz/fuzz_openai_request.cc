@@ -34,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     try {
       const auto req = ember::server::parse_text_request(body, defaults, vocab);
-      (void)model.tok.encode(req.prompt, true);
+      for (const auto& p : req.prompts) (void)model.tok.encode(p.text, true);
     } catch (const ember::server::ApiError&) {
     } catch (const ember::Error&) {
     }

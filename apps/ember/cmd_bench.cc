@@ -27,7 +27,7 @@ namespace ember::app {
 namespace {
 
 struct BenchArgs {
-  std::string model_dir, synthetic, dtype, kv_dtype = "f32";
+  std::string model_dir, synthetic, dtype, kv_dtype = kernels::kv_type_name(model::kKvTypeDefault);
   int threads = 0, reps = 3;
   int64_t prompt = 512, gen = 128;
   bool json = false;
@@ -118,8 +118,8 @@ int run_bench(const BenchArgs& a) {
   const bool reset = reset_peak_rss();
 
   // Decode reads every weight once plus the KV cache so far (mean context over the run).
-  const double kv_bytes = 2.0 * c.num_hidden_layers * c.kv_dim() * static_cast<double>(dtype_size(m->kv_dtype())) *
-                          (a.prompt + a.gen / 2.0);
+  const double kv_bytes =
+      static_cast<double>(model::KvCache::bytes_per_token(c, m->kv_dtype())) * (a.prompt + a.gen / 2.0);
   const double bytes_per_token = static_cast<double>(m->decode_weight_bytes()) + kv_bytes;
   const double roofline = bw / bytes_per_token;
 
@@ -205,7 +205,7 @@ Run add_bench_command(CLI::App& app) {
   for (const auto& s : model::synthetic_shape_names()) shapes += (shapes.empty() ? "" : ", ") + s;
   cmd->add_option("--synthetic", a->synthetic, "Random-weight model of a named shape: " + shapes);
   cmd->add_option("--dtype", a->dtype, "f32, bf16 (default), f16 (synthetic weights), q8_0, q4_0 (quantize at load)");
-  cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache storage: f32 (default), f16, bf16");
+  cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache storage: f16 (default), bf16, q8_0 or f32");
   cmd->add_option("-t,--threads", a->threads, "Threads (default: all cores)");
   cmd->add_option("-p,--prompt", a->prompt, "Prompt tokens for prefill");
   cmd->add_option("-n,--gen", a->gen, "Tokens to decode");

@@ -19,7 +19,7 @@ void ModelOptions::add_to(CLI::App& cmd) {
   cmd.add_option("-m,--model", dir, "Hugging Face model folder or .gguf file")->required();
   cmd.add_option("-t,--threads", threads, "Threads (default: all cores)");
   cmd.add_option("--ctx", ctx, "Context size in tokens (default: the model's max_position_embeddings)");
-  cmd.add_option("--kv-dtype", kv_dtype, "KV cache storage: f32 (default), f16 or bf16 (half the memory)");
+  cmd.add_option("--kv-dtype", kv_dtype, "KV cache storage: f16 (default), bf16, q8_0 (half of f16's memory) or f32");
   cmd.add_option("--quantize", quantize,
                  "Quantize weight matrices at load: q8_0 (about half of BF16's memory) or q4_0 (about a quarter); "
                  "none (default) keeps the stored dtype")

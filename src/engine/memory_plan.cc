@@ -31,7 +31,7 @@ int64_t MemoryPlan::kv_bytes() const { return sequences * context * kv_bytes_per
 
 std::string MemoryPlan::describe() const {
   std::ostringstream o;
-  o << "memory plan: KV cache " << dtype_lower_name(kv_dtype) << ", " << context << " tokens x " << sequences
+  o << "memory plan: KV cache " << kernels::kv_type_name(kv_dtype) << ", " << context << " tokens x " << sequences
     << (sequences == 1 ? " sequence" : " sequences") << " (" << gb(kv_bytes()) << " at full use, "
     << kv_bytes_per_token / 1024 << " KiB per token), weights " << gb(weight_bytes) << "; budget " << gb(budget_bytes)
     << " of " << gb(available_bytes) << " available";
@@ -39,7 +39,7 @@ std::string MemoryPlan::describe() const {
 }
 
 MemoryPlan plan_memory(int64_t max_position_embeddings, int64_t kv_bytes_per_token, int64_t weight_bytes,
-                       DType kv_dtype, int64_t available_bytes, const MemoryRequest& r) {
+                       kernels::KvType kv_dtype, int64_t available_bytes, const MemoryRequest& r) {
   MemoryPlan p;
   p.weight_bytes = weight_bytes;
   p.kv_bytes_per_token = kv_bytes_per_token;
@@ -56,8 +56,8 @@ MemoryPlan plan_memory(int64_t max_position_embeddings, int64_t kv_bytes_per_tok
   if (p.context < useful)
     throw Error("not enough memory for the KV cache: " + std::to_string(p.sequences) + " x " + std::to_string(useful) +
                 " tokens need " + gb(useful * per_token_all) + " (" + std::to_string(kv_bytes_per_token / 1024) +
-                " KiB per token in " + dtype_lower_name(kv_dtype) + "), but the budget is " + gb(p.budget_bytes) +
-                " of " + gb(available_bytes) + " available (set --mem, lower --parallel, or use --kv-dtype f16)");
+                " KiB per token in " + kernels::kv_type_name(kv_dtype) + "), but the budget is " + gb(p.budget_bytes) +
+                " of " + gb(available_bytes) + " available (set --mem, lower --parallel, or use --kv-dtype q8_0)");
   return p;
 }
 

@@ -26,7 +26,7 @@ struct MemoryPlan {
   int64_t available_bytes = 0;     // what the system reports available (MemAvailable)
   int64_t budget_bytes = 0;        // for the KV cache
   int64_t sequences = 1, context = 0;
-  DType kv_dtype = DType::F32;
+  kernels::KvType kv_dtype = kernels::KvType::F32;
 
   int64_t kv_bytes() const;  // of the whole pool at full use
   std::string describe() const;  // the one line printed at start
@@ -44,6 +44,6 @@ int64_t available_memory_bytes();
 MemoryPlan plan_memory(const model::Model& model, const MemoryRequest& request);
 // The same from the parts, for a model not yet loaded and for tests.
 MemoryPlan plan_memory(int64_t max_position_embeddings, int64_t kv_bytes_per_token, int64_t weight_bytes,
-                       DType kv_dtype, int64_t available_bytes, const MemoryRequest& request);
+                       kernels::KvType kv_dtype, int64_t available_bytes, const MemoryRequest& request);
 
 }  // namespace ember::engine

@@ -56,6 +56,7 @@ struct Scheduler::Sequence {
   Sequence(Pending pending, model::KvCache& cache, const tokenizer::Tokenizer& tok, int64_t context, int64_t vocab)
       : stream(std::move(pending.stream)),
         submitted(pending.submitted),
+        siblings(std::move(pending.siblings)),
         gen(tok, std::move(pending.request), context, vocab),
         kv(cache) {}
 
@@ -65,6 +66,7 @@ struct Scheduler::Sequence {
 
   std::shared_ptr<RequestStream> stream;
   Clock::time_point submitted;
+  std::vector<std::shared_ptr<RequestStream>> siblings;  // choices to fork once the prompt is in
   Generation gen;
   model::KvSequence kv;
   std::vector<int32_t> kv_tokens;  // the tokens whose keys and values kv holds
@@ -103,6 +105,13 @@ Scheduler::Scheduler(model::Model& model, const tokenizer::Tokenizer& tokenizer,
 Scheduler::~Scheduler() { shutdown(/*cancel=*/true); }
 
 std::shared_ptr<RequestStream> Scheduler::submit(GenerationRequest request) {
+  return submit(std::move(request), 1).front();
+}
+
+std::vector<std::shared_ptr<RequestStream>> Scheduler::submit(GenerationRequest request, int choices) {
+  if (choices < 1 || choices > options_.max_parallel)
+    throw Error(std::to_string(choices) + " choices need as many parallel sequences; this scheduler runs " +
+                std::to_string(options_.max_parallel) + " (--parallel)");
   check_prompt_fits(static_cast<int64_t>(request.prompt.size()), options_.context);
   const int32_t vocab = static_cast<int32_t>(model_.config().vocab_size);
   for (int32_t t : request.prompt)
@@ -110,7 +119,8 @@ std::shared_ptr<RequestStream> Scheduler::submit(GenerationRequest request) {
   request.params.validate(static_cast<size_t>(vocab));
   sampling::StopStringMatcher check(request.params.stop_strings);  // throws for a bad stop string
 
-  auto stream = std::make_shared<RequestStream>();
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < choices; ++i) streams.push_back(std::make_shared<RequestStream>());
   {
     std::lock_guard lock(mu_);
     if (stopping_) throw Error("the server is shutting down");
@@ -118,12 +128,12 @@ std::shared_ptr<RequestStream> Scheduler::submit(GenerationRequest request) {
       ++stats_.requests_rejected;
       throw QueueFull("too many requests are waiting (" + std::to_string(queue_.size()) + ")");
     }
-    ++stats_.requests_submitted;
-    queue_.push_back(Pending{std::move(request), stream, Clock::now()});
+    stats_.requests_submitted += choices;
+    queue_.push_back(Pending{std::move(request), streams.front(), Clock::now(), {streams.begin() + 1, streams.end()}});
     stats_.queued = static_cast<int64_t>(queue_.size());
   }
   wake_.notify_all();
-  return stream;
+  return streams;
 }
 
 void Scheduler::shutdown(bool cancel) {
@@ -157,12 +167,15 @@ void Scheduler::loop() {
       wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !running_.empty(); });
       if (cancel_all_) {
         for (Pending& p : queue_) {
-          p.stream->cancel();
-          p.stream->publish([](StreamUpdate& u) {
-            u.finished = true;
-            u.finish = FinishReason::kCancelled;
-          });
-          ++stats_.requests_cancelled;
+          p.siblings.push_back(p.stream);
+          for (auto& stream : p.siblings) {
+            stream->cancel();
+            stream->publish([](StreamUpdate& u) {
+              u.finished = true;
+              u.finish = FinishReason::kCancelled;
+            });
+            ++stats_.requests_cancelled;
+          }
         }
         queue_.clear();
         stats_.queued = 0;
@@ -183,18 +196,22 @@ void Scheduler::admit() {
     Pending p;
     {
       std::lock_guard lock(mu_);
-      if (queue_.empty() || static_cast<int64_t>(running_.size()) >= options_.max_parallel) break;
+      if (queue_.empty()) break;
+      const auto room = options_.max_parallel - static_cast<int64_t>(running_.size());
+      if (room < 1 + static_cast<int64_t>(queue_.front().siblings.size())) break;
       p = std::move(queue_.front());
       queue_.pop_front();
       stats_.queued = static_cast<int64_t>(queue_.size());
     }
-    if (p.stream->cancelled()) {
-      p.stream->publish([](StreamUpdate& u) {
-        u.finished = true;
-        u.finish = FinishReason::kCancelled;
-      });
+    if (p.stream->cancelled() && std::all_of(p.siblings.begin(), p.siblings.end(), [](auto& s) { return s->cancelled(); })) {
+      p.siblings.push_back(p.stream);
+      for (auto& stream : p.siblings)
+        stream->publish([](StreamUpdate& u) {
+          u.finished = true;
+          u.finish = FinishReason::kCancelled;
+        });
       std::lock_guard lock(mu_);
-      ++stats_.requests_cancelled;
+      stats_.requests_cancelled += static_cast<int64_t>(p.siblings.size());
       continue;
     }
     start(std::move(p));
@@ -303,10 +320,12 @@ bool Scheduler::step() {
     s.kv_tokens.insert(s.kv_tokens.end(), ran.begin(), ran.end());
     if (s.prefilling()) continue;  // more prompt to go: these logits are not needed
     s.feed.clear();
-    try {
-      after_forward(s, std::span<const float>(items[i].logits, vocab));
-    } catch (const std::exception& e) {
-      finish(s, FinishReason::kCancelled, e.what());
+    for (Sequence* c : fork_siblings(s)) {
+      try {
+        after_forward(*c, std::span<const float>(items[i].logits, vocab));
+      } catch (const std::exception& e) {
+        finish(*c, FinishReason::kCancelled, e.what());
+      }
     }
   }
   for (const auto& s : running_) generated_after += static_cast<int64_t>(s->gen.generated().size());
@@ -334,6 +353,26 @@ void Scheduler::update_gauges() {
   stats_.cached_sequences = static_cast<int64_t>(lru_.size());
   stats_.kv_blocks_free = cache_->free_blocks();
   stats_.kv_blocks_held_by_running = static_cast<int64_t>(held.size());
+}
+
+// The other choices of a request start from its prompt's cache and logits (each then runs its own
+// step on them), so the prompt is computed once for all of them.
+// Returns s and the new sequences, in choice order.
+std::vector<Scheduler::Sequence*> Scheduler::fork_siblings(Sequence& s) {
+  std::vector<Sequence*> all{&s};
+  for (size_t i = 0; i < s.siblings.size(); ++i) {
+    GenerationRequest r = s.req();
+    if (r.params.seed) r.params.seed = *r.params.seed + i + 1;
+    auto c = std::make_unique<Sequence>(Pending{std::move(r), std::move(s.siblings[i]), s.submitted, {}}, *cache_,
+                                        tokenizer_, options_.context, model_.config().vocab_size);
+    c->kv = s.kv.fork();
+    c->kv_tokens = s.kv_tokens;
+    c->reused = s.reused;
+    all.push_back(c.get());
+    running_.push_back(std::move(c));
+  }
+  s.siblings.clear();
+  return all;
 }
 
 // One generation step of a sequence whose logits just came out of the pass.
@@ -379,6 +418,18 @@ void Scheduler::finish(Sequence& s, FinishReason reason, const std::string& erro
     u.cached_tokens = s.reused;
     u.completion_tokens = static_cast<int64_t>(s.gen.generated().size());
   });
+  for (auto& sibling : s.siblings) {  // choices not forked yet end with it (a cancel, a failed pass)
+    sibling->publish([&](StreamUpdate& u) {
+      u.finished = true;
+      u.finish = reason;
+      u.error = error;
+      u.prompt_tokens = static_cast<int64_t>(s.n_prompt());
+    });
+    std::lock_guard lock(mu_);
+    if (!error.empty()) ++stats_.requests_failed;
+    else ++stats_.requests_cancelled;
+  }
+  s.siblings.clear();
 }
 
 void Scheduler::remove_finished() {

@@ -92,12 +92,17 @@ class Scheduler {
   // Queues a request. Throws QueueFull when max_queue requests already wait, ember::Error when the
   // prompt is empty or does not fit the context, or after shutdown().
   std::shared_ptr<RequestStream> submit(GenerationRequest request);
+  // `choices` completions of one prompt (OpenAI's `n`): the prompt is computed once and its KV blocks
+  // are forked for each choice, which samples with its own generator (choice i with seed + i when
+  // the request has a seed). Throws ember::Error also when choices exceeds max_parallel.
+  std::vector<std::shared_ptr<RequestStream>> submit(GenerationRequest request, int choices);
 
   // Refuses new requests; with cancel, stops the running ones too. Returns when nothing runs.
   void shutdown(bool cancel);
 
   int64_t context() const { return options_.context; }
-  DType kv_dtype() const { return cache_->dtype(); }
+  int64_t max_parallel() const { return options_.max_parallel; }
+  kernels::KvType kv_dtype() const { return cache_->type(); }
   SchedulerStats stats() const;
 
  private:
@@ -107,12 +112,14 @@ class Scheduler {
     GenerationRequest request;
     std::shared_ptr<RequestStream> stream;
     std::chrono::steady_clock::time_point submitted;
+    std::vector<std::shared_ptr<RequestStream>> siblings;  // the other choices, forked after the prompt
   };
 
   void loop();
   bool step();  // false when there was nothing to do
   void admit();
   void start(Pending p);
+  std::vector<Sequence*> fork_siblings(Sequence& s);
   void ensure_blocks(int64_t needed);
   void after_forward(Sequence& s, std::span<const float> logits);
   void publish(Sequence& s, GenerationStep& step, std::optional<Clock::time_point> first_token);

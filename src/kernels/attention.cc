@@ -8,7 +8,6 @@
 
 #include "kernels/attention_impl.h"
 #include "kernels/exp.h"
-#include "kernels/load_scalar.h"
 
 namespace ember::kernels {
 
@@ -16,12 +15,12 @@ namespace detail {
 
 namespace {
 
-// attend_group_scalar for keys and values stored as T: one query head at a time, the same online
+// attend_group_scalar for keys and values read by R: one query head at a time, the same online
 // softmax over the same tiles as the SIMD kernel, with sequential sums.
-template <DType T>
+template <class R>
 void attend_scalar(const float* q, int64_t pos, int64_t kvh, const KvView& kv, const AttentionShape& s, float* out,
                    float* sc, float* m, float* l) {
-  const int64_t hd = s.head_dim, group = s.n_heads / s.n_kv_heads, es = static_cast<int64_t>(dtype_size(T));
+  const int64_t hd = s.head_dim, group = s.n_heads / s.n_kv_heads, row_bytes = kv_row_bytes(kv.type, hd);
   const int64_t lo = first_visible(pos, s.sliding_window);
   const void* krow[kAttnTile];
   const void* vrow[kAttnTile];
@@ -33,11 +32,11 @@ void attend_scalar(const float* q, int64_t pos, int64_t kvh, const KvView& kv, c
     l[g] = 0.0f;
     for (int64_t p0 = lo; p0 <= pos; p0 += kAttnTile) {
       const int64_t n = std::min(kAttnTile, pos + 1 - p0);
-      kv_rows(kv, hd, kvh, es, p0, n, krow, vrow);
+      kv_rows(kv, kvh, row_bytes, p0, n, krow, vrow);
       float tmax = -INFINITY;
       for (int64_t j = 0; j < n; ++j) {
         float d = 0.0f;
-        for (int64_t i = 0; i < hd; ++i) d += qh[i] * simd::load1(krow[j], T, i);
+        for (int64_t i = 0; i < hd; ++i) d += qh[i] * R::load1(krow[j], i);
         sc[j] = d * s.scale;
         tmax = std::max(tmax, sc[j]);
       }
@@ -50,7 +49,7 @@ void attend_scalar(const float* q, int64_t pos, int64_t kvh, const KvView& kv, c
       for (int64_t j = 0; j < n; ++j) {
         const float w = exp_det(sc[j] - m[g]);
         l[g] += w;
-        for (int64_t i = 0; i < hd; ++i) o[i] += w * simd::load1(vrow[j], T, i);
+        for (int64_t i = 0; i < hd; ++i) o[i] += w * R::load1(vrow[j], i);
       }
     }
     const float inv = 1.0f / l[g];
@@ -62,11 +61,7 @@ void attend_scalar(const float* q, int64_t pos, int64_t kvh, const KvView& kv, c
 
 void attend_group_scalar(const float* q, int64_t pos, int64_t kvh, const KvView& kv, const AttentionShape& s,
                          float* out, float* sc, float* m, float* l) {
-  switch (kv.dtype) {
-    case DType::F32: attend_scalar<DType::F32>(q, pos, kvh, kv, s, out, sc, m, l); break;
-    case DType::F16: attend_scalar<DType::F16>(q, pos, kvh, kv, s, out, sc, m, l); break;
-    case DType::BF16: attend_scalar<DType::BF16>(q, pos, kvh, kv, s, out, sc, m, l); break;
-  }
+  with_row_reader(kv.type, s.head_dim, [&]<class R>(R) { attend_scalar<R>(q, pos, kvh, kv, s, out, sc, m, l); });
 }
 
 }  // namespace detail

@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <span>
 
-#include "base/dtype.h"
 #include "kernels/cpu.h"
+#include "kernels/kv_type.h"
 #include "kernels/thread_pool.h"
 
 namespace ember::kernels {
@@ -12,19 +12,17 @@ namespace ember::kernels {
 // Keys and values of one sequence in one layer, stored in fixed-size blocks of positions.
 // Position p lives in block k_blocks[p / block_size] (values: v_blocks), slot p % block_size. A block
 // holds each kv head's slots together: value i of kv head h in slot s is element
-// (h * block_size + s) * head_dim + i, so one head's keys are read as one sequential run. Values are
-// stored as `dtype`; scores and sums are computed in float32 whatever the stored type.
-// Element offset, within a block, of kv head `kvh`'s values in slot `slot` (the layout above): the
-// one place both the cache writer and the attention kernel take it from.
-inline int64_t kv_offset(int64_t block_size, int64_t head_dim, int64_t kvh, int64_t slot) {
-  return (kvh * block_size + slot) * head_dim;
-}
+// of row h * block_size + s, so one head's keys are read as one sequential run. Rows are stored as
+// `type` (kv_type.h); scores and sums are computed in float32 whatever the stored type.
+// Row index, within a block, of kv head `kvh`'s values in slot `slot` (the layout above): the one
+// place both the cache writer and the attention kernel take it from.
+inline int64_t kv_row(int64_t block_size, int64_t kvh, int64_t slot) { return kvh * block_size + slot; }
 
 struct KvView {
   const void* const* k_blocks = nullptr;
   const void* const* v_blocks = nullptr;
   int64_t block_size = 0;
-  DType dtype = DType::F32;
+  KvType type = KvType::F32;
 };
 
 struct AttentionShape {

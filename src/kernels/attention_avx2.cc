@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "kernels/attention_impl.h"
 #include "kernels/exp.h"
@@ -16,6 +17,21 @@ using simd::ceil_lanes;
 using simd::floor_lanes;
 using simd::kLanes;
 
+// 8 values from element i of a row, as float32.
+template <DType T>
+inline __m256 load8(ElemRow<T>, const void* row, int64_t i) {
+  return simd::load8<T>(row, i);
+}
+template <int64_t B>
+inline __m256 load8(Q8Row<B>, const void* row, int64_t i) {
+  const auto* blk = static_cast<const uint8_t*>(row) + (i / B) * (B + 2);
+  const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 2 + i % B));
+  const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
+  uint16_t h;
+  std::memcpy(&h, blk, 2);
+  return _mm256_mul_ps(v, _mm256_set1_ps(_cvtsh_ss(h)));
+}
+
 // Lane r of the result is the sum of a[r]'s eight lanes.
 inline __m256 sum_rows8(const __m256* a) {
   const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
@@ -25,9 +41,9 @@ inline __m256 sum_rows8(const __m256* a) {
 }
 
 // A score's columns [from, hd) (a head size that is not a multiple of 8) added to its vector part.
-template <DType T>
+template <class R>
 inline float score_rest(float sum, const float* q, const void* krow, int64_t from, int64_t hd) {
-  for (int64_t i = from; i < hd; ++i) sum += q[i] * simd::load1(krow, T, i);
+  for (int64_t i = from; i < hd; ++i) sum += q[i] * R::load1(krow, i);
   return sum;
 }
 
@@ -50,7 +66,7 @@ inline void score_passes(int64_t n, int64_t hd8, Fma&& fma, Emit&& emit) {
 
 // out[j] = (q . k_j) * scale for the n key rows krow[0..n) (krow padded to a multiple of 8), eight
 // keys per pass.
-template <DType T>
+template <class R>
 void scores(const float* q, const void* const* krow, int64_t n, int64_t hd, float scale, float* out) {
   const int64_t hd8 = floor_lanes(hd);
   score_passes<kLanes>(
@@ -58,16 +74,16 @@ void scores(const float* q, const void* const* krow, int64_t n, int64_t hd, floa
       [&](__m256* a, int64_t j0, int64_t i) {
         const __m256 qv = _mm256_loadu_ps(q + i);
         #pragma GCC unroll 8
-        for (int r = 0; r < kLanes; ++r) a[r] = _mm256_fmadd_ps(qv, simd::load8<T>(krow[j0 + r], i), a[r]);
+        for (int r = 0; r < kLanes; ++r) a[r] = _mm256_fmadd_ps(qv, load8(R{}, krow[j0 + r], i), a[r]);
       },
       [&](int64_t j0, const float* s8, int64_t m) {
-        for (int64_t r = 0; r < m; ++r) out[j0 + r] = score_rest<T>(s8[r], q, krow[j0 + r], hd8, hd) * scale;
+        for (int64_t r = 0; r < m; ++r) out[j0 + r] = score_rest<R>(s8[r], q, krow[j0 + r], hd8, hd) * scale;
       });
 }
 
 // scores() for two query heads that share the key rows: each key vector is loaded once for both.
 // Four keys x two heads per pass; lane 2r + h of the reduction is key r's score for head h.
-template <DType T>
+template <class R>
 void scores2(const float* q0, const float* q1, const void* const* krow, int64_t n, int64_t hd, float scale, float* out0,
              float* out1) {
   const int64_t hd8 = floor_lanes(hd);
@@ -77,15 +93,15 @@ void scores2(const float* q0, const float* q1, const void* const* krow, int64_t 
         const __m256 qa = _mm256_loadu_ps(q0 + i), qb = _mm256_loadu_ps(q1 + i);
         #pragma GCC unroll 4
         for (int r = 0; r < 4; ++r) {
-          const __m256 kv = simd::load8<T>(krow[j0 + r], i);
+          const __m256 kv = load8(R{}, krow[j0 + r], i);
           a[2 * r] = _mm256_fmadd_ps(qa, kv, a[2 * r]);
           a[2 * r + 1] = _mm256_fmadd_ps(qb, kv, a[2 * r + 1]);
         }
       },
       [&](int64_t j0, const float* s8, int64_t m) {
         for (int64_t r = 0; r < m; ++r) {
-          out0[j0 + r] = score_rest<T>(s8[2 * r], q0, krow[j0 + r], hd8, hd) * scale;
-          out1[j0 + r] = score_rest<T>(s8[2 * r + 1], q1, krow[j0 + r], hd8, hd) * scale;
+          out0[j0 + r] = score_rest<R>(s8[2 * r], q0, krow[j0 + r], hd8, hd) * scale;
+          out1[j0 + r] = score_rest<R>(s8[2 * r + 1], q1, krow[j0 + r], hd8, hd) * scale;
         }
       });
 }
@@ -93,7 +109,7 @@ void scores2(const float* q0, const float* q1, const void* const* krow, int64_t 
 // o += sum_j w[j] * v_j over the n value rows vrow[0..n) (columns from c0 on). The output stays in
 // registers across the rows, 32 floats at a time, with even and odd rows in separate accumulators
 // (eight independent chains keep both FMA units busy; four would wait on each other's latency).
-template <DType T>
+template <class R>
 void accumulate(float* o, const float* w, const void* const* vrow, int64_t n, int64_t hd, int64_t c0 = 0) {
   constexpr int64_t kChunk = 4 * kLanes;  // outputs held in registers
   int64_t i = 0;
@@ -104,21 +120,21 @@ void accumulate(float* o, const float* w, const void* const* vrow, int64_t n, in
     int64_t j = 0;
     for (; j + 2 <= n; j += 2) {
       const __m256 wa = _mm256_set1_ps(w[j]), wb = _mm256_set1_ps(w[j + 1]);
-      a0 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], c0 + i), a0);
-      a1 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], c0 + i + 8), a1);
-      a2 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], c0 + i + 16), a2);
-      a3 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], c0 + i + 24), a3);
-      b0 = _mm256_fmadd_ps(wb, simd::load8<T>(vrow[j + 1], c0 + i), b0);
-      b1 = _mm256_fmadd_ps(wb, simd::load8<T>(vrow[j + 1], c0 + i + 8), b1);
-      b2 = _mm256_fmadd_ps(wb, simd::load8<T>(vrow[j + 1], c0 + i + 16), b2);
-      b3 = _mm256_fmadd_ps(wb, simd::load8<T>(vrow[j + 1], c0 + i + 24), b3);
+      a0 = _mm256_fmadd_ps(wa, load8(R{}, vrow[j], c0 + i), a0);
+      a1 = _mm256_fmadd_ps(wa, load8(R{}, vrow[j], c0 + i + 8), a1);
+      a2 = _mm256_fmadd_ps(wa, load8(R{}, vrow[j], c0 + i + 16), a2);
+      a3 = _mm256_fmadd_ps(wa, load8(R{}, vrow[j], c0 + i + 24), a3);
+      b0 = _mm256_fmadd_ps(wb, load8(R{}, vrow[j + 1], c0 + i), b0);
+      b1 = _mm256_fmadd_ps(wb, load8(R{}, vrow[j + 1], c0 + i + 8), b1);
+      b2 = _mm256_fmadd_ps(wb, load8(R{}, vrow[j + 1], c0 + i + 16), b2);
+      b3 = _mm256_fmadd_ps(wb, load8(R{}, vrow[j + 1], c0 + i + 24), b3);
     }
     if (j < n) {
       const __m256 wa = _mm256_set1_ps(w[j]);
-      a0 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], c0 + i), a0);
-      a1 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], c0 + i + 8), a1);
-      a2 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], c0 + i + 16), a2);
-      a3 = _mm256_fmadd_ps(wa, simd::load8<T>(vrow[j], c0 + i + 24), a3);
+      a0 = _mm256_fmadd_ps(wa, load8(R{}, vrow[j], c0 + i), a0);
+      a1 = _mm256_fmadd_ps(wa, load8(R{}, vrow[j], c0 + i + 8), a1);
+      a2 = _mm256_fmadd_ps(wa, load8(R{}, vrow[j], c0 + i + 16), a2);
+      a3 = _mm256_fmadd_ps(wa, load8(R{}, vrow[j], c0 + i + 24), a3);
     }
     _mm256_storeu_ps(o + i, _mm256_add_ps(a0, b0));
     _mm256_storeu_ps(o + i + 8, _mm256_add_ps(a1, b1));
@@ -127,19 +143,19 @@ void accumulate(float* o, const float* w, const void* const* vrow, int64_t n, in
   }
   for (; i + kLanes <= hd; i += kLanes) {
     __m256 a = _mm256_loadu_ps(o + i);
-    for (int64_t j = 0; j < n; ++j) a = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), simd::load8<T>(vrow[j], c0 + i), a);
+    for (int64_t j = 0; j < n; ++j) a = _mm256_fmadd_ps(_mm256_set1_ps(w[j]), load8(R{}, vrow[j], c0 + i), a);
     _mm256_storeu_ps(o + i, a);
   }
   for (; i < hd; ++i) {
     float a = o[i];
-    for (int64_t j = 0; j < n; ++j) a += w[j] * simd::load1(vrow[j], T, c0 + i);
+    for (int64_t j = 0; j < n; ++j) a += w[j] * R::load1(vrow[j], c0 + i);
     o[i] = a;
   }
 }
 
 // accumulate() for two heads sharing the value rows: o0 += sum_j w0[j] * v_j, o1 likewise with w1;
 // each value vector is loaded once for both (16 floats of each output at a time: 4 chains per head).
-template <DType T>
+template <class R>
 void accumulate2(float* o0, float* o1, const float* w0, const float* w1, const void* const* vrow, int64_t n, int64_t hd) {
   constexpr int64_t kChunk = 2 * kLanes;  // outputs of each head held in registers
   int64_t i = 0;
@@ -150,7 +166,7 @@ void accumulate2(float* o0, float* o1, const float* w0, const float* w1, const v
     // Row j into one set of chains: x for head 0, y for head 1.
     auto row = [&](int64_t j, __m256& x0, __m256& x1, __m256& y0, __m256& y1) {
       const __m256 wa = _mm256_set1_ps(w0[j]), wb = _mm256_set1_ps(w1[j]);
-      const __m256 v0 = simd::load8<T>(vrow[j], i), v1 = simd::load8<T>(vrow[j], i + 8);
+      const __m256 v0 = load8(R{}, vrow[j], i), v1 = load8(R{}, vrow[j], i + 8);
       x0 = _mm256_fmadd_ps(wa, v0, x0);
       x1 = _mm256_fmadd_ps(wa, v1, x1);
       y0 = _mm256_fmadd_ps(wb, v0, y0);
@@ -168,8 +184,8 @@ void accumulate2(float* o0, float* o1, const float* w0, const float* w1, const v
     _mm256_storeu_ps(o1 + i + 8, _mm256_add_ps(b1, d1));
   }
   if (i < hd) {  // the rest of the head, one output at a time
-    accumulate<T>(o0 + i, w0, vrow, n, hd - i, i);
-    accumulate<T>(o1 + i, w1, vrow, n, hd - i, i);
+    accumulate<R>(o0 + i, w0, vrow, n, hd - i, i);
+    accumulate<R>(o1 + i, w1, vrow, n, hd - i, i);
   }
 }
 
@@ -206,12 +222,12 @@ inline void softmax_tile(float* e, int64_t n, float* o, int64_t hd, float& m, fl
 }
 
 // attend_group_avx2 for keys and values stored as T.
-template <DType T>
+template <class R>
 void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, const AttentionShape& s, float* out,
                   float* sc, float* m, float* l) {
   const int64_t hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
   const int64_t lo = first_visible(pos, s.sliding_window);
-  const int64_t es = static_cast<int64_t>(dtype_size(T));
+  const int64_t row_bytes = kv_row_bytes(kv.type, hd);
   const float* qg = q + kvh * group * hd;
   float* og = out + kvh * group * hd;
   std::fill(og, og + group * hd, 0.0f);
@@ -221,21 +237,21 @@ void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, co
   const void* vrow[kAttnTile];
   for (int64_t p0 = lo; p0 <= pos; p0 += kAttnTile) {
     const int64_t n = std::min(kAttnTile, pos + 1 - p0);
-    kv_rows(kv, hd, kvh, es, p0, n, krow, vrow);
+    kv_rows(kv, kvh, row_bytes, p0, n, krow, vrow);
     for (int64_t j = n; j < ceil_lanes(n); ++j) krow[j] = krow[n - 1];  // scored, then dropped
     int64_t g = 0;
     for (; g + 2 <= group; g += 2) {  // heads in pairs: each key and value row is read once for both
       float *e0 = sc + g * kAttnTile, *e1 = e0 + kAttnTile;
-      scores2<T>(qg + g * hd, qg + (g + 1) * hd, krow, n, hd, s.scale, e0, e1);
+      scores2<R>(qg + g * hd, qg + (g + 1) * hd, krow, n, hd, s.scale, e0, e1);
       softmax_tile(e0, n, og + g * hd, hd, m[g], l[g]);
       softmax_tile(e1, n, og + (g + 1) * hd, hd, m[g + 1], l[g + 1]);
-      accumulate2<T>(og + g * hd, og + (g + 1) * hd, e0, e1, vrow, n, hd);
+      accumulate2<R>(og + g * hd, og + (g + 1) * hd, e0, e1, vrow, n, hd);
     }
     if (g < group) {
       float* e = sc + g * kAttnTile;
-      scores<T>(qg + g * hd, krow, n, hd, s.scale, e);
+      scores<R>(qg + g * hd, krow, n, hd, s.scale, e);
       softmax_tile(e, n, og + g * hd, hd, m[g], l[g]);
-      accumulate<T>(og + g * hd, e, vrow, n, hd);
+      accumulate<R>(og + g * hd, e, vrow, n, hd);
     }
   }
   for (int64_t g = 0; g < group; ++g) scale_row(og + g * hd, 1.0f / l[g], hd);
@@ -245,11 +261,7 @@ void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, co
 
 void attend_group_avx2(const float* q, int64_t pos, int64_t kvh, const KvView& kv, const AttentionShape& s, float* out,
                        float* sc, float* m, float* l) {
-  switch (kv.dtype) {
-    case DType::F32: attend_group<DType::F32>(q, pos, kvh, kv, s, out, sc, m, l); break;
-    case DType::F16: attend_group<DType::F16>(q, pos, kvh, kv, s, out, sc, m, l); break;
-    case DType::BF16: attend_group<DType::BF16>(q, pos, kvh, kv, s, out, sc, m, l); break;
-  }
+  with_row_reader(kv.type, s.head_dim, [&]<class R>(R) { attend_group<R>(q, pos, kvh, kv, s, out, sc, m, l); });
 }
 
 }  // namespace ember::kernels::detail

@@ -5,17 +5,16 @@
 #include <utility>
 
 #include "base/error.h"
-#include "kernels/ops.h"
 
 namespace ember::model {
 
-KvCache::KvCache(const ModelConfig& c, int64_t n_blocks, int64_t block_size, DType dtype)
+KvCache::KvCache(const ModelConfig& c, int64_t n_blocks, int64_t block_size, kernels::KvType type)
     : n_layers_(c.num_hidden_layers),
       n_kv_heads_(c.num_key_value_heads),
       head_dim_(c.head_dim),
-      kv_dim_(c.kv_dim()), block_size_(block_size), n_blocks_(n_blocks), dtype_(dtype) {
+      block_size_(block_size), n_blocks_(n_blocks), type_(type), row_bytes_(kernels::kv_row_bytes(type, c.head_dim)) {
   if (n_blocks <= 0 || block_size <= 0) fail("KV cache", "needs at least one block of at least one position");
-  layer_stride_ = block_size_ * kv_dim_ * static_cast<int64_t>(dtype_size(dtype_));
+  layer_stride_ = block_size_ * n_kv_heads_ * row_bytes_;
   block_stride_ = n_layers_ * 2 * layer_stride_;
   data_.reset(new uint8_t[static_cast<size_t>(n_blocks_ * block_stride_)]);
   refs_.assign(static_cast<size_t>(n_blocks_), 0);
@@ -110,13 +109,13 @@ void KvSequence::truncate(int64_t new_length) {
 void KvSequence::store(int64_t layer, int64_t pos, const float* k, const float* v) {
   KvCache& c = *cache_;
   const int32_t block = blocks_[static_cast<size_t>(pos / c.block_size_)];
-  const int64_t slot = pos % c.block_size_, es = static_cast<int64_t>(dtype_size(c.dtype_));
+  const int64_t slot = pos % c.block_size_;
   uint8_t* kb = c.keys(block, layer);
   uint8_t* vb = c.values(block, layer);
   for (int64_t h = 0; h < c.n_kv_heads_; ++h) {  // head-major blocks (kernels::KvView)
-    const int64_t at = kernels::kv_offset(c.block_size_, c.head_dim_, h, slot) * es;
-    kernels::store_row(k + h * c.head_dim_, c.head_dim_, c.dtype_, kb + at);
-    kernels::store_row(v + h * c.head_dim_, c.head_dim_, c.dtype_, vb + at);
+    const int64_t at = kernels::kv_row(c.block_size_, h, slot) * c.row_bytes_;
+    kernels::store_kv_row(k + h * c.head_dim_, c.head_dim_, c.type_, kb + at);
+    kernels::store_kv_row(v + h * c.head_dim_, c.head_dim_, c.type_, vb + at);
   }
 }
 
@@ -131,7 +130,7 @@ std::span<const kernels::KvView> KvBatchView::build(std::span<const KvSequence* 
   views_.clear();
   size_t at = 0;  // the tables are complete: pointers into them stay valid
   for (const KvSequence* s : seqs) {
-    views_.push_back(kernels::KvView{k_.data() + at, v_.data() + at, s->cache().block_size(), s->cache().dtype()});
+    views_.push_back(kernels::KvView{k_.data() + at, v_.data() + at, s->cache().block_size(), s->cache().type()});
     at += s->blocks().size();
   }
   return views_;

@@ -8,7 +8,6 @@
 #include <span>
 #include <vector>
 
-#include "base/dtype.h"
 #include "kernels/attention.h"
 #include "model/config.h"
 
@@ -16,15 +15,17 @@ namespace ember::model {
 
 class KvCache {
  public:
-  // dtype: how keys and values are stored (F32, or F16/BF16 for half the memory and bandwidth;
-  // attention converts back and computes in float32).
-  KvCache(const ModelConfig& config, int64_t n_blocks, int64_t block_size = 16, DType dtype = DType::F32);
+  // type: how keys and values are stored (F32; F16/BF16 for half the memory and bandwidth; Q8_0 for
+  // about a quarter); attention converts back and computes in float32. Throws ember::Error when the
+  // type cannot store this model's head size.
+  KvCache(const ModelConfig& config, int64_t n_blocks, int64_t block_size = 16,
+          kernels::KvType type = kernels::KvType::F32);
 
   int64_t block_size() const { return block_size_; }
   int64_t n_blocks() const { return n_blocks_; }
   int64_t free_blocks() const { return static_cast<int64_t>(free_.size()); }
   int64_t capacity_tokens() const { return n_blocks_ * block_size_; }
-  DType dtype() const { return dtype_; }
+  kernels::KvType type() const { return type_; }
 
   int32_t allocate();                // throws ember::Error when the pool is exhausted
   void retain(int32_t block);
@@ -33,20 +34,21 @@ class KvCache {
   void copy_block(int32_t from, int32_t to);
 
   // Bytes of keys and values of one position over all layers: what a token of context costs.
-  static int64_t bytes_per_token(const ModelConfig& config, DType dtype) {
-    return 2 * config.num_hidden_layers * config.kv_dim() * static_cast<int64_t>(dtype_size(dtype));
+  static int64_t bytes_per_token(const ModelConfig& config, kernels::KvType type) {
+    return 2 * config.num_hidden_layers * config.num_key_value_heads * kernels::kv_row_bytes(type, config.head_dim);
   }
 
  private:
   friend class KvSequence;
   friend class KvBatchView;
-  // [n_kv_heads][block_size][head_dim] elements of dtype() (see kernels::KvView).
+  // [n_kv_heads][block_size] rows of type() (see kernels::KvView).
   uint8_t* keys(int32_t block, int64_t layer) { return base(block, layer); }
   uint8_t* values(int32_t block, int64_t layer) { return base(block, layer) + layer_stride_; }
   uint8_t* base(int32_t block, int64_t layer) { return data_.get() + block * block_stride_ + layer * 2 * layer_stride_; }
 
-  int64_t n_layers_, n_kv_heads_, head_dim_, kv_dim_, block_size_, n_blocks_;
-  DType dtype_;
+  int64_t n_layers_, n_kv_heads_, head_dim_, block_size_, n_blocks_;
+  kernels::KvType type_;
+  int64_t row_bytes_;     // one kv head at one position
   int64_t layer_stride_;  // bytes of keys (or values) of one layer in one block
   int64_t block_stride_;
   std::unique_ptr<uint8_t[]> data_;  // uninitialised: pages are touched only when used

@@ -63,15 +63,17 @@ std::vector<float> vec(const TensorInfo& t) {
 
 }  // namespace
 
-DType parse_kv_dtype(const std::string& name) {
-  if (const auto t = parse_lower_dtype(name)) return *t;
-  fail("--kv-dtype", "must be f32, f16 or bf16 (got '" + name + "')");
+kernels::KvType parse_kv_dtype(const std::string& name) {
+  if (const auto t = kernels::parse_kv_type(name)) return *t;
+  fail("--kv-dtype", "must be f32, f16, bf16 or q8_0 (got '" + name + "')");
 }
 
 Model::Model(std::string dir, ModelConfig config, Checkpoint checkpoint, const LoadOptions& options)
     : dir_(std::move(dir)), config_(std::move(config)), checkpoint_(std::move(checkpoint)), pool_(options.threads),
       tuner_(pool_.size()),
-      kv_dtype_(options.kv_dtype), scratch_(std::make_unique<Scratch>()), rope_(config_) {}
+      kv_dtype_(options.kv_dtype), scratch_(std::make_unique<Scratch>()), rope_(config_) {
+  kernels::kv_row_bytes(kv_dtype_, config_.head_dim);  // refuses a KV type this head size cannot use
+}
 
 Model::~Model() = default;
 

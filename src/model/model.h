@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/kv_type.h"
 #include "kernels/matmul.h"
 #include "kernels/pack.h"
 #include "kernels/quant.h"
@@ -23,12 +24,13 @@
 
 namespace ember::model {
 
-// F32 by default: the golden tolerances are float32-sized, and F16 keys and values (half the bytes)
-// move tiny-model logits by about 1e-2, beyond them. F16 is the choice for long contexts.
-constexpr DType kKvDtypeDefault = DType::F32;
+// What the commands and the library store keys and values as unless told (--kv-dtype): F16, as
+// llama.cpp does, half of F32's memory. LoadOptions itself defaults to F32, the reference precision
+// the float32 goldens are compared at (F16 moves tiny-model logits by about 1e-2, beyond them).
+constexpr kernels::KvType kKvTypeDefault = kernels::KvType::F16;
 
-// "f32", "f16" or "bf16" (the --kv-dtype flag); throws ember::Error otherwise.
-DType parse_kv_dtype(const std::string& name);
+// "f32", "f16", "bf16" or "q8_0" (the --kv-dtype flag); throws ember::Error otherwise.
+kernels::KvType parse_kv_dtype(const std::string& name);
 
 struct LoadOptions {
   int threads = 0;  // 0: all hardware threads
@@ -39,8 +41,8 @@ struct LoadOptions {
   // llama.cpp keeps it at higher precision. The embedding table stays as stored.
   kernels::QType quantize = kernels::QType::None;
   // How KV caches made by make_cache store keys and values. F16 halves the cache's memory and the
-  // bytes attention reads per token (attention still computes in float32); see kKvDtypeDefault.
-  DType kv_dtype = kKvDtypeDefault;
+  // bytes attention reads per token (attention still computes in float32); see kKvTypeDefault.
+  kernels::KvType kv_dtype = kernels::KvType::F32;
 };
 
 // Weights held in memory rather than mapped from files (e.g. a synthetic random model): tensors by
@@ -84,7 +86,7 @@ class Model {
   // sequences that will share it), stored in the LoadOptions' kv_dtype.
   static constexpr int64_t kKvBlock = 16;
   std::unique_ptr<KvCache> make_cache(int64_t max_tokens, int64_t block_size = kKvBlock) const;
-  DType kv_dtype() const { return kv_dtype_; }
+  kernels::KvType kv_dtype() const { return kv_dtype_; }
 
   // Runs all items as one batch: matrix products over every token of every item, attention per
   // sequence over its cache. Not reentrant (uses the model's scratch buffers). Throws ember::Error,
@@ -135,7 +137,7 @@ class Model {
   kernels::ThreadPool pool_;
   // Whether a step of a given size runs faster on all threads or on one (see WidthTuner).
   kernels::WidthTuner tuner_;
-  DType kv_dtype_;
+  kernels::KvType kv_dtype_;
   kernels::WeightMatrix embed_, lm_head_;
   std::vector<float> final_norm_;
   std::vector<Layer> layers_;

@@ -67,7 +67,7 @@ void parse_common(const ordered_json& body, const sampling::SamplingParams& defa
     if (!body["model"].is_string()) bad("model", "must be a string");
     r.model = body["model"].get<std::string>();
   }
-  if (field(body, "n") && integer(body, "n", 1, 128) != 1) bad("n", "must be 1: Ember returns one choice");
+  if (field(body, "n")) r.n = static_cast<int>(integer(body, "n", 1, kMaxChoices));
   if (field(body, "stream")) r.stream = boolean(body, "stream");
   if (const auto* so = field(body, "stream_options")) {
     if (!so->is_object()) bad("stream_options", "must be an object");
@@ -245,25 +245,35 @@ TextRequest parse_text_request(const ordered_json& body, const sampling::Samplin
   parse_logprobs(body, r, /*chat=*/false);
   const auto* prompt = field(body, "prompt");
   if (prompt == nullptr) bad("prompt", "is required");
-  // A string, a list of one string, token ids, or a list of one list of token ids.
-  const ordered_json* one = prompt;
-  if (prompt->is_array() && prompt->size() == 1 && ((*prompt)[0].is_string() || (*prompt)[0].is_array()))
-    one = &(*prompt)[0];
-  if (one->is_string()) {
-    r.prompt = one->get<std::string>();
-  } else if (one->is_array() && !one->empty() && std::all_of(one->begin(), one->end(), [](const ordered_json& t) {
-               return t.is_number_integer();
-             })) {
-    for (const auto& t : *one) {
+  auto ids_of = [&](const ordered_json& list) {
+    TextPrompt p;
+    for (const auto& t : list) {
       const int64_t id = t.get<int64_t>();
       if (id < 0 || id >= static_cast<int64_t>(vocab_size))
         bad("prompt", "holds token id " + std::to_string(id) + ", outside the vocabulary of " + std::to_string(vocab_size));
-      r.prompt_ids.push_back(static_cast<int32_t>(id));
+      p.ids.push_back(static_cast<int32_t>(id));
     }
-  } else if (prompt->is_array() && prompt->size() > 1) {
-    bad("prompt", "must be one prompt: Ember returns one choice per request (send the prompts as separate requests)");
+    return p;
+  };
+  auto all_ids = [](const ordered_json& j) {
+    return j.is_array() && !j.empty() && std::all_of(j.begin(), j.end(), [](const ordered_json& t) {
+             return t.is_number_integer();
+           });
+  };
+  // A string, token ids, or a list of prompts each a string or token ids.
+  if (prompt->is_string()) {
+    r.prompts.push_back({prompt->get<std::string>(), {}});
+  } else if (all_ids(*prompt)) {
+    r.prompts.push_back(ids_of(*prompt));
+  } else if (prompt->is_array() && !prompt->empty()) {
+    for (const auto& one : *prompt) {
+      if (one.is_string()) r.prompts.push_back({one.get<std::string>(), {}});
+      else if (all_ids(one)) r.prompts.push_back(ids_of(one));
+      else bad("prompt", "must be a string, a list of token ids, or a list of those (item " +
+                             std::to_string(r.prompts.size()) + " is neither)");
+    }
   } else {
-    bad("prompt", "must be a string or a list of token ids");
+    bad("prompt", "must be a string, a list of token ids, or a list of those");
   }
   return r;
 }

@@ -31,6 +31,7 @@ ordered_json error_body(int status, const std::string& message, const std::strin
 // The fields common to chat and text completions.
 struct CompletionRequest {
   sampling::SamplingParams params;
+  int n = 1;  // choices per prompt (each forks the prompt's cache and samples on its own)
   bool stream = false;
   bool include_usage = false;
   int32_t top_logprobs = 0;  // with params.logprobs
@@ -42,9 +43,16 @@ struct ChatRequest : CompletionRequest {
   engine::ChatOptions options;
 };
 
+// Choices per prompt the API accepts (OpenAI allows 128; each choice is a sequence in the batch).
+constexpr int kMaxChoices = 8;
+
+struct TextPrompt {
+  std::string text;
+  std::vector<int32_t> ids;  // a prompt given as token ids (then `text` is empty)
+};
+
 struct TextRequest : CompletionRequest {
-  std::string prompt;
-  std::vector<int32_t> prompt_ids;  // a prompt given as token ids (then `prompt` is empty)
+  std::vector<TextPrompt> prompts;  // one or more; the choices of prompt i are i*n .. i*n + n-1
 };
 
 // `defaults`: the model's generation_config (eos ids merged); `vocab_size`: the model's, which bounds

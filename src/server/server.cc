@@ -133,24 +133,32 @@ class HttpServer : public httplib::Server {
   void widen_backlog(int backlog) { ::listen(svr_sock_, backlog); }
 };
 
-// One response in flight: the scheduler's stream and what the client has been sent.
+// One response in flight: the scheduler's streams (one per choice) and what the client was sent.
 struct Server::Stream {
-  std::shared_ptr<engine::RequestStream> rs;
+  struct Choice {
+    std::shared_ptr<engine::RequestStream> rs;
+    engine::StreamUpdate all;  // everything so far (the whole response, when not streaming)
+    bool sent_role = false, ended = false;
+    size_t text_offset = 0;
+  };
+  std::vector<Choice> choices;
+  int n = 1;  // choices per prompt: prompt i's are i*n .. i*n + n-1
   bool chat = true, include_usage = false, logprobs = false, with_top = false;
   std::string id, model;
   int64_t created = 0;
   Clock::time_point deadline;
-  bool sent_role = false, ended = false;
-  size_t text_offset = 0;
+  bool ended = false;
   std::optional<PeerWatch> peer;
+  size_t poll_from = 0;  // round robin over the choices
 
   // The choice object of a chunk or of the whole response carrying `u`'s text.
-  ordered_json choice(const tokenizer::Tokenizer& tok, const engine::StreamUpdate& u, bool streaming) {
-    ordered_json c{{"index", 0}};
+  ordered_json choice(const tokenizer::Tokenizer& tok, size_t index, const engine::StreamUpdate& u, bool streaming) {
+    Choice& ch = choices[index];
+    ordered_json c{{"index", index}};
     if (chat) {
       ordered_json msg = ordered_json::object();
-      if (!streaming || !sent_role) msg["role"] = "assistant";
-      sent_role = true;
+      if (!streaming || !ch.sent_role) msg["role"] = "assistant";
+      ch.sent_role = true;
       if (!streaming || !u.content.empty() || msg.contains("role")) msg["content"] = u.content;
       if (!u.reasoning.empty()) msg["reasoning_content"] = u.reasoning;
       c[streaming ? "delta" : "message"] = msg;
@@ -160,41 +168,74 @@ struct Server::Stream {
     c["logprobs"] = nullptr;
     if (logprobs && !u.tokens.empty()) {
       ordered_json entries = logprobs_json(tok, u.tokens, with_top);
-      c["logprobs"] = chat ? ordered_json{{"content", entries}} : legacy_logprobs(entries, text_offset);
+      c["logprobs"] = chat ? ordered_json{{"content", entries}} : legacy_logprobs(entries, ch.text_offset);
     }
     c["finish_reason"] = u.finished ? ordered_json(finish_reason(u.finish)) : ordered_json(nullptr);
     return c;
   }
 
   // The object around `choices`: the whole response, or one streamed chunk.
-  ordered_json envelope(bool streaming, ordered_json choices) const {
+  ordered_json envelope(bool streaming, ordered_json list) const {
     return ordered_json{{"id", id},
                         {"object", chat ? (streaming ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
                         {"created", created},
                         {"model", model},
-                        {"choices", std::move(choices)}};
+                        {"choices", std::move(list)}};
   }
 
   // One server-sent event; with include_usage every chunk has "usage", null until the last.
-  std::string chunk(ordered_json choices, ordered_json usage = nullptr) const {
-    ordered_json c = envelope(true, std::move(choices));
+  std::string chunk(ordered_json list, ordered_json usage = nullptr) const {
+    ordered_json c = envelope(true, std::move(list));
     if (include_usage) c["usage"] = std::move(usage);
     return sse(c);
   }
 
-  // The chunk carrying `u`'s text (or only its role, or only its finish_reason).
-  std::string choice_chunk(const tokenizer::Tokenizer& tok, const engine::StreamUpdate& u) {
-    return chunk(ordered_json::array({choice(tok, u, true)}));
+  // The chunk carrying `u`'s text for choice `index` (or only its role, or only its finish_reason).
+  std::string choice_chunk(const tokenizer::Tokenizer& tok, size_t index, const engine::StreamUpdate& u) {
+    return chunk(ordered_json::array({choice(tok, index, u, true)}));
   }
 
-  // Waits for the next update, cancelling the request once its deadline passed or its client left.
-  bool next(engine::StreamUpdate& u) {
+  void cancel_all() {
+    for (Choice& ch : choices) ch.rs->cancel();
+  }
+  bool all_ended() const {
+    return std::all_of(choices.begin(), choices.end(), [](const Choice& ch) { return ch.ended; });
+  }
+
+  // The next update of any choice (its index), cancelling the request once its deadline passed or
+  // its client left; nullopt when none came within a short wait.
+  std::optional<size_t> next(engine::StreamUpdate& u) {
     if (!timed_out && Clock::now() > deadline) {
       timed_out = true;
-      rs->cancel();
+      cancel_all();
     }
-    if (peer && peer->gone()) rs->cancel();
-    return rs->next(u, std::chrono::milliseconds(100));
+    if (peer && peer->gone()) cancel_all();
+    std::vector<size_t> open;
+    for (size_t k = 0; k < choices.size(); ++k)
+      if (const size_t i = (poll_from + k) % choices.size(); !choices[i].ended) open.push_back(i);
+    if (open.empty()) return std::nullopt;
+    poll_from = (open.front() + 1) % choices.size();
+    if (open.size() > 1)
+      for (size_t i : open)
+        if (choices[i].rs->next(u, std::chrono::milliseconds(0))) return took(i, u);
+    // One choice (or none had news): wait on one; a single stream wakes as soon as it has news.
+    const auto wait = std::chrono::milliseconds(open.size() > 1 ? 10 : 100);
+    if (choices[open.front()].rs->next(u, wait)) return took(open.front(), u);
+    return std::nullopt;
+  }
+
+  // What the usage block counts: every prompt once, every choice's tokens.
+  engine::StreamUpdate totals() const {
+    engine::StreamUpdate t;
+    for (size_t i = 0; i < choices.size(); ++i) {
+      const engine::StreamUpdate& a = choices[i].all;
+      if (i % static_cast<size_t>(n) == 0) {
+        t.prompt_tokens += a.prompt_tokens;
+        t.cached_tokens += a.cached_tokens;
+      }
+      t.completion_tokens += a.completion_tokens;
+    }
+    return t;
   }
 
   // A request that ended without one of OpenAI's finish reasons (it failed, ran past the request
@@ -213,6 +254,25 @@ struct Server::Stream {
   }
   bool timed_out = false;
   Clock::time_point last_write = Clock::now();
+
+ private:
+  // Merges u into the choice's totals (u keeps only its own delta).
+  size_t took(size_t i, const engine::StreamUpdate& u) {
+    Choice& ch = choices[i];
+    ch.all.content += u.content;
+    ch.all.reasoning += u.reasoning;
+    ch.all.tokens.insert(ch.all.tokens.end(), u.tokens.begin(), u.tokens.end());
+    if (u.finished) {
+      ch.ended = true;
+      ch.all.finished = true;
+      ch.all.finish = u.finish;
+      ch.all.error = u.error;
+      ch.all.prompt_tokens = u.prompt_tokens;
+      ch.all.cached_tokens = u.cached_tokens;
+      ch.all.completion_tokens = u.completion_tokens;
+    }
+    return i;
+  }
 };
 
 Server::Server(model::Model& model, const tokenizer::Tokenizer& tokenizer, engine::SchedulerOptions scheduler,
@@ -396,7 +456,9 @@ void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
   } catch (const Error& e) {
     throw ApiError(400, std::string("the chat template failed: ") + e.what(), "messages");
   }
-  respond(req, res, engine::chat_request(std::move(prompt), cr.params), /*chat=*/true, cr);
+  std::vector<engine::GenerationRequest> gens;
+  gens.push_back(engine::chat_request(std::move(prompt), cr.params));
+  respond(req, res, std::move(gens), /*chat=*/true, cr);
 }
 
 // llama-server's utility routes, with its request and response shapes.
@@ -444,20 +506,32 @@ void Server::handle_apply_template(const httplib::Request& req, httplib::Respons
 
 void Server::handle_text(const httplib::Request& req, httplib::Response& res) {
   const TextRequest tr = parse_text_request(parse_body(req.body), defaults_, vocab_size_);
-  engine::GenerationRequest g;
-  g.prompt = tr.prompt_ids.empty() ? tokenizer_.encode(tr.prompt, /*add_special_tokens=*/true) : tr.prompt_ids;
-  g.params = tr.params;
-  respond(req, res, std::move(g), /*chat=*/false, tr);
+  std::vector<engine::GenerationRequest> gens;
+  for (const TextPrompt& p : tr.prompts) {
+    engine::GenerationRequest g;
+    g.prompt = p.ids.empty() ? tokenizer_.encode(p.text, /*add_special_tokens=*/true) : p.ids;
+    g.params = tr.params;
+    gens.push_back(std::move(g));
+  }
+  respond(req, res, std::move(gens), /*chat=*/false, tr);
 }
 
-void Server::respond(const httplib::Request& req, httplib::Response& res, engine::GenerationRequest g, bool chat,
-                     const CompletionRequest& cr) {
-  if (static_cast<int64_t>(g.prompt.size()) >= scheduler_->context())
+void Server::respond(const httplib::Request& req, httplib::Response& res, std::vector<engine::GenerationRequest> gens,
+                     bool chat, const CompletionRequest& cr) {
+  for (size_t i = 0; i < gens.size(); ++i)
+    if (static_cast<int64_t>(gens[i].prompt.size()) >= scheduler_->context())
+      throw ApiError(400,
+                     (gens.size() > 1 ? "prompt " + std::to_string(i) + " has " : std::string("the prompt has ")) +
+                         std::to_string(gens[i].prompt.size()) + " tokens but the context holds " +
+                         std::to_string(scheduler_->context()),
+                     chat ? "messages" : "prompt", "context_length_exceeded");
+  if (cr.n > scheduler_->max_parallel())
     throw ApiError(400,
-                   "the prompt has " + std::to_string(g.prompt.size()) + " tokens but the context holds " +
-                       std::to_string(scheduler_->context()),
-                   chat ? "messages" : "prompt", "context_length_exceeded");
+                   "'n' asks for " + std::to_string(cr.n) + " choices, but this server runs " +
+                       std::to_string(scheduler_->max_parallel()) + " parallel sequences (--parallel)",
+                   "n");
   auto st = std::make_shared<Stream>();
+  st->n = cr.n;
   st->chat = chat;
   st->include_usage = cr.include_usage;
   st->logprobs = cr.params.logprobs;
@@ -468,26 +542,28 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, engine
                     .count();
   st->deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(options_.request_timeout_s));
-  st->rs = scheduler_->submit(std::move(g));
+  try {
+    for (auto& g : gens)
+      for (auto& rs : scheduler_->submit(std::move(g), cr.n)) st->choices.push_back({std::move(rs), {}, false, false, 0});
+  } catch (...) {
+    st->cancel_all();  // the prompts already queued go too
+    throw;
+  }
   st->peer.emplace(req);
 
   if (!cr.stream) {
-    engine::StreamUpdate all, u;
-    while (!all.finished) {
-      if (!st->next(u)) continue;
-      all.content += u.content;
-      all.reasoning += u.reasoning;
-      all.tokens.insert(all.tokens.end(), u.tokens.begin(), u.tokens.end());
-      if (u.finished) {
-        u.content = std::move(all.content);
-        u.reasoning = std::move(all.reasoning);
-        u.tokens = std::move(all.tokens);
-        all = std::move(u);
+    engine::StreamUpdate u;
+    while (!st->all_ended()) st->next(u);
+    ordered_json list = ordered_json::array();
+    for (size_t i = 0; i < st->choices.size(); ++i) {
+      if (const auto f = st->failure(st->choices[i].all, draining_.load())) {
+        st->cancel_all();
+        return send_error(res, f->status, f->message, {}, f->code);
       }
+      list.push_back(st->choice(tokenizer_, i, st->choices[i].all, false));
     }
-    if (const auto f = st->failure(all, draining_.load())) return send_error(res, f->status, f->message, {}, f->code);
-    ordered_json body = st->envelope(false, ordered_json::array({st->choice(tokenizer_, all, false)}));
-    body["usage"] = usage_json(all);
+    ordered_json body = st->envelope(false, std::move(list));
+    body["usage"] = usage_json(st->totals());
     return send_json(res, 200, body);
   }
 
@@ -499,26 +575,28 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, engine
       [this, st](size_t, httplib::DataSink& sink) {
         engine::StreamUpdate u;
         std::string out;
-        if (!st->sent_role && st->chat) out += st->choice_chunk(tokenizer_, u);  // OpenAI's first: the role alone
-        if (st->next(u)) {
+        if (st->chat)  // OpenAI's first chunk of each choice: the role alone
+          for (size_t i = 0; i < st->choices.size(); ++i)
+            if (!st->choices[i].sent_role) out += st->choice_chunk(tokenizer_, i, engine::StreamUpdate{});
+        if (const auto i = st->next(u)) {
           if (const auto f = st->failure(u, draining_.load())) {
             out += sse(error_body(f->status, f->message, {}, f->code));  // OpenAI's clients raise on it
-          } else if (!u.content.empty() || !u.reasoning.empty() || (st->logprobs && !u.tokens.empty()) ||
-                     u.finished) {
-            const bool finished = u.finished;
+            st->cancel_all();
+            for (auto& ch : st->choices) ch.ended = true;
+          } else {
             engine::StreamUpdate text = u;
             text.finished = false;
             if (!text.content.empty() || !text.reasoning.empty() || (st->logprobs && !text.tokens.empty()))
-              out += st->choice_chunk(tokenizer_, text);
-            if (finished) {  // the finish_reason chunk has an empty delta
+              out += st->choice_chunk(tokenizer_, *i, text);
+            if (u.finished) {  // the finish_reason chunk has an empty delta
               engine::StreamUpdate last;
               last.finished = true;
               last.finish = u.finish;
-              out += st->choice_chunk(tokenizer_, last);
+              out += st->choice_chunk(tokenizer_, *i, last);
             }
           }
-          if (u.finished) {
-            if (st->include_usage) out += st->chunk(ordered_json::array(), usage_json(u));
+          if (st->all_ended()) {
+            if (st->include_usage) out += st->chunk(ordered_json::array(), usage_json(st->totals()));
             out += "data: [DONE]\n\n";
             st->ended = true;
           }
@@ -534,7 +612,7 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, engine
         return true;
       },
       [this, st](bool) {
-        if (!st->ended) st->rs->cancel();  // the client went away: free its sequence
+        if (!st->ended) st->cancel_all();  // the client went away: free its sequences
         --open_streams_;
       });
 }

@@ -72,8 +72,9 @@ class Server {
   void handle_tokenize(const httplib::Request& req, httplib::Response& res);
   void handle_detokenize(const httplib::Request& req, httplib::Response& res);
   void handle_apply_template(const httplib::Request& req, httplib::Response& res);
-  void respond(const httplib::Request& req, httplib::Response& res, engine::GenerationRequest g, bool chat,
-               const CompletionRequest& cr);
+  // Submits each prompt with the request's n choices and answers with all of them (streamed or whole).
+  void respond(const httplib::Request& req, httplib::Response& res, std::vector<engine::GenerationRequest> gens,
+               bool chat, const CompletionRequest& cr);
   bool check_access(const httplib::Request& req, httplib::Response& res);
 
   const tokenizer::Tokenizer& tokenizer_;

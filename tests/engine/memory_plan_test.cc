@@ -19,18 +19,18 @@ TEST(MemoryPlan, ContextIsTheSmallestOfTrainedRequestedAndWhatFits) {
   MemoryRequest r;
   r.sequences = 8;
   r.pool_factor = 2;
-  MemoryPlan p = plan_memory(131072, per_token, 2 * kGB, DType::F16, 10 * kGB, r);
+  MemoryPlan p = plan_memory(131072, per_token, 2 * kGB, kernels::KvType::F16, 10 * kGB, r);
   EXPECT_EQ(p.budget_bytes, static_cast<int64_t>(kAvailableShare * 10 * kGB));
   EXPECT_EQ(p.context, p.budget_bytes / (per_token * 8 * 2));  // 8 GB hold far less than 131072 x 16
   EXPECT_LE(p.kv_bytes() * 2, p.budget_bytes);
   r.context = 4096;
-  EXPECT_EQ(plan_memory(131072, per_token, 2 * kGB, DType::F16, 10 * kGB, r).context, 4096);
+  EXPECT_EQ(plan_memory(131072, per_token, 2 * kGB, kernels::KvType::F16, 10 * kGB, r).context, 4096);
   r.context = 0;
   r.sequences = 1;
   r.pool_factor = 1;
-  EXPECT_EQ(plan_memory(2048, per_token, 2 * kGB, DType::F16, 10 * kGB, r).context, 2048);  // trained context
+  EXPECT_EQ(plan_memory(2048, per_token, 2 * kGB, kernels::KvType::F16, 10 * kGB, r).context, 2048);  // trained context
   r.budget_bytes = 64 * 1024 * 1024;  // --mem 64M: 2048 tokens of 32 KiB
-  EXPECT_EQ(plan_memory(131072, per_token, 2 * kGB, DType::F16, 10 * kGB, r).context, 2048);
+  EXPECT_EQ(plan_memory(131072, per_token, 2 * kGB, kernels::KvType::F16, 10 * kGB, r).context, 2048);
   EXPECT_NE(p.describe().find("8 sequences"), std::string::npos) << p.describe();
 }
 
@@ -38,7 +38,7 @@ TEST(MemoryPlan, TooLittleMemoryNamesTheNumbers) {
   MemoryRequest r;
   r.budget_bytes = 1024 * 1024;  // 1 MiB for 256 tokens of 32 KiB
   try {
-    plan_memory(131072, 32768, kGB, DType::F16, 10 * kGB, r);
+    plan_memory(131072, 32768, kGB, kernels::KvType::F16, 10 * kGB, r);
     FAIL() << "no error";
   } catch (const Error& e) {
     const std::string m = e.what();

@@ -3,55 +3,73 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <span>
 #include <utility>
 #include <vector>
 
-#include "kernels/ops.h"
+#include "kernels/kv_type.h"
 
 namespace ember::kernels {
 namespace {
 
-// One sequence's cache in blocks, with random keys and values stored as `dtype` in the kernel's
+// Value i of a stored row as float32 (the test's own decoding of each format).
+float stored_value(KvType t, const uint8_t* row, int64_t head_dim, int64_t i) {
+  uint16_t h;
+  switch (t) {
+    case KvType::F32: {
+      float f;
+      std::memcpy(&f, row + 4 * i, 4);
+      return f;
+    }
+    case KvType::F16: std::memcpy(&h, row + 2 * i, 2); return f16_to_f32(h);
+    case KvType::BF16: std::memcpy(&h, row + 2 * i, 2); return bf16_to_f32(h);
+    case KvType::Q8_0: {
+      const int64_t b = kv_q8_block(head_dim);
+      const uint8_t* blk = row + (i / b) * (b + 2);
+      std::memcpy(&h, blk, 2);
+      return f16_to_f32(h) * static_cast<float>(static_cast<int8_t>(blk[2 + i % b]));
+    }
+  }
+  return 0;
+}
+
+// One sequence's cache in blocks, with random keys and values stored as `type` in the kernel's
 // head-major block layout; k and v hold the stored values as float32, position-major ([pos][kv_dim]:
 // what the reference computes with).
 struct Cache {
-  Cache(int64_t n_pos, int64_t kv_dim, int64_t head_dim, int64_t block, std::mt19937& rng, DType dtype = DType::F32)
-      : kv_dim(kv_dim), block(block), dtype(dtype) {
+  Cache(int64_t n_pos, int64_t kv_dim, int64_t head_dim, int64_t block, std::mt19937& rng, KvType type = KvType::F32)
+      : kv_dim(kv_dim), block(block), type(type) {
     std::normal_distribution<float> dist(0.0f, 1.0f);
-    const int64_t n_blocks = (n_pos + block - 1) / block;
+    const int64_t n_blocks = (n_pos + block - 1) / block, n_kv = kv_dim / head_dim;
+    const int64_t row_bytes = kv_row_bytes(type, head_dim), block_bytes = block * n_kv * row_bytes;
     k.resize(n_blocks * block * kv_dim);
     v.resize(k.size());
     for (auto& x : k) x = dist(rng);
     for (auto& x : v) x = dist(rng);
-    const size_t es = dtype_size(dtype);
-    ks.resize(k.size() * es);
-    vs.resize(v.size() * es);
-    const int64_t n_kv = kv_dim / head_dim;
+    ks.resize(static_cast<size_t>(n_blocks * block_bytes));
+    vs.resize(ks.size());
     for (int64_t p = 0; p < n_blocks * block; ++p)
       for (int64_t h = 0; h < n_kv; ++h) {
-        const int64_t at = ((p / block) * block * kv_dim + (h * block + p % block) * head_dim) * static_cast<int64_t>(es);
-        store_row(k.data() + p * kv_dim + h * head_dim, head_dim, dtype, ks.data() + at);
-        store_row(v.data() + p * kv_dim + h * head_dim, head_dim, dtype, vs.data() + at);
+        const int64_t at = (p / block) * block_bytes + kv_row(block, h, p % block) * row_bytes;
+        float* kr = k.data() + p * kv_dim + h * head_dim;
+        float* vr = v.data() + p * kv_dim + h * head_dim;
+        store_kv_row(kr, head_dim, type, ks.data() + at);
+        store_kv_row(vr, head_dim, type, vs.data() + at);
+        for (int64_t i = 0; i < head_dim; ++i) {  // the reference uses what was stored
+          kr[i] = stored_value(type, ks.data() + at, head_dim, i);
+          vr[i] = stored_value(type, vs.data() + at, head_dim, i);
+        }
       }
-    for (size_t i = 0; i < k.size(); ++i) {
-      if (dtype == DType::F16) {
-        k[i] = f16_to_f32(f32_to_f16(k[i]));
-        v[i] = f16_to_f32(f32_to_f16(v[i]));
-      } else if (dtype == DType::BF16) {
-        k[i] = bf16_to_f32(f32_to_bf16(k[i]));
-        v[i] = bf16_to_f32(f32_to_bf16(v[i]));
-      }
-    }
     for (int64_t b = 0; b < n_blocks; ++b) {
-      kb.push_back(ks.data() + b * block * kv_dim * static_cast<int64_t>(es));
-      vb.push_back(vs.data() + b * block * kv_dim * static_cast<int64_t>(es));
+      kb.push_back(ks.data() + b * block_bytes);
+      vb.push_back(vs.data() + b * block_bytes);
     }
   }
-  KvView view() const { return KvView{kb.data(), vb.data(), block, dtype}; }
+  KvView view() const { return KvView{kb.data(), vb.data(), block, type}; }
   int64_t kv_dim, block;
-  DType dtype;
+  KvType type;
   std::vector<float> k, v;
   std::vector<uint8_t> ks, vs;
   std::vector<const void*> kb, vb;
@@ -105,20 +123,22 @@ void expect_matches_scalar(std::span<const AttentionItem> items, const Attention
 TEST(Attention, StreamingMatchesNaiveWithGqaAndWindow) {
   ThreadPool pool(2);
   std::mt19937 rng(3);
-  const int64_t heads = 4, kv_heads = 2, hd = 8, n_pos = 37, block = 5;
+  const int64_t heads = 4, kv_heads = 2, n_pos = 37, block = 5;
   for (Isa isa : supported_isas())
-  for (DType kv_type : {DType::F32, DType::F16, DType::BF16})
+  for (KvType kv_type : {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8_0})
+  for (int64_t hd : {8, 16, 32, 64})  // Q8_0: blocks of 8, 16, 32 and two of 32
   for (int64_t window : {0, 6}) {
     const Cache cache(n_pos, kv_heads * hd, hd, block, rng, kv_type);
     const int64_t n_tok = 5, first = n_pos - n_tok;
     std::vector<float> q = random_vector(n_tok * heads * hd, rng), out(q.size());
-    AttentionShape s{heads, kv_heads, hd, window, 1.0f / std::sqrt(8.0f)};
+    AttentionShape s{heads, kv_heads, hd, window, 1.0f / std::sqrt(static_cast<float>(hd))};
     const AttentionItem item{q.data(), n_tok, first, cache.view(), out.data()};
     attention(std::span(&item, 1), s, pool, isa);
     expect_matches_naive(q, out, n_tok, first, cache, s);
     expect_matches_scalar(std::span(&item, 1), s, isa, pool);
   }
   // The default (best_isa) overload of one sequence.
+  const int64_t hd = 8;
   const Cache cache(n_pos, kv_heads * hd, hd, block, rng);
   std::vector<float> q = random_vector(heads * hd, rng), out(q.size());
   const AttentionShape s{heads, kv_heads, hd, 0, 0.5f};

@@ -19,11 +19,11 @@ nlohmann::json bench(const std::string& flags) {
 }
 
 TEST(BenchCli, LabelsTheDtypeHeldInMemory) {
-  const nlohmann::json f32 = bench(""), q8 = bench("--dtype q8_0"), kv16 = bench("--kv-dtype f16");
+  const nlohmann::json f32 = bench("--kv-dtype f32"), q8 = bench("--dtype q8_0 --kv-dtype f32"), kv16 = bench("");
   EXPECT_EQ(f32["dtype"], "f32");  // story-656k is stored in float32
   EXPECT_EQ(q8["dtype"], "q8_0");
   EXPECT_LT(q8["decode_bytes_per_token"].get<double>(), f32["decode_bytes_per_token"].get<double>() / 3);
-  EXPECT_EQ(kv16["kv_dtype"], "f16");
+  EXPECT_EQ(kv16["kv_dtype"], "f16");  // the default, as llama-bench's
   EXPECT_LT(kv16["decode_bytes_per_token"].get<double>(), f32["decode_bytes_per_token"].get<double>());
   EXPECT_GT(f32["read_bandwidth_gb_s"].get<double>(), 0.0);
   EXPECT_GT(f32["peak_rss_mib"].get<double>(), 0.0);

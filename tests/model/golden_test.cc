@@ -189,7 +189,7 @@ TEST_P(Golden, CommandLineLogitsAndGenerate) {
     greedy.erase(eos, greedy.end());
     const std::string expected = text + tok.decode(greedy, false) + "\n";
     const test::Output gen = test::run_command("'" + test::ember_binary() + "' generate -q -m '" + dir + "' -p '" + text +
-                                               "' -n " + std::to_string(greedy.size()) + " --temperature 0 --repeat-penalty 1");
+                                               "' -n " + std::to_string(greedy.size()) + " --temperature 0 --repeat-penalty 1 --kv-dtype f32");
     ASSERT_EQ(gen.status, 0) << gen.out;
     EXPECT_EQ(gen.out, expected);
     ++generated;

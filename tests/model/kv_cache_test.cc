@@ -38,7 +38,7 @@ float key_at(const KvSequence& s, int64_t layer, int64_t pos) {
   const KvSequence* seqs[] = {&s};
   const kernels::KvView v = view.build(seqs, layer)[0];
   const auto* block = static_cast<const float*>(v.k_blocks[pos / v.block_size]);
-  return block[kernels::kv_offset(v.block_size, tiny_config().head_dim, 0, pos % v.block_size)];
+  return block[kernels::kv_row(v.block_size, 0, pos % v.block_size) * tiny_config().head_dim];
 }
 
 TEST(KvCache, StoreWritesWhereAttentionReads) {
@@ -54,8 +54,8 @@ TEST(KvCache, StoreWritesWhereAttentionReads) {
     }
   for (int64_t layer = 0; layer < c.num_hidden_layers; ++layer)
     for (int64_t pos = 0; pos < 7; ++pos) EXPECT_EQ(key_at(s, layer, pos), static_cast<float>(100 * layer + pos));
-  EXPECT_EQ(KvCache::bytes_per_token(c, DType::F32), 2 * c.num_hidden_layers * c.kv_dim() * 4);
-  EXPECT_EQ(KvCache::bytes_per_token(c, DType::F16), 2 * c.num_hidden_layers * c.kv_dim() * 2);
+  EXPECT_EQ(KvCache::bytes_per_token(c, kernels::KvType::F32), 2 * c.num_hidden_layers * c.kv_dim() * 4);
+  EXPECT_EQ(KvCache::bytes_per_token(c, kernels::KvType::F16), 2 * c.num_hidden_layers * c.kv_dim() * 2);
 }
 
 TEST(KvCache, ForkSharesThenCopiesOnWrite) {

@@ -1,4 +1,4 @@
-// Keys and values stored as F16 or BF16 against F32 on every golden model: the same logits within a
+// Keys and values stored as F16, BF16 or Q8_0 against F32 on every golden model: the same logits within a
 // tolerance sized by the format's rounding, and the same greedy choice wherever F32's top two logits
 // are clearly apart.
 #include <gtest/gtest.h>
@@ -36,13 +36,16 @@ TEST(KvDtype, HalfPrecisionCacheStaysCloseToFloat32) {
     const std::string name = entry.path().stem().string();
     std::ifstream in(entry.path());
     const nlohmann::json g = nlohmann::json::parse(in);
-    auto f32 = Model::load(test::model_dir(name), {.threads = 2, .progress = {}, .kv_dtype = DType::F32});
+    auto f32 = Model::load(test::model_dir(name), {.threads = 2, .progress = {}, .kv_dtype = kernels::KvType::F32});
     const auto ref = all_logits(*f32, g);
     // Relative rounding of the stored keys and values: 2^-11 (F16), 2^-8 (BF16); the bound allows
     // it to grow through the layers and the attention sums, scaled by the logits' magnitude.
-    for (auto [type, unit] : {std::pair{DType::F16, 0x1p-11}, std::pair{DType::BF16, 0x1p-8}}) {
+    // Q8_0: half a step of 1/127 of each block's maximum, 2^-8 of the maximum rather than of each
+    // value, so small values move relatively more: 2^-7.
+    for (auto [type, unit] : {std::pair{kernels::KvType::F16, 0x1p-11}, std::pair{kernels::KvType::BF16, 0x1p-8},
+                              std::pair{kernels::KvType::Q8_0, 0x1p-7}}) {
       auto m = Model::load(test::model_dir(name), {.threads = 2, .progress = {}, .kv_dtype = type});
-      EXPECT_EQ(m->make_cache(1)->dtype(), type);
+      EXPECT_EQ(m->make_cache(1)->type(), type);
       const auto got = all_logits(*m, g);
       const int64_t V = m->config().vocab_size;
       double worst = 0, scale = 0;
@@ -52,8 +55,8 @@ TEST(KvDtype, HalfPrecisionCacheStaysCloseToFloat32) {
           scale = std::max(scale, std::fabs(double(ref[c][i])));
         }
       const double bound = 16 * unit * (1 + scale);
-      std::printf("%s kv %s: max |logit diff| %.5f (bound %.5f)\n", name.c_str(), dtype_name(type), worst, bound);
-      EXPECT_LE(worst, bound) << name << " " << dtype_name(type);
+      std::printf("%s kv %s: max |logit diff| %.5f (bound %.5f)\n", name.c_str(), kernels::kv_type_name(type), worst, bound);
+      EXPECT_LE(worst, bound) << name << " " << kernels::kv_type_name(type);
       for (size_t c = 0; c < ref.size(); ++c)
         for (size_t p = 0; p * V < ref[c].size(); ++p) {
           const float* r = ref[c].data() + p * V;

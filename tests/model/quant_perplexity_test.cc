@@ -1,4 +1,4 @@
-// Quantized weights on a real trained model (story-656k): perplexity of a fixed text (every golden
+// Quantized weights and KV caches on a real trained model (story-656k): perplexity of a fixed text (every golden
 // prompt followed by its greedy continuation) against float32, within the stated increase.
 #include <gtest/gtest.h>
 
@@ -50,6 +50,22 @@ TEST(QuantizedModel, PerplexityIncreaseOnStory656kIsBounded) {
               100 * (p8 / p32 - 1), p4, 100 * (p4 / p32 - 1));
   EXPECT_LT(p8, p32 * 1.01) << "q8_0 may raise perplexity by at most 1%";
   EXPECT_LT(p4, p32 * 1.10) << "q4_0 may raise perplexity by at most 10%";
+}
+
+// The KV cache types' cost on the same text: F16 (the commands' default) and Q8_0 against F32.
+TEST(QuantizedKvCache, PerplexityIncreaseOnStory656kIsBounded) {
+  std::ifstream in(test::testdata("golden/story-656k.json"));
+  const nlohmann::json g = nlohmann::json::parse(in);
+  const std::string dir = test::model_dir("story-656k");
+  auto load = [&](kernels::KvType t) { return Model::load(dir, {.threads = 2, .progress = {}, .kv_dtype = t}); };
+  auto f32 = load(kernels::KvType::F32), f16 = load(kernels::KvType::F16), q8 = load(kernels::KvType::Q8_0);
+  EXPECT_LT(KvCache::bytes_per_token(q8->config(), kernels::KvType::Q8_0),
+            KvCache::bytes_per_token(f16->config(), kernels::KvType::F16));
+  const double p32 = perplexity(*f32, g), p16 = perplexity(*f16, g), p8 = perplexity(*q8, g);
+  std::printf("story-656k perplexity by KV type: f32 %.4f  f16 %.4f (%+.3f%%)  q8_0 %.4f (%+.3f%%)\n", p32, p16,
+              100 * (p16 / p32 - 1), p8, 100 * (p8 / p32 - 1));
+  EXPECT_LT(std::fabs(p16 / p32 - 1), 0.001) << "f16 keys and values may move perplexity by at most 0.1%";
+  EXPECT_LT(p8, p32 * 1.01) << "q8_0 keys and values may raise perplexity by at most 1%";
 }
 
 }  // namespace

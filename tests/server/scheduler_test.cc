@@ -119,9 +119,9 @@ TEST_F(SchedulerTest, SharedPrefixIsReusedAndAnswersStayTheSame) {
 
 // The scheduler's cache stores keys and values as the model was loaded to (it once kept F32).
 TEST_F(SchedulerTest, CacheUsesTheModelsKvDtype) {
-  auto f16 = model::Model::load(*dir_, {.threads = 2, .progress = {}, .kv_dtype = DType::F16});
+  auto f16 = model::Model::load(*dir_, {.threads = 2, .progress = {}, .kv_dtype = kernels::KvType::F16});
   Scheduler sched(*f16, *tok_, {.max_parallel = 2});
-  EXPECT_EQ(sched.kv_dtype(), DType::F16);
+  EXPECT_EQ(sched.kv_dtype(), kernels::KvType::F16);
   GenerationRequest g;
   g.prompt = tok_->encode("Once upon a time", true);
   g.params = params(24);
@@ -165,6 +165,37 @@ TEST_F(SchedulerTest, RejectsWhatCannotRunAndCancels) {
   // The context limit ends the first one if the cancel came late; either way nothing stays held.
   for (int i = 0; i < 200 && sched.stats().running > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(sched.stats().kv_blocks_held_by_running, 0);
+}
+
+// Choices of one prompt: greedy ones all equal the Session's answer, the blocks come back, and
+// choices cancelled before their prompt is in (so never forked) still end; more choices than
+// parallel sequences is an error.
+TEST_F(SchedulerTest, ChoicesShareThePromptAndEndTogetherWhenCancelled) {
+  GenerationRequest g;
+  g.prompt = tok_->encode("Once upon a time there was", true);
+  g.params = params(16);
+  const auto expected = Session(*model_, *tok_).generate(g.prompt, g.params).tokens;
+  {
+    Scheduler sched(*model_, *tok_, {.max_parallel = 3, .prefill_chunk = 4});
+    auto streams = sched.submit(g, 3);
+    ASSERT_EQ(streams.size(), 3u);
+    for (auto& s : streams) EXPECT_EQ(drain(*s).tokens, expected);
+    EXPECT_THROW(sched.submit(g, 4), Error);
+    sched.shutdown(false);
+    const SchedulerStats st = sched.stats();
+    EXPECT_EQ(st.requests_finished, 3);
+    EXPECT_LE(st.prefilled_tokens, static_cast<int64_t>(g.prompt.size()));
+    EXPECT_EQ(st.running, 0);
+    EXPECT_EQ(st.kv_blocks_held_by_running, 0);
+  }
+  Scheduler sched(*model_, *tok_, {.max_parallel = 3, .prefill_chunk = 1});  // a prompt takes many steps
+  auto streams = sched.submit(g, 3);
+  for (auto& s : streams) s->cancel();
+  for (auto& s : streams) {
+    const Collected c = drain(*s);
+    EXPECT_TRUE(c.last.finished);
+    EXPECT_EQ(c.last.finish, FinishReason::kCancelled);
+  }
 }
 
 }  // namespace

@@ -296,9 +296,97 @@ TEST_F(ServeTest, TextCompletionEqualsSession) {
   ASSERT_TRUE(outside);
   EXPECT_EQ(outside->status, 400);
   EXPECT_EQ(ordered_json::parse(outside->body)["error"]["param"], "prompt");
-  auto several = post(c, "/v1/completions", {{"prompt", {"a", "b"}}, {"max_tokens", 4}});
+  // Several prompts, as strings and ids: one choice each, in order, each its own prompt's answer.
+  const std::string other = "The little dog";
+  auto expected_other = engine::Session(*model_, *tok_).generate(tok_->encode(other, true), params);
+  auto several = post(c, "/v1/completions", {{"prompt", ordered_json::array({ordered_json(ids), ordered_json(other)})}, {"max_tokens", 40}});
   ASSERT_TRUE(several);
-  EXPECT_EQ(several->status, 400) << several->body;
+  ASSERT_EQ(several->status, 200) << several->body;
+  const auto sj = ordered_json::parse(several->body);
+  ASSERT_EQ(sj["choices"].size(), 2u);
+  EXPECT_EQ(sj["choices"][0]["index"], 0);
+  EXPECT_EQ(sj["choices"][0]["text"], expected.text);
+  EXPECT_EQ(sj["choices"][1]["index"], 1);
+  EXPECT_EQ(sj["choices"][1]["text"], expected_other.text);
+  EXPECT_EQ(sj["usage"]["prompt_tokens"], ids.size() + tok_->encode(other, true).size());
+  EXPECT_EQ(sj["usage"]["completion_tokens"], expected.tokens.size() + expected_other.tokens.size());
+  auto mixed = post(c, "/v1/completions", {{"prompt", ordered_json::array({"a", 5})}, {"max_tokens", 4}});
+  ASSERT_TRUE(mixed);
+  EXPECT_EQ(mixed->status, 400) << mixed->body;
+}
+
+// n choices: the prompt is computed once (its blocks forked), choice i samples as a Session with
+// seed + i does, streamed or not; n past the limit or past --parallel is a 400 naming n.
+TEST_F(ServeTest, ChoicesForkThePromptAndSampleApart) {
+  auto srv = start();
+  auto c = srv->client();
+  const std::string prompt = "Once upon a time";
+  const std::vector<int32_t> ids = tok_->encode(prompt, true);
+  auto params = sampling::from_generation_config(*dir_);
+  sampling::merge_eos(params, model_->config().eos_token_ids);
+  params.max_new_tokens = 24;
+  params.do_sample = true;
+  params.temperature = 1.0f;
+  params.top_k = 0;
+  params.top_p = 1.0f;
+  std::vector<std::string> expected;
+  for (uint64_t i = 0; i < 3; ++i) {
+    params.seed = 11 + i;
+    expected.push_back(engine::Session(*model_, *tok_).generate(ids, params).text);
+  }
+  EXPECT_TRUE(expected[0] != expected[1] || expected[1] != expected[2]) << "seeds should give different samples";
+  const ordered_json body{{"prompt", prompt}, {"max_tokens", 24}, {"n", 3}, {"seed", 11},
+                          {"temperature", 1.0},  {"top_k", 0},        {"top_p", 1.0}};
+  const double prefilled_before = metric(metrics_when_idle(c), "ember_prefill_tokens_total");
+  auto res = post(c, "/v1/completions", body);
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const auto j = ordered_json::parse(res->body);
+  ASSERT_EQ(j["choices"].size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(j["choices"][i]["index"], i);
+    EXPECT_EQ(j["choices"][i]["text"], expected[i]) << "choice " << i;
+  }
+  EXPECT_EQ(j["usage"]["prompt_tokens"], ids.size());  // one prompt, counted once
+  const double prefilled = metric(metrics_when_idle(c), "ember_prefill_tokens_total") - prefilled_before;
+  EXPECT_LE(prefilled, static_cast<double>(ids.size())) << "the prompt is computed once for all choices";
+
+  ordered_json streamed_body = body;
+  streamed_body["stream"] = true;
+  auto streamed = post(c, "/v1/completions", streamed_body);
+  ASSERT_TRUE(streamed);
+  const SseEvents ev = parse_sse(streamed->body);
+  EXPECT_TRUE(ev.done);
+  std::vector<std::string> texts(3);
+  std::vector<int> finishes(3, 0);
+  for (const auto& ch : ev.chunks)
+    for (const auto& choice : ch["choices"]) {
+      const size_t i = choice["index"].get<size_t>();
+      ASSERT_LT(i, 3u);
+      texts[i] += choice["text"].get<std::string>();
+      if (!choice["finish_reason"].is_null()) ++finishes[i];
+    }
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(texts[i], expected[i]) << "streamed choice " << i;
+    EXPECT_EQ(finishes[i], 1) << "choice " << i << " has one finish_reason";
+  }
+
+  // Chat: n choices with the role first in each.
+  auto chat = post(c, "/v1/chat/completions", {{"messages", ordered_json::array({{{"role", "user"}, {"content", "Hi"}}})},
+                                               {"max_tokens", 8}, {"n", 2}, {"stream", true}});
+  ASSERT_TRUE(chat);
+  std::vector<int> roles(2, 0);
+  for (const auto& ch : parse_sse(chat->body).chunks)
+    for (const auto& choice : ch["choices"])
+      if (choice["delta"].contains("role")) ++roles[choice["index"].get<size_t>()];
+  EXPECT_EQ(roles, std::vector<int>({1, 1}));
+
+  for (const int n : {9, 5}) {  // past Ember's limit; past this server's 4 parallel sequences
+    auto bad = post(c, "/v1/completions", {{"prompt", prompt}, {"max_tokens", 4}, {"n", n}});
+    ASSERT_TRUE(bad);
+    EXPECT_EQ(bad->status, 400) << bad->body;
+    EXPECT_NE(bad->body.find(n == 9 ? "\"n\"" : "parallel"), std::string::npos) << bad->body;
+  }
 }
 
 // reasoning_effort switches thinking as chat_template_kwargs.enable_thinking does (and reaches the
@@ -386,7 +474,7 @@ TEST_F(ServeTest, ErrorsHaveOpenAiShapeAndStatus) {
   expect_error(post(c, "/v1/chat/completions", {{"messages", msgs}, {"temperature", "hot"}}), 400, "temperature type");
   expect_error(post(c, "/v1/chat/completions", {{"messages", msgs}, {"max_tokens", 1.5}}), 400, "max_tokens type");
   expect_error(post(c, "/v1/chat/completions", {{"messages", msgs}, {"stop", 5}}), 400, "stop type");
-  expect_error(post(c, "/v1/chat/completions", {{"messages", msgs}, {"n", 2}}), 400, "n=2");
+  expect_error(post(c, "/v1/chat/completions", {{"messages", msgs}, {"n", 0}}), 400, "n=0");
   expect_error(post(c, "/v1/chat/completions", {{"messages", ordered_json::array({{{"content", "x"}}})}}), 400,
                "message without role");
   expect_error(post(c, "/v1/completions", {{"prompt", 12}}), 400, "prompt type");
