@@ -81,7 +81,7 @@ void write_config(const model::ModelConfig& c, DType dtype, const fs::path& file
 void write_random_model_folder(const fs::path& source, const fs::path& dir) {
   fs::create_directories(dir);
   for (const auto& entry : fs::directory_iterator(source))
-    if (entry.path().extension() == ".json")
+    if (entry.path().extension() == ".json" || entry.path().filename() == "chat_template.jinja")
       fs::copy_file(entry.path(), dir / entry.path().filename(), fs::copy_options::overwrite_existing);
   const model::ModelConfig config = model::load_config(dir.string());
   const auto raw = nlohmann::json::parse(read_file((dir / "config.json").string()));

@@ -15,8 +15,8 @@ void write_safetensors(const model::InMemoryWeights& weights, const std::filesys
 // Writes `config` as a Hugging Face config.json (the fields Ember reads).
 void write_config(const model::ModelConfig& config, DType dtype, const std::filesystem::path& file);
 
-// Copies every .json file of `source` (a folder with config.json, tokenizer.json, tokenizer_config.json
-// and the like) into `dir`, and writes model.safetensors with random weights of config.json's shape in
+// Copies every .json file (and chat_template.jinja) of `source` (a folder with config.json,
+// tokenizer.json, tokenizer_config.json and the like) into `dir`, and writes model.safetensors with random weights of config.json's shape in
 // its torch_dtype (BF16 when it names none).
 void write_random_model_folder(const std::filesystem::path& source, const std::filesystem::path& dir);
 

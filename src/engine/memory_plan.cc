@@ -27,12 +27,13 @@ int64_t available_memory_bytes() {
   return 0;
 }
 
-int64_t MemoryPlan::kv_bytes() const { return sequences * context * kv_bytes_per_token; }
+int64_t MemoryPlan::kv_bytes() const { return pool_factor * sequences * context * kv_bytes_per_token; }
 
 std::string MemoryPlan::describe() const {
   std::ostringstream o;
   o << "memory plan: KV cache " << kernels::kv_type_name(kv_dtype) << ", " << context << " tokens x " << sequences
-    << (sequences == 1 ? " sequence" : " sequences") << " (" << gb(kv_bytes()) << " at full use, "
+    << (sequences == 1 ? " sequence" : " sequences") << (pool_factor > 1 ? " x " + std::to_string(pool_factor) + " for prefix reuse" : "")
+    << " (" << gb(kv_bytes()) << " at full use, "
     << kv_bytes_per_token / 1024 << " KiB per token), weights " << gb(weight_bytes) << "; budget " << gb(budget_bytes)
     << " of " << gb(available_bytes) << " available";
   return o.str();
@@ -46,9 +47,10 @@ MemoryPlan plan_memory(int64_t max_position_embeddings, int64_t kv_bytes_per_tok
   p.available_bytes = available_bytes;
   p.kv_dtype = kv_dtype;
   p.sequences = std::max<int64_t>(1, r.sequences);
+  p.pool_factor = std::max<int64_t>(1, r.pool_factor);
   p.budget_bytes = r.budget_bytes > 0 ? r.budget_bytes
                                       : static_cast<int64_t>(kAvailableShare * static_cast<double>(available_bytes));
-  const int64_t per_token_all = kv_bytes_per_token * p.sequences * std::max<int64_t>(1, r.pool_factor);
+  const int64_t per_token_all = kv_bytes_per_token * p.sequences * p.pool_factor;
   const int64_t fits = per_token_all > 0 ? p.budget_bytes / per_token_all : max_position_embeddings;
   p.context = std::min(max_position_embeddings, fits);
   if (r.context > 0) p.context = std::min(p.context, r.context);
