@@ -1,5 +1,6 @@
 // `ember serve` driven by the official `openai` npm package: streaming and non-streaming chat and text
-// completions on chat-skills give the one-shot CLI's greedy answers; SIGTERM exits 0.
+// completions on chat-skills give the one-shot CLI's greedy answers, a completion from token ids, a
+// chat with n: 2, models.retrieve; SIGTERM exits 0.
 // Env: EMBER_BINARY, EMBER_SHARED_DIR, EMBER_NODE_DIR (where setup.sh installed the packages).
 // Exit 77 (skipped) when the packages are not installed.
 import { createRequire } from "node:module";
@@ -97,6 +98,36 @@ await check("completions (non-streaming and streaming) equal `ember generate`", 
   for await (const chunk of await client.completions.create({ model: "chat-skills", prompt, max_tokens: 40, stream: true }))
     text += chunk.choices[0]?.text ?? "";
   assert.equal(text, expected);
+});
+
+await check("a completion from token ids equals the text prompt's", async () => {
+  const prompt = "Once upon a time";
+  const ids = (await (await fetch(`http://127.0.0.1:${port}/tokenize`, {
+    method: "POST", headers: { "Content-Type": "application/json" },
+    body: JSON.stringify({ content: prompt, add_special: true }) })).json()).tokens;
+  assert.ok(ids.length > 0);
+  const byText = await client.completions.create({ model: "chat-skills", prompt, max_tokens: 24 });
+  const byIds = await client.completions.create({ model: "chat-skills", prompt: ids, max_tokens: 24 });
+  assert.equal(byIds.choices[0].text, byText.choices[0].text);
+  assert.equal(byIds.usage.prompt_tokens, ids.length);
+});
+
+await check("a chat with n: 2 gives two choices (greedy: both the CLI's answer; sampled with a seed: reproducible)", async () => {
+  const c = cases[0];
+  const expected = cliChat(c, 0);
+  const params = { model: "chat-skills", messages: c.messages, max_tokens: maxTokens, n: 2,
+                   chat_template_kwargs: { enable_thinking: c.enable_thinking } };
+  const r = await client.chat.completions.create(params);
+  assert.deepEqual(r.choices.map((ch) => ch.index), [0, 1]);
+  for (const ch of r.choices) assert.equal(ch.message.content, expected.content);
+  const sampled = { ...params, temperature: 1, seed: 5, max_tokens: 32 };
+  const a = await client.chat.completions.create(sampled), b = await client.chat.completions.create(sampled);
+  assert.equal(a.choices.length, 2);
+  assert.deepEqual(a.choices.map((ch) => ch.message.content), b.choices.map((ch) => ch.message.content));
+  const contents = [];
+  for await (const chunk of await client.chat.completions.create({ ...sampled, stream: true }))
+    for (const ch of chunk.choices) contents[ch.index] = (contents[ch.index] ?? "") + (ch.delta.content ?? "");
+  assert.deepEqual(contents, a.choices.map((ch) => ch.message.content));
 });
 
 await check("errors surface as APIError with status", async () => {
