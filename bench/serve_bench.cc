@@ -1,7 +1,8 @@
 // Load test of `ember serve` on loopback: C concurrent streaming chat clients (end tokens banned so
 // every reply has the same length), on chat-skills and on random-weight copies of Minueza-32M-UltraChat
 // and TinyLlama-1.1B-Chat. Reports aggregate generated tokens/s and the median
-// and 90th-percentile time to first token. BM_BatchedDecodeStep times the engine's part alone: one
+// and 90th-percentile time to first token, and the process's resident memory (now and at peak).
+// BM_BatchedDecodeStep times the engine's part alone: one
 // model.forward over B sequences decoding one token each. Run: serve_bench [--benchmark_filter=...]
 #include <benchmark/benchmark.h>
 #include <httplib.h>
@@ -20,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/resident_memory.h"
 #include "model_folder.h"
 #include "sampling/generation_config.h"
 #include "server/server.h"
@@ -178,6 +180,8 @@ void BM_ConcurrentStreamingChats(benchmark::State& state, const char* model) {
   state.counters["ttft_p50_ms"] = 1000.0 * quantile(ttfts, 0.5);
   state.counters["ttft_p90_ms"] = 1000.0 * quantile(ttfts, 0.9);
   state.counters["errors"] = static_cast<double>(errors);
+  state.counters["rss_mib"] = ember::resident_mib();  // the whole process: model, KV pool in use, server
+  state.counters["peak_rss_mib"] = ember::peak_resident_mib();
   if (errors > 0) {
     g_failed_requests += errors;
     state.SkipWithError("some requests failed");

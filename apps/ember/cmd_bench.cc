@@ -1,6 +1,5 @@
 // ember bench: prefill and decode speed, time to first token, peak memory, and the decode roofline
 // (weight + KV bytes per token over the measured read bandwidth) of a model folder or a synthetic shape.
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 #include "apps/ember/commands.h"
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/resident_memory.h"
 #include "kernels/membw.h"
 #include "kernels/quant.h"
 #include "model/model.h"
@@ -37,17 +37,6 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// kB values of /proc/self/status (VmHWM: peak resident, VmRSS: current).
-double status_mib(const char* key) {
-  std::ifstream in("/proc/self/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind(key, 0) == 0) return std::stod(line.substr(std::string(key).size() + 1)) / 1024.0;
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  return static_cast<double>(ru.ru_maxrss) / 1024.0;
 }
 
 // Read bandwidth measured in a child process, so that its 1 GiB buffer never counts towards this
@@ -75,14 +64,6 @@ double child_read_bandwidth(int threads) {
   ::waitpid(pid, nullptr, 0);
   if (r != static_cast<ssize_t>(sizeof bw) || !(bw > 0.0)) fail("bench", "the bandwidth measurement failed");
   return bw;
-}
-
-// Resets VmHWM to the current RSS (Linux 4.0+); false where the kernel does not allow it.
-bool reset_peak_rss() {
-  std::ofstream out("/proc/self/clear_refs");
-  out << "5";
-  out.close();
-  return out.good() && status_mib("VmHWM:") <= status_mib("VmRSS:") + 1.0;
 }
 
 int run_bench(const BenchArgs& a) {
@@ -114,8 +95,8 @@ int run_bench(const BenchArgs& a) {
   const model::ModelConfig& c = m->config();
   const int threads = m->pool().size();
   const std::string weights = m->weight_type();
-  const double load_peak = status_mib("VmHWM:");
-  const bool reset = reset_peak_rss();
+  const double load_peak = peak_resident_mib();
+  const bool reset = reset_peak_resident();
 
   // Decode reads every weight once plus the KV cache so far (mean context over the run).
   const double kv_bytes =
@@ -148,7 +129,7 @@ int run_bench(const BenchArgs& a) {
     decode.push_back(static_cast<double>(a.gen) / seconds_since(t0));
   }
   const double pf = median(prefill), dc = median(decode), tt = median(ttft);
-  const double run_peak = status_mib("VmHWM:"), rss = status_mib("VmRSS:");
+  const double run_peak = peak_resident_mib(), rss = resident_mib();
   const double peak = std::max(load_peak, run_peak);
 
   if (a.json) {
