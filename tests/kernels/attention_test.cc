@@ -69,7 +69,7 @@ void expect_matches_naive(const std::vector<float>& q, const std::vector<float>&
       for (int64_t p = lo; p <= pos; ++p) {
         float d = 0;
         for (int64_t i = 0; i < hd; ++i) d += q[(t * s.n_heads + h) * hd + i] * c.k[p * c.kv_dim + kvo + i];
-        sc.push_back(d * s.scale);
+        sc.push_back(s.softcap > 0 ? std::tanh(d * s.scale / s.softcap) * s.softcap : d * s.scale);
       }
       softmax(sc.data(), static_cast<int64_t>(sc.size()));
       for (int64_t i = 0; i < hd; ++i) {
@@ -108,11 +108,12 @@ TEST(Attention, StreamingMatchesNaiveWithGqaAndWindow) {
   const int64_t heads = 4, kv_heads = 2, hd = 8, n_pos = 37, block = 5;
   for (Isa isa : supported_isas())
   for (DType kv_type : {DType::F32, DType::F16, DType::BF16})
-  for (int64_t window : {0, 6}) {
+  for (int64_t window : {0, 6})
+  for (float cap : {0.0f, 0.5f}) {  // soft-capping (Gemma 2) small enough to change the weights
     const Cache cache(n_pos, kv_heads * hd, hd, block, rng, kv_type);
     const int64_t n_tok = 5, first = n_pos - n_tok;
     std::vector<float> q = random_vector(n_tok * heads * hd, rng), out(q.size());
-    AttentionShape s{heads, kv_heads, hd, window, 1.0f / std::sqrt(8.0f)};
+    AttentionShape s{heads, kv_heads, hd, window, 1.0f / std::sqrt(8.0f), cap};
     const AttentionItem item{q.data(), n_tok, first, cache.view(), out.data()};
     attention(std::span(&item, 1), s, pool, isa);
     expect_matches_naive(q, out, n_tok, first, cache, s);
@@ -121,7 +122,7 @@ TEST(Attention, StreamingMatchesNaiveWithGqaAndWindow) {
   // The default (best_isa) overload of one sequence.
   const Cache cache(n_pos, kv_heads * hd, hd, block, rng);
   std::vector<float> q = random_vector(heads * hd, rng), out(q.size());
-  const AttentionShape s{heads, kv_heads, hd, 0, 0.5f};
+  const AttentionShape s{heads, kv_heads, hd, 0, 0.5f, 0.0f};
   attention(q.data(), 1, n_pos - 1, cache.view(), s, out.data(), pool);
   expect_matches_naive(q, out, 1, n_pos - 1, cache, s);
 }
@@ -137,7 +138,7 @@ TEST(Attention, BatchedItemsMatchNaive) {
   for (Isa isa : supported_isas())
   for (const auto& [heads, kv_heads] : {std::pair<int64_t, int64_t>{8, 2}, {6, 2}, {4, 4}})
   for (int64_t hd : {32, 12, 40}) {
-    const AttentionShape s{heads, kv_heads, hd, 0, 1.0f / std::sqrt(static_cast<float>(hd))};
+    const AttentionShape s{heads, kv_heads, hd, 0, 1.0f / std::sqrt(static_cast<float>(hd)), 0.0f};
     struct Case {
       int64_t n_pos, n_tok;
     };
