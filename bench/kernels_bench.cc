@@ -95,7 +95,7 @@ BENCHMARK(BM_MatmulSmall)->ArgNames({"type", "tokens"})->ArgsProduct({{0, 2}, {1
 void BM_AttentionDecode(benchmark::State& state) {
   const int64_t positions = state.range(0), seqs = 16, block = 16;
   const KvType kv_type = std::array{KvType::F32, KvType::BF16, KvType::Q8_0}[static_cast<size_t>(state.range(1))];
-  const AttentionShape s{8, 4, 32, 0, 1.0f / std::sqrt(32.0f)};
+  const AttentionShape s{8, 4, 32, 0, 1.0f / std::sqrt(32.0f), 0.0f};
   const int64_t kv_dim = s.n_kv_heads * s.head_dim, n_blocks = (positions + block - 1) / block;
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> d(-1, 1);

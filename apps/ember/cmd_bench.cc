@@ -1,5 +1,6 @@
 // ember bench: prefill and decode speed, time to first token, peak memory, and the decode roofline
-// (weight + KV bytes per token over the measured read bandwidth) of a model folder or a synthetic shape.
+// (weight + KV bytes per token over the measured read bandwidth; a mixture of experts counts only the
+// experts a token reads) of a model folder or a synthetic shape.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -151,6 +152,8 @@ int run_bench(const BenchArgs& a) {
     j["ttft_s_median"] = tt;
     j["read_bandwidth_gb_s"] = bw / 1e9;
     j["decode_bytes_per_token"] = bytes_per_token;
+    j["experts"] = c.moe.num_experts;  // 0: dense
+    j["experts_per_token"] = c.moe.num_experts > 0 ? c.moe.experts_per_tok : 0;
     j["decode_roofline_tok_s"] = roofline;
     j["decode_roofline_fraction"] = dc / roofline;
     j["peak_rss_mib"] = peak;
@@ -167,6 +170,9 @@ int run_bench(const BenchArgs& a) {
     std::printf("%-28s %12.3f\n", "time to first token s", tt);
     std::printf("%-28s %12.2f\n", "read bandwidth GB/s", bw / 1e9);
     std::printf("%-28s %12.1f\n", "decode MB read per token", bytes_per_token / 1e6);
+    if (c.moe.num_experts > 0)
+      std::printf("%-28s %12s\n", "experts read per token",
+                  (std::to_string(c.moe.experts_per_tok) + " of " + std::to_string(c.moe.num_experts)).c_str());
     std::printf("%-28s %12.2f\n", "decode roofline tok/s", roofline);
     std::printf("%-28s %11.1f%%\n", "decode / roofline", 100.0 * dc / roofline);
     std::printf("%-28s %12.0f\n", "peak RSS MiB", peak);

@@ -38,6 +38,7 @@ void attend_scalar(const float* q, int64_t pos, int64_t kvh, const KvView& kv, c
         float d = 0.0f;
         for (int64_t i = 0; i < hd; ++i) d += qh[i] * R::load1(krow[j], i);
         sc[j] = d * s.scale;
+        if (s.softcap > 0) sc[j] = std::tanh(sc[j] / s.softcap) * s.softcap;
         tmax = std::max(tmax, sc[j]);
       }
       if (tmax > m[g]) {  // rescale what was accumulated under the old maximum

@@ -31,6 +31,7 @@ struct AttentionShape {
   int64_t head_dim = 0;
   int64_t sliding_window = 0;  // 0: unlimited; else key j is visible to query i when i - W < j <= i
   float scale = 1.0f;
+  float softcap = 0.0f;  // 0: none; else scores become tanh(s / softcap) * softcap (Gemma 2)
 };
 
 // For each of n_tokens queries (q: [n_tokens][n_heads*head_dim]) at positions first_pos + t,

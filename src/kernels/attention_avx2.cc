@@ -189,6 +189,12 @@ void accumulate2(float* o0, float* o1, const float* w0, const float* w1, const v
   }
 }
 
+// Soft-capping of a tile's scores (the scalar kernel does the same per score).
+inline void cap_scores(float* e, int64_t n, float cap) {
+  if (cap > 0)
+    for (int64_t j = 0; j < n; ++j) e[j] = std::tanh(e[j] / cap) * cap;
+}
+
 inline void scale_row(float* x, float r, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= r;
 }
@@ -243,6 +249,8 @@ void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, co
     for (; g + 2 <= group; g += 2) {  // heads in pairs: each key and value row is read once for both
       float *e0 = sc + g * kAttnTile, *e1 = e0 + kAttnTile;
       scores2<R>(qg + g * hd, qg + (g + 1) * hd, krow, n, hd, s.scale, e0, e1);
+      cap_scores(e0, n, s.softcap);
+      cap_scores(e1, n, s.softcap);
       softmax_tile(e0, n, og + g * hd, hd, m[g], l[g]);
       softmax_tile(e1, n, og + (g + 1) * hd, hd, m[g + 1], l[g + 1]);
       accumulate2<R>(og + g * hd, og + (g + 1) * hd, e0, e1, vrow, n, hd);
@@ -250,6 +258,7 @@ void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, co
     if (g < group) {
       float* e = sc + g * kAttnTile;
       scores<R>(qg + g * hd, krow, n, hd, s.scale, e);
+      cap_scores(e, n, s.softcap);
       softmax_tile(e, n, og + g * hd, hd, m[g], l[g]);
       accumulate<R>(og + g * hd, e, vrow, n, hd);
     }

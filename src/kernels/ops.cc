@@ -50,7 +50,11 @@ void silu_mul(float* gate, const float* up, int64_t n, Isa isa) {
 }
 
 void rope_rotate_half(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin) {
-  const int64_t half = head_dim / 2;
+  rope_rotate_half(x, n_heads, head_dim, head_dim, cos, sin);
+}
+
+void rope_rotate_half(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const float* cos, const float* sin) {
+  const int64_t half = rot_dim / 2;
   for (int64_t h = 0; h < n_heads; ++h) {
     float* v = x + h * head_dim;
     for (int64_t j = 0; j < half; ++j) {
@@ -59,6 +63,26 @@ void rope_rotate_half(float* x, int64_t n_heads, int64_t head_dim, const float* 
       v[j + half] = b * cos[j] + a * sin[j];
     }
   }
+}
+
+void gelu_tanh_mul(float* gate, const float* up, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.7978845608028654f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = gate[i];
+    gate[i] = 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * (x + 0.044715f * x * x * x))) * up[i];
+  }
+}
+
+void scale_inplace(float* x, float s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
+}
+
+void axpy(float* y, float a, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void softcap(float* x, int64_t n, float cap) {
+  for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i] / cap) * cap;
 }
 
 void store_row(const float* src, int64_t n, DType to, void* dst) { store_row(src, n, to, dst, best_isa()); }

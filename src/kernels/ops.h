@@ -25,6 +25,19 @@ void silu_mul(float* gate, const float* up, int64_t n, Isa isa);
 // Rotary embedding, Hugging Face "rotate half" convention: dimension j pairs with j + head_dim/2.
 // x holds n_heads heads of head_dim values; cos/sin hold head_dim/2 values for this position.
 void rope_rotate_half(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin);
+// The same on the first rot_dim dims of each head (partial rotary: j pairs with j + rot_dim/2, the
+// rest of the head is left as it is); cos/sin hold rot_dim/2 values.
+void rope_rotate_half(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_dim, const float* cos, const float* sin);
+
+// gate[i] = gelu_tanh(gate[i]) * up[i], GELU with the tanh approximation (PyTorch's approximate="tanh").
+void gelu_tanh_mul(float* gate, const float* up, int64_t n);
+
+// x[i] *= s
+void scale_inplace(float* x, float s, int64_t n);
+// y[i] += a * x[i]
+void axpy(float* y, float a, const float* x, int64_t n);
+// x[i] = tanh(x[i] / cap) * cap (Gemma 2's soft-capping of scores and logits)
+void softcap(float* x, int64_t n, float cap);
 
 // dst[i] = src[i] converted to `to` (round to nearest even for F16 and BF16), e.g. into a KV cache.
 void store_row(const float* src, int64_t n, DType to, void* dst);

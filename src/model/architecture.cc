@@ -11,9 +11,47 @@ const TensorNames kHuggingFaceNames{
     .mlp_norm = "post_attention_layernorm",
     .q_norm = "self_attn.q_norm",
     .k_norm = "self_attn.k_norm",
+    .post_attn_norm = "",
+    .post_mlp_norm = "",
     .matrices = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj",
                  "mlp.up_proj", "mlp.down_proj"},
+    .fused_qkv = "",
+    .fused_gate_up = "",
+    .router = "",
+    .expert_prefix = "",
+    .expert_matrices = {},
 };
+
+const TensorNames kGemmaNames = [] {
+  TensorNames n = kHuggingFaceNames;
+  n.mlp_norm = "pre_feedforward_layernorm";
+  n.post_attn_norm = "post_attention_layernorm";
+  n.post_mlp_norm = "post_feedforward_layernorm";
+  return n;
+}();
+
+const TensorNames kPhi3Names = [] {
+  TensorNames n = kHuggingFaceNames;
+  n.fused_qkv = "self_attn.qkv_proj";
+  n.fused_gate_up = "mlp.gate_up_proj";
+  return n;
+}();
+
+const TensorNames kQwenMoeNames = [] {
+  TensorNames n = kHuggingFaceNames;
+  n.router = "mlp.gate";
+  n.expert_prefix = "mlp.experts.";
+  n.expert_matrices = {"gate_proj", "up_proj", "down_proj"};
+  return n;
+}();
+
+const TensorNames kMixtralNames = [] {
+  TensorNames n = kHuggingFaceNames;
+  n.router = "block_sparse_moe.gate";
+  n.expert_prefix = "block_sparse_moe.experts.";
+  n.expert_matrices = {"w1", "w3", "w2"};
+  return n;
+}();
 
 const TensorNames kGgufNames{
     .embed = "token_embd.weight",
@@ -24,7 +62,14 @@ const TensorNames kGgufNames{
     .mlp_norm = "ffn_norm",
     .q_norm = "attn_q_norm",
     .k_norm = "attn_k_norm",
+    .post_attn_norm = "",
+    .post_mlp_norm = "",
     .matrices = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"},
+    .fused_qkv = "",
+    .fused_gate_up = "",
+    .router = "",
+    .expert_prefix = "",
+    .expert_matrices = {},
 };
 
 std::string TensorNames::layer(int64_t index, std::string_view stem, std::string_view suffix) const {
@@ -36,16 +81,46 @@ std::string TensorNames::layer(int64_t index, std::string_view stem, std::string
   return s;
 }
 
+std::string TensorNames::expert(int64_t index, int64_t e, size_t which) const {
+  std::string stem(expert_prefix);
+  stem += std::to_string(e);
+  stem += '.';
+  stem += expert_matrices[which];
+  return layer(index, stem);
+}
+
 namespace {
-constexpr Architecture kArchitectures[] = {
+const Architecture kArchitectures[] = {
     {.model_type = "llama", .names = &kHuggingFaceNames, .bias = BiasRule::kAttentionBias, .qk_norm = false,
-     .window = WindowRule::kNone},
+     .window = WindowRule::kNone, .gemma_norms = false, .local_rope = false, .no_rope_layers = false,
+     .partial_rotary = false, .moe = MoeRule::kNone},
     {.model_type = "mistral", .names = &kHuggingFaceNames, .bias = BiasRule::kNone, .qk_norm = false,
-     .window = WindowRule::kAllLayers},
+     .window = WindowRule::kAllLayers, .gemma_norms = false, .local_rope = false, .no_rope_layers = false,
+     .partial_rotary = false, .moe = MoeRule::kNone},
     {.model_type = "qwen2", .names = &kHuggingFaceNames, .bias = BiasRule::kQkv, .qk_norm = false,
-     .window = WindowRule::kFromMaxWindow},
+     .window = WindowRule::kFromMaxWindow, .gemma_norms = false, .local_rope = false, .no_rope_layers = false,
+     .partial_rotary = false, .moe = MoeRule::kNone},
     {.model_type = "qwen3", .names = &kHuggingFaceNames, .bias = BiasRule::kAttentionBias, .qk_norm = true,
-     .window = WindowRule::kFromMaxWindow},
+     .window = WindowRule::kFromMaxWindow, .gemma_norms = false, .local_rope = false, .no_rope_layers = false,
+     .partial_rotary = false, .moe = MoeRule::kNone},
+    {.model_type = "gemma2", .names = &kGemmaNames, .bias = BiasRule::kAttentionBias, .qk_norm = false,
+     .window = WindowRule::kGemma, .gemma_norms = true, .local_rope = false, .no_rope_layers = false,
+     .partial_rotary = false, .moe = MoeRule::kNone},
+    {.model_type = "gemma3_text", .names = &kGemmaNames, .bias = BiasRule::kAttentionBias, .qk_norm = true,
+     .window = WindowRule::kGemma, .gemma_norms = true, .local_rope = true, .no_rope_layers = false,
+     .partial_rotary = false, .moe = MoeRule::kNone},
+    {.model_type = "phi3", .names = &kPhi3Names, .bias = BiasRule::kNone, .qk_norm = false,
+     .window = WindowRule::kAllLayers, .gemma_norms = false, .local_rope = false, .no_rope_layers = false,
+     .partial_rotary = true, .moe = MoeRule::kNone},
+    {.model_type = "smollm3", .names = &kHuggingFaceNames, .bias = BiasRule::kAttentionBias, .qk_norm = false,
+     .window = WindowRule::kFromMaxWindow, .gemma_norms = false, .local_rope = false, .no_rope_layers = true,
+     .partial_rotary = false, .moe = MoeRule::kNone},
+    {.model_type = "qwen3_moe", .names = &kQwenMoeNames, .bias = BiasRule::kAttentionBias, .qk_norm = true,
+     .window = WindowRule::kFromMaxWindow, .gemma_norms = false, .local_rope = false, .no_rope_layers = false,
+     .partial_rotary = false, .moe = MoeRule::kQwen},
+    {.model_type = "mixtral", .names = &kMixtralNames, .bias = BiasRule::kNone, .qk_norm = false,
+     .window = WindowRule::kAllLayers, .gemma_norms = false, .local_rope = false, .no_rope_layers = false,
+     .partial_rotary = false, .moe = MoeRule::kMixtral},
 };
 }  // namespace
 

@@ -22,16 +22,32 @@ struct TensorNames {
   std::string_view embed, lm_head, final_norm;  // full names
   std::string_view layer_prefix;
   std::string_view attn_norm, mlp_norm, q_norm, k_norm;  // stems of the layer's vectors
+  // Norms of the attention output and of the MLP output before their residual adds (Gemma); "": none.
+  std::string_view post_attn_norm, post_mlp_norm;
   std::array<std::string_view, kLayerMatrices> matrices;  // stems, indexed by LayerMatrix
+  // Fused projections split at load (Phi-3): rows q, k, v and rows gate, up; "": stored apart.
+  std::string_view fused_qkv, fused_gate_up;
+  // Mixtures of experts: the router's stem, and expert E's gate/up/down at expert_prefix + E + "." + stem.
+  std::string_view router, expert_prefix;
+  std::array<std::string_view, 3> expert_matrices;  // gate, up, down
 
   std::string layer(int64_t index, std::string_view stem, std::string_view suffix = ".weight") const;
   std::string matrix(int64_t index, LayerMatrix m, std::string_view suffix = ".weight") const {
     return layer(index, matrices[static_cast<size_t>(m)], suffix);
   }
+  // Expert `e`'s matrix `which` (0 gate, 1 up, 2 down) of layer `index`.
+  std::string expert(int64_t index, int64_t e, size_t which) const;
 };
 
 // Hugging Face's names (transformers' Llama, Mistral, Qwen2 and Qwen3 modules).
 extern const TensorNames kHuggingFaceNames;
+// Gemma 2 / 3: four norms per layer (post_attention_layernorm is the attention output's norm there).
+extern const TensorNames kGemmaNames;
+// Phi-3: qkv_proj and gate_up_proj.
+extern const TensorNames kPhi3Names;
+// Qwen3-MoE (mlp.gate, mlp.experts.E.*_proj) and Mixtral (block_sparse_moe.gate, experts.E.w1/w3/w2).
+extern const TensorNames kQwenMoeNames;
+extern const TensorNames kMixtralNames;
 // llama.cpp's GGUF names (the same for its llama, qwen2 and qwen3 architectures).
 extern const TensorNames kGgufNames;
 
@@ -40,6 +56,14 @@ enum class WindowRule : uint8_t {
   kNone,           // every layer attends to the whole context
   kAllLayers,      // mistral: every layer uses `sliding_window` when it is set
   kFromMaxWindow,  // qwen2/qwen3: only with use_sliding_window, and only layers >= max_window_layers
+  kGemma,          // layer_types, else Gemma 2's even layers or Gemma 3's sliding_window_pattern
+};
+
+// How a layer's MLP is chosen when the model has experts.
+enum class MoeRule : uint8_t {
+  kNone,     // dense MLPs only
+  kQwen,     // num_experts, norm_topk_prob, mlp_only_layers and decoder_sparse_step
+  kMixtral,  // num_local_experts, every layer sparse, top-k weights always renormalised
 };
 
 // Which attention projections carry biases.
@@ -55,6 +79,13 @@ struct Architecture {
   BiasRule bias;
   bool qk_norm;  // per-head RMSNorm of q and k before RoPE (qwen3)
   WindowRule window;
+  // Gemma: RMSNorm scales by (1 + weight), embeddings are multiplied by sqrt(hidden_size), and the
+  // config's query_pre_attn_scalar and soft-capping apply.
+  bool gemma_norms = false;
+  bool local_rope = false;       // Gemma 3: sliding layers rotate with rope_local_base_freq, unscaled
+  bool no_rope_layers = false;   // SmolLM3: config.json's no_rope_layers (0: the layer skips RoPE)
+  bool partial_rotary = false;   // Phi-3: partial_rotary_factor
+  MoeRule moe = MoeRule::kNone;
 };
 
 const Architecture* find_architecture(std::string_view model_type);

@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -81,7 +82,8 @@ void parse_rope_scaling(const json& rs, const std::string& where, ModelConfig& c
 std::vector<LayerSpec> parse_layers(const Reader& r, const Architecture& arch, int64_t n_layers) {
   std::vector<LayerSpec> layers(static_cast<size_t>(n_layers));
   if (arch.window == WindowRule::kNone) return layers;
-  const bool on = arch.window == WindowRule::kAllLayers || r.boolean_or("use_sliding_window", false);
+  const bool on = arch.window == WindowRule::kAllLayers || arch.window == WindowRule::kGemma ||
+                  r.boolean_or("use_sliding_window", false);
   const int64_t window = on ? r.integer_or("sliding_window", 0) : 0;
   if (window == 0) return layers;
   if (const json* types = r.find("layer_types")) {
@@ -96,13 +98,114 @@ std::vector<LayerSpec> parse_layers(const Reader& r, const Architecture& arch, i
     }
     return layers;
   }
+  if (arch.window == WindowRule::kGemma) {
+    // transformers' Gemma 3: every sliding_window_pattern-th layer is full; Gemma 2: the odd layers are.
+    const int64_t pattern = r.integer_or("sliding_window_pattern", 2);
+    if (pattern == 0) fail(r.where, "field \"sliding_window_pattern\" must be positive");
+    const bool gemma2 = r.find("sliding_window_pattern") == nullptr;
+    for (int64_t l = 0; l < n_layers; ++l)
+      if (gemma2 ? l % 2 == 0 : (l + 1) % pattern != 0) layers[static_cast<size_t>(l)].sliding_window = window;
+    return layers;
+  }
   // transformers' Qwen2/Qwen3: the window applies from layer max_window_layers on.
   const int64_t first = arch.window == WindowRule::kFromMaxWindow ? r.integer_or("max_window_layers", 28) : 0;  // transformers' default
   for (int64_t l = first; l < n_layers; ++l) layers[static_cast<size_t>(l)].sliding_window = window;
   return layers;
 }
 
+Activation parse_activation(const Reader& r) {
+  // Gemma names it hidden_activation (Gemma 2 has both, and transformers reads that one).
+  const json* act = r.find("hidden_activation");
+  const char* key = "hidden_activation";
+  if (act == nullptr) {
+    act = r.find("hidden_act");
+    key = "hidden_act";
+  }
+  if (act == nullptr || *act == "silu") return Activation::kSilu;
+  if (*act == "gelu_pytorch_tanh") return Activation::kGeluTanh;
+  fail(r.where, std::string("unsupported ") + key + " " + act->dump() + " (supported: silu, gelu_pytorch_tanh)");
+}
+
+// A per-layer list of integers (no_rope_layers, mlp_only_layers are read by their own rules).
+std::vector<int64_t> integer_list(const Reader& r, const char* key) {
+  std::vector<int64_t> out;
+  const json* v = r.find(key);
+  if (v == nullptr) return out;
+  if (!v->is_array()) fail(r.where, std::string("field \"") + key + "\" must be an array of integers");
+  for (const json& e : *v) out.push_back(r.as_int(e, key));
+  return out;
+}
+
+// Gemma's norms, scaling, soft-capping and local RoPE; Phi-3's partial rotary; SmolLM3's no-RoPE layers.
+void parse_family_options(const Reader& r, const Architecture& arch, ModelConfig& c) {
+  if (arch.gemma_norms) {
+    c.norm_plus_one = true;
+    c.embed_scale = std::sqrt(static_cast<double>(c.hidden_size));
+    c.query_pre_attn_scalar = r.number_or("query_pre_attn_scalar", static_cast<double>(c.head_dim));
+    if (!(c.query_pre_attn_scalar > 0)) fail(r.where, "field \"query_pre_attn_scalar\" must be positive");
+    c.attn_softcap = r.number_or("attn_logit_softcapping", 0.0);
+    c.final_softcap = r.number_or("final_logit_softcapping", 0.0);
+    if (c.attn_softcap < 0 || c.final_softcap < 0) fail(r.where, "soft-capping values must be positive or null");
+  } else {
+    for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar"})
+      if (r.find(key) != nullptr)
+        fail(r.where, std::string("field \"") + key + "\" is not supported for model_type \"" + c.model_type + "\"");
+  }
+  c.post_norms = !arch.names->post_attn_norm.empty();
+  if (arch.local_rope) {
+    c.rope_local.theta = r.number_or("rope_local_base_freq", 10000.0);
+    for (LayerSpec& l : c.layers)
+      if (l.sliding_window > 0) l.rope = LayerRope::kLocal;
+  }
+  if (arch.partial_rotary) {
+    const double f = r.number_or("partial_rotary_factor", 1.0);
+    c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * f);
+    if (!(f > 0 && f <= 1) || c.rotary_dim == 0 || c.rotary_dim % 2 != 0)
+      fail(r.where, "field \"partial_rotary_factor\" must give an even number of rotary dims in (0, head_dim]");
+  }
+  if (arch.no_rope_layers) {
+    const std::vector<int64_t> use = integer_list(r, "no_rope_layers");
+    if (!use.empty() && use.size() != c.layers.size())
+      fail(r.where, "field \"no_rope_layers\" must have num_hidden_layers entries");
+    for (size_t l = 0; l < use.size(); ++l)
+      if (use[l] == 0) c.layers[l].rope = LayerRope::kNone;
+  }
+}
+
+// The experts of Qwen3-MoE and Mixtral, and which layers use them.
+void parse_moe(const Reader& r, const Architecture& arch, ModelConfig& c) {
+  if (arch.moe == MoeRule::kNone) return;
+  MoeConfig& m = c.moe;
+  int64_t step = 1;
+  std::vector<int64_t> dense;
+  if (arch.moe == MoeRule::kMixtral) {
+    m.num_experts = r.integer_or("num_local_experts", 8);
+    m.intermediate_size = c.intermediate_size;
+    m.renormalize = true;
+  } else {
+    m.num_experts = r.integer_or("num_experts", 0);
+    m.intermediate_size = r.integer_or("moe_intermediate_size", c.intermediate_size);
+    m.renormalize = r.boolean_or("norm_topk_prob", false);
+    step = r.integer_or("decoder_sparse_step", 1);
+    dense = integer_list(r, "mlp_only_layers");
+  }
+  m.experts_per_tok = r.integer_or("num_experts_per_tok", 2);
+  if (m.num_experts == 0) return;
+  if (m.experts_per_tok == 0 || m.experts_per_tok > m.num_experts || m.intermediate_size == 0 || step == 0)
+    fail(r.where, "num_experts_per_tok must be in [1, number of experts], and the expert width and "
+                  "decoder_sparse_step positive");
+  for (size_t l = 0; l < c.layers.size(); ++l) {
+    const bool listed = std::find(dense.begin(), dense.end(), static_cast<int64_t>(l)) != dense.end();
+    c.layers[l].sparse_mlp = !listed && (static_cast<int64_t>(l) + 1) % step == 0;
+  }
+}
+
 }  // namespace
+
+float ModelConfig::attention_scale() const {
+  const double d = query_pre_attn_scalar > 0 ? query_pre_attn_scalar : static_cast<double>(head_dim);
+  return static_cast<float>(1.0 / std::sqrt(d));
+}
 
 std::array<int64_t, 2> ModelConfig::shape(LayerMatrix m) const {
   switch (m) {
@@ -173,8 +276,7 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
   if (const json* rs = r.find("rope_scaling")) parse_rope_scaling(*rs, where, c);
   c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
 
-  if (const json* act = r.find("hidden_act"); act != nullptr && *act != "silu")
-    fail(where, "unsupported hidden_act \"" + act->dump() + "\" (supported: silu)");
+  c.activation = parse_activation(r);
 
   const bool attention_bias = r.boolean_or("attention_bias", false);
   c.qkv_bias = arch->bias == BiasRule::kQkv || (arch->bias == BiasRule::kAttentionBias && attention_bias);
@@ -182,6 +284,10 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
   c.mlp_bias = r.boolean_or("mlp_bias", false);
   c.qk_norm = arch->qk_norm;
   c.layers = parse_layers(r, *arch, c.num_hidden_layers);
+  c.fused_qkv = !arch->names->fused_qkv.empty();
+  c.fused_gate_up = !arch->names->fused_gate_up.empty();
+  parse_family_options(r, *arch, c);
+  parse_moe(r, *arch, c);
 
   c.bos_token_id = static_cast<int32_t>(r.integer_or("bos_token_id", -1));
   if (const json* eos = r.find("eos_token_id")) {
@@ -199,36 +305,38 @@ ModelConfig load_config(const std::string& model_dir) {
   return parse_config(read_file(path), path);
 }
 
-std::vector<double> rope_inv_freq(const ModelConfig& c, int64_t seq_len) {
-  const int64_t d = c.head_dim;
-  double base = c.rope.theta;
-  if (c.rope.scaling == RopeScaling::Dynamic && seq_len > c.max_position_embeddings) {
+std::vector<double> rope_inv_freq(const ModelConfig& c, int64_t seq_len) { return rope_inv_freq(c, c.rope, seq_len); }
+
+std::vector<double> rope_inv_freq(const ModelConfig& mc, const RopeConfig& c, int64_t seq_len) {
+  const int64_t d = mc.rope_dim();
+  double base = c.theta;
+  if (c.scaling == RopeScaling::Dynamic && seq_len > mc.max_position_embeddings) {
     // NTK-aware scaling: grow the base once the sequence outruns the trained context.
-    const double f = c.rope.factor;
-    base *= std::pow(f * static_cast<double>(seq_len) / static_cast<double>(c.max_position_embeddings) - (f - 1.0),
+    const double f = c.factor;
+    base *= std::pow(f * static_cast<double>(seq_len) / static_cast<double>(mc.max_position_embeddings) - (f - 1.0),
                      static_cast<double>(d) / static_cast<double>(d - 2));
   }
   std::vector<double> inv(d / 2);
   for (int64_t i = 0; i < d / 2; ++i) inv[i] = 1.0 / std::pow(base, static_cast<double>(2 * i) / static_cast<double>(d));
-  if (c.rope.scaling == RopeScaling::Linear) {
-    for (auto& f : inv) f /= c.rope.factor;
-  } else if (c.rope.scaling == RopeScaling::Llama3) {
-    const double old_ctx = static_cast<double>(c.rope.original_max_position_embeddings);
-    const double low_wavelen = old_ctx / c.rope.low_freq_factor;
-    const double high_wavelen = old_ctx / c.rope.high_freq_factor;
+  if (c.scaling == RopeScaling::Linear) {
+    for (auto& f : inv) f /= c.factor;
+  } else if (c.scaling == RopeScaling::Llama3) {
+    const double old_ctx = static_cast<double>(c.original_max_position_embeddings);
+    const double low_wavelen = old_ctx / c.low_freq_factor;
+    const double high_wavelen = old_ctx / c.high_freq_factor;
     for (auto& f : inv) {
       const double wavelen = 2.0 * M_PI / f;
       if (wavelen < high_wavelen) continue;
       if (wavelen > low_wavelen) {
-        f /= c.rope.factor;
+        f /= c.factor;
       } else {
-        const double smooth = (old_ctx / wavelen - c.rope.low_freq_factor) / (c.rope.high_freq_factor - c.rope.low_freq_factor);
-        f = (1.0 - smooth) * f / c.rope.factor + smooth * f;
+        const double smooth = (old_ctx / wavelen - c.low_freq_factor) / (c.high_freq_factor - c.low_freq_factor);
+        f = (1.0 - smooth) * f / c.factor + smooth * f;
       }
     }
   }
-  if (!c.rope.freq_divisors.empty())
-    for (size_t i = 0; i < inv.size(); ++i) inv[i] /= c.rope.freq_divisors[i];
+  if (!c.freq_divisors.empty())
+    for (size_t i = 0; i < inv.size(); ++i) inv[i] /= c.freq_divisors[i];
   return inv;
 }
 

@@ -24,13 +24,33 @@ struct RopeConfig {
   std::vector<double> freq_divisors;
 };
 
+// Which rotary angles a layer applies.
+enum class LayerRope : uint8_t {
+  kGlobal,  // ModelConfig::rope
+  kLocal,   // ModelConfig::rope_local (Gemma 3's sliding layers)
+  kNone,    // no rotation (SmolLM3's no_rope_layers)
+};
+
 // What differs from one decoder layer to the next.
 struct LayerSpec {
   int64_t sliding_window = 0;  // 0: full attention; else the last W positions
+  LayerRope rope = LayerRope::kGlobal;
+  bool sparse_mlp = false;  // a mixture of experts instead of the dense MLP
+};
+
+enum class Activation : uint8_t { kSilu, kGeluTanh };  // of the gate, times up
+
+// A mixture-of-experts MLP: a router over num_experts SwiGLU experts of width intermediate_size,
+// the top experts_per_tok of a token's softmax chosen (ties to the lower index).
+struct MoeConfig {
+  int64_t num_experts = 0;  // 0: no experts
+  int64_t experts_per_tok = 0;
+  int64_t intermediate_size = 0;
+  bool renormalize = false;  // divide the chosen weights by their sum
 };
 
 struct ModelConfig {
-  std::string model_type;  // "llama", "mistral", "qwen2", "qwen3"
+  std::string model_type;  // a model_type of the architecture table (model/architecture.h)
   int64_t hidden_size = 0;
   int64_t intermediate_size = 0;
   int64_t num_hidden_layers = 0;
@@ -47,6 +67,17 @@ struct ModelConfig {
   bool o_bias = false;    // a bias on the attention output projection
   bool mlp_bias = false;  // biases on gate, up and down
   bool qk_norm = false;   // per-head RMSNorm of q and k before RoPE
+  bool norm_plus_one = false;  // RMSNorm scales by (1 + weight) (Gemma)
+  bool post_norms = false;     // the attention and MLP outputs are normed before their residual adds
+  double embed_scale = 1.0;    // embeddings are multiplied by this (Gemma: sqrt(hidden_size))
+  Activation activation = Activation::kSilu;
+  double query_pre_attn_scalar = 0;  // attention scores scale by its -0.5 power; 0: head_dim
+  double attn_softcap = 0;           // scores become tanh(s / c) * c before the mask; 0: none
+  double final_softcap = 0;          // the same on the final logits
+  int64_t rotary_dim = 0;            // leading dims of each head that RoPE rotates; 0: head_dim
+  RopeConfig rope_local;             // for LayerRope::kLocal layers
+  bool fused_qkv = false, fused_gate_up = false;  // stored fused, split at load (Phi-3)
+  MoeConfig moe;
   std::vector<LayerSpec> layers;  // one per decoder layer (num_hidden_layers)
   std::vector<int32_t> eos_token_ids;
   int32_t bos_token_id = -1;
@@ -58,6 +89,13 @@ struct ModelConfig {
   bool has_bias(LayerMatrix m) const;
   // Whether any layer attends within a sliding window.
   bool any_sliding_window() const;
+  bool rope_local_used() const {
+    for (const LayerSpec& l : layers)
+      if (l.rope == LayerRope::kLocal) return true;
+    return false;
+  }
+  int64_t rope_dim() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
+  float attention_scale() const;
 };
 
 // Parses config.json text; `where` names the file in error messages. Throws ember::Error for a missing
@@ -67,8 +105,10 @@ ModelConfig parse_config(const std::string& json_text, const std::string& where)
 // Reads <dir>/config.json.
 ModelConfig load_config(const std::string& model_dir);
 
-// The inverse RoPE frequencies (head_dim/2 values) for a sequence whose length is `seq_len`
+// The inverse RoPE frequencies (rope_dim()/2 values) for a sequence whose length is `seq_len`
 // (only the dynamic scaling depends on it), as Hugging Face's modeling_rope_utils computes them.
 std::vector<double> rope_inv_freq(const ModelConfig& c, int64_t seq_len);
+// The same for one of the model's rope configs (c.rope or c.rope_local).
+std::vector<double> rope_inv_freq(const ModelConfig& c, const RopeConfig& rope, int64_t seq_len);
 
 }  // namespace ember::model

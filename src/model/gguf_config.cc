@@ -66,7 +66,9 @@ ModelConfig gguf_config(const GgufFile& g) {
   const std::string& where = g.path();
   ModelConfig c;
   c.model_type = g.get_string("general.architecture");
-  const Architecture* arch = c.model_type == "mistral" ? nullptr : find_architecture(c.model_type);
+  // Only the architectures whose GGUF tensors and keys this reader maps (the table has more).
+  const bool mapped = c.model_type == "llama" || c.model_type == "qwen2" || c.model_type == "qwen3";
+  const Architecture* arch = mapped ? find_architecture(c.model_type) : nullptr;
   if (arch == nullptr)
     fail(where, "metadata general.architecture is \"" + c.model_type + "\" (supported: " + kGgufArchitectures + ")");
   const ArchKeys k{g, c.model_type};

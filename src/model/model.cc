@@ -13,17 +13,36 @@ namespace ember::model {
 using kernels::WeightMatrix;
 
 struct Model::Layer {
-  std::array<WeightMatrix, kLayerMatrices> w;           // indexed by LayerMatrix
+  // Indexed by LayerMatrix; a sparse layer has no gate, up and down (rows 0) but experts.
+  std::array<WeightMatrix, kLayerMatrices> w;
   std::array<std::vector<float>, kLayerMatrices> bias;  // empty where the layer has none
   std::vector<float> attn_norm, mlp_norm, q_norm, k_norm;
+  std::vector<float> post_attn_norm, post_mlp_norm;  // empty unless the config has post_norms
   kernels::AttentionShape attention;  // heads, scale and this layer's window
+  const Rope* rope = nullptr;         // null: the layer does not rotate q and k
+  WeightMatrix router;                // [num_experts][hidden]; rows 0 in a dense layer
+  std::vector<std::array<WeightMatrix, 3>> experts;  // gate, up, down of each expert
 
   const WeightMatrix& operator[](LayerMatrix m) const { return w[static_cast<size_t>(m)]; }
 };
 
+namespace {
+// Every matrix a layer holds (not the router when `with_router` is false), for the conversions.
+template <class LayerT, class F>
+void for_each_layer_matrix(LayerT& L, F&& f, bool with_router = true) {
+  for (auto& m : L.w)
+    if (m.rows > 0) f(m);
+  if (with_router && L.router.rows > 0) f(L.router);
+  for (auto& e : L.experts)
+    for (auto& m : e) f(m);
+}
+}  // namespace
+
 // Activations of one batch, reused across calls.
 struct Model::Scratch {
   std::vector<float> x, xb, q, k, v, att, gate, up, last, logits;
+  std::vector<float> router, moe_in, moe_out;                   // mixture-of-experts layers
+  std::vector<std::vector<std::pair<int64_t, float>>> routed;  // per expert: (token, weight)
   void resize(const ModelConfig& c, int64_t n) {
     x.resize(n * c.hidden_size);
     xb.resize(n * c.hidden_size);
@@ -31,9 +50,16 @@ struct Model::Scratch {
     k.resize(n * c.kv_dim());
     v.resize(n * c.kv_dim());
     att.resize(n * c.q_dim());
-    gate.resize(n * c.intermediate_size);
-    up.resize(n * c.intermediate_size);
+    const int64_t width = std::max(c.intermediate_size, c.moe.intermediate_size);
+    gate.resize(n * width);
+    up.resize(n * width);
     last.resize(n * c.hidden_size);
+    if (c.moe.num_experts > 0) {
+      router.resize(n * c.moe.num_experts);
+      moe_in.resize(n * c.hidden_size);
+      moe_out.resize(n * c.hidden_size);
+      routed.resize(static_cast<size_t>(c.moe.num_experts));
+    }
   }
 };
 
@@ -61,6 +87,23 @@ std::vector<float> vec(const TensorInfo& t) {
   return out;
 }
 
+// A norm's weights; Gemma's RMSNorm scales by (1 + weight), which is folded in here once.
+std::vector<float> norm_vec(const TensorInfo& t, bool plus_one) {
+  std::vector<float> out = vec(t);
+  if (plus_one)
+    for (float& v : out) v += 1.0f;
+  return out;
+}
+
+// Rows [first, first + rows) of a plain row-major matrix, as a matrix of its own (a fused
+// projection's parts: they are then packed or quantized like any other matrix).
+WeightMatrix row_block(const WeightMatrix& w, int64_t first, int64_t rows) {
+  if (w.qtype != kernels::QType::None || w.layout != kernels::Layout::Rows)
+    fail("fused projection", "a fused matrix must be stored plain to be split");
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  return WeightMatrix{base + static_cast<size_t>(first * w.cols) * dtype_size(w.dtype), w.dtype, rows, w.cols};
+}
+
 }  // namespace
 
 kernels::KvType parse_kv_dtype(const std::string& name) {
@@ -71,7 +114,8 @@ kernels::KvType parse_kv_dtype(const std::string& name) {
 Model::Model(std::string dir, ModelConfig config, Checkpoint checkpoint, const LoadOptions& options)
     : dir_(std::move(dir)), config_(std::move(config)), checkpoint_(std::move(checkpoint)), pool_(options.threads),
       tuner_(pool_.size()),
-      kv_dtype_(options.kv_dtype), scratch_(std::make_unique<Scratch>()), rope_(config_) {
+      kv_dtype_(options.kv_dtype), scratch_(std::make_unique<Scratch>()), rope_(config_),
+      rope_local_(config_, config_.rope_local) {
   kernels::kv_row_bytes(kv_dtype_, config_.head_dim);  // refuses a KV type this head size cannot use
 }
 
@@ -111,7 +155,8 @@ void Model::finish_load(const Source& src, const TensorNames& names, const LoadO
 std::unique_ptr<Model> Model::from_memory(ModelConfig config, InMemoryWeights weights, const LoadOptions& options) {
   std::unique_ptr<Model> m(new Model("", std::move(config), Checkpoint{}, options));
   m->memory_ = std::move(weights);
-  m->finish_load(m->memory_source("in-memory weights"), kHuggingFaceNames, options);
+  const Architecture* arch = find_architecture(m->config_.model_type);
+  m->finish_load(m->memory_source("in-memory weights"), arch != nullptr ? *arch->names : kHuggingFaceNames, options);
   return m;
 }
 
@@ -133,6 +178,11 @@ Model::Source Model::memory_source(const std::string& where,
   return Source{find, require, nullptr};
 }
 
+WeightMatrix Model::Source::bind(const TensorInfo& t) const {
+  const WeightMatrix* w = converted ? converted(t.name) : nullptr;
+  return w != nullptr ? *w : matrix(t);
+}
+
 // A matrix copied into packed or quantized form: its source is freed (in-memory weights) or its
 // mapped pages dropped (a checkpoint), so that loading never holds both copies of every matrix. Not
 // while the embedding lookup still reads it.
@@ -142,8 +192,10 @@ void Model::release_source(const WeightMatrix& source) {
     release_pages(source.data, static_cast<size_t>(source.rows * source.cols) * dtype_size(source.dtype));
     return;
   }
+  // Only a whole tensor: the first block of a fused one is not the end of its other blocks.
   for (auto& [name, t] : memory_.tensors)
-    if (t.data == source.data) memory_.data.erase(name);
+    if (t.data == source.data && t.size_bytes == static_cast<size_t>(source.rows * source.cols) * dtype_size(source.dtype))
+      memory_.data.erase(name);
 }
 
 void Model::quantize_weights(kernels::QType q) {
@@ -154,9 +206,11 @@ void Model::quantize_weights(kernels::QType q) {
     w = quantized_.back().view();
     release_source(source);
   };
-  quantized_.reserve(layers_.size() * kLayerMatrices + 1);
-  for (Layer& L : layers_)
-    for (WeightMatrix& w : L.w) convert(w, q);
+  size_t count = 1;
+  for (Layer& L : layers_) for_each_layer_matrix(L, [&](WeightMatrix&) { ++count; });
+  quantized_.reserve(count);
+  // The router stays as stored: its choice of experts is a hard decision that rounding can flip.
+  for (Layer& L : layers_) for_each_layer_matrix(L, [&](WeightMatrix& w) { convert(w, q); }, false);
   convert(lm_head_, kernels::QType::Q8_0);
 }
 
@@ -171,8 +225,10 @@ void Model::pack_weights() {
     w = packed_.back().view();
     release_source(source);
   };
-  for (Layer& L : layers_)
-    for (WeightMatrix& w : L.w) convert(w);
+  size_t count = 1;
+  for (Layer& L : layers_) for_each_layer_matrix(L, [&](WeightMatrix&) { ++count; });
+  packed_.reserve(count);
+  for (Layer& L : layers_) for_each_layer_matrix(L, convert);
   convert(lm_head_);
   if (tied && lm_head_.layout == kernels::Layout::Panels) {
     const WeightMatrix source = embed_;
@@ -183,18 +239,26 @@ void Model::pack_weights() {
 
 int64_t Model::decode_weight_bytes() const {
   int64_t total = kernels::weight_bytes(lm_head_);
-  for (const Layer& L : layers_)
+  for (const Layer& L : layers_) {
     for (const WeightMatrix& w : L.w) total += kernels::weight_bytes(w);
+    total += kernels::weight_bytes(L.router);
+    // A token reads experts_per_tok of the experts (all of one size).
+    if (!L.experts.empty()) {
+      int64_t one = 0;
+      for (const WeightMatrix& w : L.experts[0]) one += kernels::weight_bytes(w);
+      total += one * config_.moe.experts_per_tok;
+    }
+  }
   return total;
 }
 
 std::string Model::weight_type() const {
   std::vector<std::string> types;
   for (const Layer& L : layers_)
-    for (const WeightMatrix& w : L.w) {
+    for_each_layer_matrix(L, [&](const WeightMatrix& w) {
       const std::string t = w.qtype != kernels::QType::None ? kernels::qtype_name(w.qtype) : dtype_lower_name(w.dtype);
       if (std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
-    }
+    }, false);
   std::string out;
   for (const std::string& t : types) out += (out.empty() ? "" : "+") + t;
   return out;
@@ -216,32 +280,72 @@ void Model::bind_weights(const Source& cp, const TensorNames& names) {
     if (!c.tie_word_embeddings) cp.require(head_name, {V, H});
     head = embed;
   }
-  auto bind = [&](const TensorInfo& t) {
-    const WeightMatrix* w = cp.converted ? cp.converted(t.name) : nullptr;
-    return w != nullptr ? *w : matrix(t);
-  };
+  auto bind = [&](const TensorInfo& t) { return cp.bind(t); };
   embed_ = bind(cp.require(embed->name, {V, H}));
   lm_head_ = bind(cp.require(head->name, {V, H}));
-  final_norm_ = vec(cp.require(std::string(names.final_norm), {H}));
+  const bool plus = c.norm_plus_one;
+  final_norm_ = norm_vec(cp.require(std::string(names.final_norm), {H}), plus);
 
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(c.head_dim)));
   layers_.resize(static_cast<size_t>(c.num_hidden_layers));
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     Layer& L = layers_[static_cast<size_t>(l)];
-    L.attn_norm = vec(cp.require(names.layer(l, names.attn_norm), {H}));
-    L.mlp_norm = vec(cp.require(names.layer(l, names.mlp_norm), {H}));
-    for (LayerMatrix m : kAllLayerMatrices) {
-      const auto [rows, cols] = c.shape(m);
-      L.w[static_cast<size_t>(m)] = bind(cp.require(names.matrix(l, m), {rows, cols}));
-      if (c.has_bias(m)) L.bias[static_cast<size_t>(m)] = vec(cp.require(names.matrix(l, m, ".bias"), {rows}));
+    const LayerSpec& spec = c.layers[static_cast<size_t>(l)];
+    L.attn_norm = norm_vec(cp.require(names.layer(l, names.attn_norm), {H}), plus);
+    L.mlp_norm = norm_vec(cp.require(names.layer(l, names.mlp_norm), {H}), plus);
+    if (c.post_norms) {
+      L.post_attn_norm = norm_vec(cp.require(names.layer(l, names.post_attn_norm), {H}), plus);
+      L.post_mlp_norm = norm_vec(cp.require(names.layer(l, names.post_mlp_norm), {H}), plus);
     }
+    bind_layer_matrices(cp, names, l, L);
     if (c.qk_norm) {
-      L.q_norm = vec(cp.require(names.layer(l, names.q_norm), {c.head_dim}));
-      L.k_norm = vec(cp.require(names.layer(l, names.k_norm), {c.head_dim}));
+      L.q_norm = norm_vec(cp.require(names.layer(l, names.q_norm), {c.head_dim}), plus);
+      L.k_norm = norm_vec(cp.require(names.layer(l, names.k_norm), {c.head_dim}), plus);
     }
     L.attention = kernels::AttentionShape{c.num_attention_heads, c.num_key_value_heads, c.head_dim,
-                                          c.layers[static_cast<size_t>(l)].sliding_window, scale};
+                                          spec.sliding_window, c.attention_scale(),
+                                          static_cast<float>(c.attn_softcap)};
+    L.rope = spec.rope == LayerRope::kNone ? nullptr : spec.rope == LayerRope::kLocal ? &rope_local_ : &rope_;
   }
+}
+
+// A layer's matrices: as stored, split from fused projections, or a sparse layer's router and experts.
+void Model::bind_layer_matrices(const Source& cp, const TensorNames& names, int64_t l, Layer& L) {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size;
+  auto bind = [&](const TensorInfo& t) { return cp.bind(t); };
+  auto set = [&](LayerMatrix m, const WeightMatrix& w) { L.w[static_cast<size_t>(m)] = w; };
+  const bool sparse = c.layers[static_cast<size_t>(l)].sparse_mlp;
+  for (LayerMatrix m : kAllLayerMatrices) {
+    const bool mlp = m == LayerMatrix::kGate || m == LayerMatrix::kUp || m == LayerMatrix::kDown;
+    if ((mlp && sparse) || (c.fused_qkv && m <= LayerMatrix::kV) ||
+        (c.fused_gate_up && (m == LayerMatrix::kGate || m == LayerMatrix::kUp)))
+      continue;
+    const auto [rows, cols] = c.shape(m);
+    set(m, bind(cp.require(names.matrix(l, m), {rows, cols})));
+    if (c.has_bias(m)) L.bias[static_cast<size_t>(m)] = vec(cp.require(names.matrix(l, m, ".bias"), {rows}));
+  }
+  if (c.fused_qkv) {  // rows q, then k, then v
+    const int64_t Q = c.q_dim(), KV = c.kv_dim();
+    const WeightMatrix qkv = bind(cp.require(names.layer(l, names.fused_qkv), {Q + 2 * KV, H}));
+    set(LayerMatrix::kQ, row_block(qkv, 0, Q));
+    set(LayerMatrix::kK, row_block(qkv, Q, KV));
+    set(LayerMatrix::kV, row_block(qkv, Q + KV, KV));
+  }
+  if (c.fused_gate_up && !sparse) {  // rows gate, then up
+    const int64_t I = c.intermediate_size;
+    const WeightMatrix gu = bind(cp.require(names.layer(l, names.fused_gate_up), {2 * I, H}));
+    set(LayerMatrix::kGate, row_block(gu, 0, I));
+    set(LayerMatrix::kUp, row_block(gu, I, I));
+  }
+  if (!sparse) return;
+  const int64_t E = c.moe.num_experts, I = c.moe.intermediate_size;
+  L.router = bind(cp.require(names.layer(l, names.router), {E, H}));
+  L.experts.resize(static_cast<size_t>(E));
+  for (int64_t e = 0; e < E; ++e)
+    for (size_t which = 0; which < 3; ++which) {
+      const std::vector<int64_t> shape = which == 2 ? std::vector<int64_t>{H, I} : std::vector<int64_t>{I, H};
+      L.experts[static_cast<size_t>(e)][which] = bind(cp.require(names.expert(l, e, which), shape));
+    }
 }
 
 std::unique_ptr<KvCache> Model::make_cache(int64_t max_tokens, int64_t block_size) const {
@@ -281,11 +385,11 @@ void Model::forward(std::span<ForwardItem> items) {
   compute(items, b);
 }
 
-// The decoder: embeddings, then per layer attention and MLP with pre-norms and residuals, then the
-// final norm and the logits.
+// The decoder: embeddings, then per layer attention and MLP with pre-norms (and, where the config
+// says, post-norms) and residuals, then the final norm and the logits.
 void Model::compute(std::span<ForwardItem> items, const Batch& b) {
   const ModelConfig& c = config_;
-  const int64_t n = b.n, H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim(), I = c.intermediate_size;
+  const int64_t n = b.n, H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim();
   const float eps = static_cast<float>(c.rms_norm_eps);
   Scratch& s = *scratch_;
   s.resize(c, n);
@@ -293,8 +397,10 @@ void Model::compute(std::span<ForwardItem> items, const Batch& b) {
   int64_t row = 0;
   for (const ForwardItem& it : items)
     for (int32_t t : it.tokens) kernels::copy_row(embed_, t, s.x.data() + (row++) * H);
+  if (c.embed_scale != 1.0) kernels::scale_inplace(s.x.data(), static_cast<float>(c.embed_scale), n * H);
 
   rope_.prepare(b.pos, b.seq_len);
+  if (c.rope_local_used()) rope_local_.prepare(b.pos, b.seq_len);
 
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
@@ -308,20 +414,78 @@ void Model::compute(std::span<ForwardItem> items, const Batch& b) {
     for (int64_t t = 0; t < n; ++t) {
       const size_t i = b.item[static_cast<size_t>(t)];
       const int64_t pos = b.pos[static_cast<size_t>(t)];
-      rope_.apply(s.q.data() + t * Q, s.k.data() + t * KV, static_cast<size_t>(t));
+      if (L.rope != nullptr) L.rope->apply(s.q.data() + t * Q, s.k.data() + t * KV, static_cast<size_t>(t));
       items[i].seq->store(l, pos, s.k.data() + t * KV, s.v.data() + t * KV);
     }
     attention(b, l, s.q.data(), s.att.data());
     project(L, {{LayerMatrix::kO, s.xb.data()}}, s.att.data(), n);
+    if (!L.post_attn_norm.empty()) kernels::rms_norm(s.xb.data(), L.post_attn_norm.data(), n, H, eps, s.xb.data());
     kernels::add_inplace(s.x.data(), s.xb.data(), n * H);
     // MLP.
     kernels::rms_norm(s.x.data(), L.mlp_norm.data(), n, H, eps, s.xb.data());
-    project(L, {{LayerMatrix::kGate, s.gate.data()}, {LayerMatrix::kUp, s.up.data()}}, s.xb.data(), n);
-    kernels::silu_mul(s.gate.data(), s.up.data(), n * I);
-    project(L, {{LayerMatrix::kDown, s.xb.data()}}, s.gate.data(), n);
+    mlp(L, s.xb.data(), n, s.xb.data());
+    if (!L.post_mlp_norm.empty()) kernels::rms_norm(s.xb.data(), L.post_mlp_norm.data(), n, H, eps, s.xb.data());
     kernels::add_inplace(s.x.data(), s.xb.data(), n * H);
   }
   logits(items);
+}
+
+void Model::activate(float* gate, const float* up, int64_t n) const {
+  if (config_.activation == Activation::kGeluTanh) kernels::gelu_tanh_mul(gate, up, n);
+  else kernels::silu_mul(gate, up, n);
+}
+
+// x and out may be the same buffer: x is read in full before out is written.
+void Model::mlp(const Layer& L, const float* x, int64_t n, float* out) {
+  if (!L.experts.empty()) return experts(L, x, n, out);
+  Scratch& s = *scratch_;
+  project(L, {{LayerMatrix::kGate, s.gate.data()}, {LayerMatrix::kUp, s.up.data()}}, x, n);
+  activate(s.gate.data(), s.up.data(), n * config_.intermediate_size);
+  project(L, {{LayerMatrix::kDown, out}}, s.gate.data(), n);
+}
+
+// A mixture of experts: each token's router softmax picks its top experts_per_tok (the lower index
+// on a tie); the batch's tokens are then grouped by expert, so that each chosen expert's weights are
+// read once per step and the others not at all. A token's sum runs over its experts in index order,
+// whatever else shares the batch.
+void Model::experts(const Layer& L, const float* x, int64_t n, float* out) {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size, E = c.moe.num_experts, K = c.moe.experts_per_tok, I = c.moe.intermediate_size;
+  Scratch& s = *scratch_;
+  kernels::matmul(L.router, x, n, s.router.data(), pool_);
+  for (auto& r : s.routed) r.clear();
+  std::vector<int64_t> order(static_cast<size_t>(E));
+  for (int64_t t = 0; t < n; ++t) {
+    float* p = s.router.data() + t * E;
+    kernels::softmax(p, E);
+    for (int64_t e = 0; e < E; ++e) order[static_cast<size_t>(e)] = e;
+    std::partial_sort(order.begin(), order.begin() + K, order.end(),
+                      [p](int64_t a, int64_t b2) { return p[a] > p[b2] || (p[a] == p[b2] && a < b2); });
+    float sum = 0;
+    for (int64_t k = 0; k < K; ++k) sum += p[order[static_cast<size_t>(k)]];
+    const float norm = c.moe.renormalize ? 1.0f / sum : 1.0f;
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t e = order[static_cast<size_t>(k)];
+      s.routed[static_cast<size_t>(e)].emplace_back(t, p[e] * norm);
+    }
+  }
+  std::fill_n(s.moe_out.data(), n * H, 0.0f);
+  for (int64_t e = 0; e < E; ++e) {
+    const auto& routed = s.routed[static_cast<size_t>(e)];
+    if (routed.empty()) continue;
+    const int64_t m = static_cast<int64_t>(routed.size());
+    for (int64_t j = 0; j < m; ++j) std::copy_n(x + routed[static_cast<size_t>(j)].first * H, H, s.moe_in.data() + j * H);
+    const auto& w = L.experts[static_cast<size_t>(e)];
+    const kernels::MatmulOut gate_up[2] = {{&w[0], s.gate.data()}, {&w[1], s.up.data()}};
+    kernels::matmul_fused(gate_up, s.moe_in.data(), m, pool_);
+    activate(s.gate.data(), s.up.data(), m * I);
+    kernels::matmul(w[2], s.gate.data(), m, s.moe_in.data(), pool_);
+    for (int64_t j = 0; j < m; ++j) {
+      const auto [t, weight] = routed[static_cast<size_t>(j)];
+      kernels::axpy(s.moe_out.data() + t * H, weight, s.moe_in.data() + j * H, H);
+    }
+  }
+  std::copy_n(s.moe_out.data(), n * H, out);
 }
 
 // Products of the same activations in one dispatch (q/k/v, gate/up), each with its bias if any.
@@ -371,6 +535,7 @@ void Model::logits(std::span<ForwardItem> items) {
   }
   s.logits.resize(static_cast<size_t>(wanted * V));
   kernels::matmul(lm_head_, s.last.data(), wanted, s.logits.data(), pool_);
+  if (c.final_softcap > 0) kernels::softcap(s.logits.data(), wanted * V, static_cast<float>(c.final_softcap));
   wanted = 0;
   for (ForwardItem& it : items) {
     if (it.logits == nullptr) continue;

@@ -1,5 +1,5 @@
 #pragma once
-// A loaded decoder-only transformer (Llama, Mistral, Qwen2, Qwen3) and its forward pass.
+// A loaded decoder-only transformer (the families of model/architecture.h) and its forward pass.
 #include <functional>
 #include <initializer_list>
 #include <map>
@@ -106,6 +106,8 @@ class Model {
     // The matrix a tensor is bound as when it is not its plain bytes (a GGUF's block-quantized
     // tensors); null for the others.
     std::function<const kernels::WeightMatrix*(const std::string& name)> converted;
+    // The matrix `t` is bound as: its converted form, else a view of its bytes.
+    kernels::WeightMatrix bind(const TensorInfo& t) const;
   };
   struct Batch;
   Model(std::string dir, ModelConfig config, Checkpoint checkpoint, const LoadOptions& options);
@@ -117,10 +119,15 @@ class Model {
   // (if set) says why a tensor is not there.
   Source memory_source(const std::string& where, std::function<std::string(const std::string&)> why_absent = {}) const;
   void bind_weights(const Source& src, const TensorNames& names);
+  void bind_layer_matrices(const Source& src, const TensorNames& names, int64_t layer, Layer& L);
   // The forward pass proper, for a batch whose positions are reserved.
   void compute(std::span<ForwardItem> items, const Batch& b);
   void attention(const Batch& b, int64_t layer, const float* q, float* out);
   void project(const Layer& L, std::initializer_list<std::pair<LayerMatrix, float*>> outs, const float* x, int64_t n);
+  // The MLP of x ([n][hidden]) into out: the dense one, or the layer's mixture of experts.
+  void mlp(const Layer& L, const float* x, int64_t n, float* out);
+  void experts(const Layer& L, const float* x, int64_t n, float* out);
+  void activate(float* gate, const float* up, int64_t n) const;
   void logits(std::span<ForwardItem> items);
   void quantize_weights(kernels::QType q);
   void pack_weights();
@@ -142,7 +149,7 @@ class Model {
   std::vector<float> final_norm_;
   std::vector<Layer> layers_;
   std::unique_ptr<Scratch> scratch_;
-  Rope rope_;
+  Rope rope_, rope_local_;  // rope_local_: Gemma 3's sliding layers
   KvBatchView kv_view_;
   std::vector<kernels::AttentionItem> attention_items_;
 };

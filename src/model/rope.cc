@@ -7,8 +7,11 @@
 
 namespace ember::model {
 
-Rope::Rope(const ModelConfig& config)
-    : c_(config), half_(config.head_dim / 2), inv_(rope_inv_freq(config, config.max_position_embeddings)) {}
+Rope::Rope(const ModelConfig& config) : Rope(config, config.rope) {}
+
+Rope::Rope(const ModelConfig& config, const RopeConfig& rope)
+    : c_(config), rope_(rope), half_(config.rope_dim() / 2),
+      inv_(rope_inv_freq(config, rope, config.max_position_embeddings)) {}
 
 void Rope::grow(int64_t positions) {
   if (positions <= positions_) return;
@@ -34,13 +37,13 @@ void Rope::prepare(std::span<const int64_t> pos, std::span<const int64_t> seq_le
   cos_of_.resize(n);
   sin_of_.resize(n);
   for (size_t t = 0; t < n; ++t) {
-    if (c_.rope.scaling != RopeScaling::Dynamic || seq_len[t] <= c_.max_position_embeddings) {
+    if (rope_.scaling != RopeScaling::Dynamic || seq_len[t] <= c_.max_position_embeddings) {
       cos_of_[t] = cos_.data() + pos[t] * half_;
       sin_of_[t] = sin_.data() + pos[t] * half_;
       continue;
     }
     if (seq_len[t] != scaled_len_) {
-      scaled_inv_ = rope_inv_freq(c_, seq_len[t]);
+      scaled_inv_ = rope_inv_freq(c_, rope_, seq_len[t]);
       scaled_len_ = seq_len[t];
     }
     float* cs = scaled_.data() + t * static_cast<size_t>(2 * half_);
@@ -55,8 +58,9 @@ void Rope::prepare(std::span<const int64_t> pos, std::span<const int64_t> seq_le
 }
 
 void Rope::apply(float* q, float* k, size_t t) const {
-  kernels::rope_rotate_half(q, c_.num_attention_heads, c_.head_dim, cos_of_[t], sin_of_[t]);
-  kernels::rope_rotate_half(k, c_.num_key_value_heads, c_.head_dim, cos_of_[t], sin_of_[t]);
+  const int64_t hd = c_.head_dim, rd = 2 * half_;
+  kernels::rope_rotate_half(q, c_.num_attention_heads, hd, rd, cos_of_[t], sin_of_[t]);
+  kernels::rope_rotate_half(k, c_.num_key_value_heads, hd, rd, cos_of_[t], sin_of_[t]);
 }
 
 }  // namespace ember::model

@@ -13,17 +13,21 @@ namespace ember::model {
 
 class Rope {
  public:
+  // The angles of config.rope, or of another of its rope configs (Gemma 3's rope_local).
   explicit Rope(const ModelConfig& config);
+  Rope(const ModelConfig& config, const RopeConfig& rope);
 
   // The angles of one pass's tokens, computed once for all layers: token t is at position pos[t]
   // of a sequence whose longest position in this pass is seq_len[t] - 1.
   void prepare(std::span<const int64_t> pos, std::span<const int64_t> seq_len);
-  // Rotates q ([n_heads][head_dim]) and k ([n_kv_heads][head_dim]) of the pass's token t.
+  // Rotates q ([n_heads][head_dim]) and k ([n_kv_heads][head_dim]) of the pass's token t: the first
+  // rope_dim() dims of each head (all of them unless partial_rotary_factor says otherwise).
   void apply(float* q, float* k, size_t t) const;
 
  private:
   void grow(int64_t positions);  // the table of the trained-context frequencies
   const ModelConfig& c_;
+  const RopeConfig& rope_;
   int64_t half_;
   std::vector<double> inv_;                 // frequencies for lengths within the trained context
   std::vector<float> cos_, sin_;            // [pos][half] for inv_

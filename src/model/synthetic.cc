@@ -15,13 +15,19 @@ struct Shape {
   int64_t hidden, layers, heads, kv_heads, intermediate, vocab;
   bool qkv_bias, tied;
   double rope_theta;
+  int64_t head_dim;  // 0: hidden / heads
+  bool qk_norm;
+  int64_t experts, experts_per_tok, moe_intermediate;  // experts 0: dense
 };
 
 constexpr Shape kShapes[] = {
-    {"llama-1b", "llama", 2048, 16, 32, 8, 8192, 2048, false, true, 500000.0},
-    {"llama-1b-128k", "llama", 2048, 16, 32, 8, 8192, 128256, false, true, 500000.0},
-    {"smollm-360m", "llama", 960, 32, 15, 5, 2560, 49152, false, true, 100000.0},
-    {"qwen-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, true, true, 1000000.0},
+    {"llama-1b", "llama", 2048, 16, 32, 8, 8192, 2048, false, true, 500000.0, 0, false, 0, 0, 0},
+    {"llama-1b-128k", "llama", 2048, 16, 32, 8, 8192, 128256, false, true, 500000.0, 0, false, 0, 0, 0},
+    {"smollm-360m", "llama", 960, 32, 15, 5, 2560, 49152, false, true, 100000.0, 0, false, 0, 0, 0},
+    {"qwen-0.5b", "qwen2", 896, 24, 14, 2, 4864, 151936, true, true, 1000000.0, 0, false, 0, 0, 0},
+    // Qwen3-30B-A3B's layers (128 experts of width 768, 8 per token) at 2 of its 48 layers, with a
+    // small vocabulary so that the layers' bytes dominate: decode reads 8/128 of the experts.
+    {"qwen3-30b-a3b-2l", "qwen3_moe", 2048, 2, 32, 4, 6144, 2048, false, false, 1000000.0, 128, true, 128, 8, 768},
 };
 
 // splitmix64: a fast generator whose streams are independent per seed.
@@ -83,7 +89,8 @@ ModelConfig synthetic_config(const std::string& name) {
     c.num_hidden_layers = s.layers;
     c.num_attention_heads = s.heads;
     c.num_key_value_heads = s.kv_heads;
-    c.head_dim = s.hidden / s.heads;
+    c.head_dim = s.head_dim > 0 ? s.head_dim : s.hidden / s.heads;
+    c.qk_norm = s.qk_norm;
     c.vocab_size = s.vocab;
     c.max_position_embeddings = 8192;
     c.rms_norm_eps = 1e-5;
@@ -91,6 +98,10 @@ ModelConfig synthetic_config(const std::string& name) {
     c.tie_word_embeddings = s.tied;
     c.qkv_bias = s.qkv_bias;
     c.layers.assign(static_cast<size_t>(s.layers), LayerSpec{});
+    if (s.experts > 0) {
+      c.moe = MoeConfig{s.experts, s.experts_per_tok, s.moe_intermediate, true};
+      for (LayerSpec& l : c.layers) l.sparse_mlp = true;
+    }
     c.bos_token_id = 1;
     c.eos_token_ids = {2};
     return c;
@@ -108,17 +119,29 @@ InMemoryWeights synthetic_weights(const ModelConfig& c, DType dtype, uint64_t se
     add_tensor(w, name, {rows, cols}, dtype, std::sqrt(3.0f / static_cast<float>(cols)), ++k, pool);
   };
   auto vec = [&](const std::string& name, int64_t n, float range) { add_tensor(w, name, {n}, DType::F32, range, ++k, pool); };
-  const TensorNames& names = kHuggingFaceNames;
+  const Architecture* arch = find_architecture(c.model_type);
+  const TensorNames& names = arch != nullptr ? *arch->names : kHuggingFaceNames;
   mat(std::string(names.embed), c.vocab_size, H);
   if (!c.tie_word_embeddings) mat(std::string(names.lm_head), c.vocab_size, H);
   vec(std::string(names.final_norm), H, -1.0f);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     vec(names.layer(l, names.attn_norm), H, -1.0f);
     vec(names.layer(l, names.mlp_norm), H, -1.0f);
+    const bool sparse = c.layers[static_cast<size_t>(l)].sparse_mlp;
     for (LayerMatrix m : kAllLayerMatrices) {
+      if (sparse && (m == LayerMatrix::kGate || m == LayerMatrix::kUp || m == LayerMatrix::kDown)) continue;
       const auto [rows, cols] = c.shape(m);
       mat(names.matrix(l, m), rows, cols);
       if (c.has_bias(m)) vec(names.matrix(l, m, ".bias"), rows, 0.1f);
+    }
+    if (sparse) {
+      const int64_t I = c.moe.intermediate_size;
+      mat(names.layer(l, names.router), c.moe.num_experts, H);
+      for (int64_t e = 0; e < c.moe.num_experts; ++e) {
+        mat(names.expert(l, e, 0), I, H);
+        mat(names.expert(l, e, 1), I, H);
+        mat(names.expert(l, e, 2), H, I);
+      }
     }
     if (c.qk_norm) {
       vec(names.layer(l, names.q_norm), c.head_dim, -1.0f);

@@ -11,7 +11,7 @@
 
 namespace ember::model {
 
-// llama-1b, llama-1b-128k, smollm-360m, qwen-0.5b.
+// llama-1b, llama-1b-128k, smollm-360m, qwen-0.5b, qwen3-30b-a3b-2l (a mixture of experts).
 std::vector<std::string> synthetic_shape_names();
 // The config of a named shape; throws ember::Error listing the known names.
 ModelConfig synthetic_config(const std::string& shape);

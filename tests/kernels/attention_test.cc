@@ -87,7 +87,7 @@ void expect_matches_naive(const std::vector<float>& q, const std::vector<float>&
       for (int64_t p = lo; p <= pos; ++p) {
         float d = 0;
         for (int64_t i = 0; i < hd; ++i) d += q[(t * s.n_heads + h) * hd + i] * c.k[p * c.kv_dim + kvo + i];
-        sc.push_back(d * s.scale);
+        sc.push_back(s.softcap > 0 ? std::tanh(d * s.scale / s.softcap) * s.softcap : d * s.scale);
       }
       softmax(sc.data(), static_cast<int64_t>(sc.size()));
       for (int64_t i = 0; i < hd; ++i) {
@@ -127,11 +127,12 @@ TEST(Attention, StreamingMatchesNaiveWithGqaAndWindow) {
   for (Isa isa : supported_isas())
   for (KvType kv_type : {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8_0})
   for (int64_t hd : {8, 16, 32, 64})  // Q8_0: blocks of 8, 16, 32 and two of 32
-  for (int64_t window : {0, 6}) {
+  for (int64_t window : {0, 6})
+  for (float cap : {0.0f, 0.5f}) {  // soft-capping (Gemma 2) small enough to change the weights
     const Cache cache(n_pos, kv_heads * hd, hd, block, rng, kv_type);
     const int64_t n_tok = 5, first = n_pos - n_tok;
     std::vector<float> q = random_vector(n_tok * heads * hd, rng), out(q.size());
-    AttentionShape s{heads, kv_heads, hd, window, 1.0f / std::sqrt(static_cast<float>(hd))};
+    AttentionShape s{heads, kv_heads, hd, window, 1.0f / std::sqrt(static_cast<float>(hd)), cap};
     const AttentionItem item{q.data(), n_tok, first, cache.view(), out.data()};
     attention(std::span(&item, 1), s, pool, isa);
     expect_matches_naive(q, out, n_tok, first, cache, s);
@@ -141,7 +142,7 @@ TEST(Attention, StreamingMatchesNaiveWithGqaAndWindow) {
   const int64_t hd = 8;
   const Cache cache(n_pos, kv_heads * hd, hd, block, rng);
   std::vector<float> q = random_vector(heads * hd, rng), out(q.size());
-  const AttentionShape s{heads, kv_heads, hd, 0, 0.5f};
+  const AttentionShape s{heads, kv_heads, hd, 0, 0.5f, 0.0f};
   attention(q.data(), 1, n_pos - 1, cache.view(), s, out.data(), pool);
   expect_matches_naive(q, out, 1, n_pos - 1, cache, s);
 }
@@ -157,7 +158,7 @@ TEST(Attention, BatchedItemsMatchNaive) {
   for (Isa isa : supported_isas())
   for (const auto& [heads, kv_heads] : {std::pair<int64_t, int64_t>{8, 2}, {6, 2}, {4, 4}})
   for (int64_t hd : {32, 12, 40}) {
-    const AttentionShape s{heads, kv_heads, hd, 0, 1.0f / std::sqrt(static_cast<float>(hd))};
+    const AttentionShape s{heads, kv_heads, hd, 0, 1.0f / std::sqrt(static_cast<float>(hd)), 0.0f};
     struct Case {
       int64_t n_pos, n_tok;
     };

@@ -92,5 +92,51 @@ TEST(StoreRow, EveryIsaGivesTheScalarBits) {
   }
 }
 
+
+// Partial rotary (Phi-3): the first rot_dim dims of each head rotate as a head of rot_dim would;
+// the rest are left as they are.
+TEST(RopeRotateHalf, PartialRotaryLeavesTheTailAlone) {
+  const int64_t heads = 3, hd = 12, rd = 8;
+  std::vector<float> x(heads * hd), cos(rd / 2), sin(rd / 2);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = 0.1f * static_cast<float>(i) - 1.0f;
+  for (int64_t j = 0; j < rd / 2; ++j) {
+    cos[j] = std::cos(0.3f * static_cast<float>(j + 1));
+    sin[j] = std::sin(0.3f * static_cast<float>(j + 1));
+  }
+  std::vector<float> partial = x;
+  rope_rotate_half(partial.data(), heads, hd, rd, cos.data(), sin.data());
+  for (int64_t h = 0; h < heads; ++h) {
+    std::vector<float> head(x.begin() + h * hd, x.begin() + h * hd + rd);
+    rope_rotate_half(head.data(), 1, rd, cos.data(), sin.data());
+    for (int64_t i = 0; i < rd; ++i) EXPECT_EQ(partial[h * hd + i], head[i]) << h << " " << i;
+    for (int64_t i = rd; i < hd; ++i) EXPECT_EQ(partial[h * hd + i], x[h * hd + i]) << h << " " << i;
+  }
+}
+
+// GELU's tanh approximation stays within its known 1e-3 of the exact GELU, x * Phi(x).
+TEST(GeluTanhMul, ApproximatesTheExactGelu) {
+  std::vector<float> g, up;
+  for (float v = -6.0f; v <= 6.0f; v += 0.25f) {
+    g.push_back(v);
+    up.push_back(2.0f);
+  }
+  std::vector<float> out = g;
+  gelu_tanh_mul(out.data(), up.data(), static_cast<int64_t>(out.size()));
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double exact = 0.5 * g[i] * (1.0 + std::erf(g[i] / std::sqrt(2.0)));
+    EXPECT_NEAR(out[i], 2.0 * exact, 2e-3) << g[i];
+  }
+}
+
+TEST(Softcap, BoundsValuesAndKeepsSmallOnes) {
+  std::vector<float> x = {-1000.0f, -1.0f, 0.0f, 0.01f, 1000.0f};
+  softcap(x.data(), static_cast<int64_t>(x.size()), 30.0f);
+  EXPECT_NEAR(x[0], -30.0f, 1e-4);
+  EXPECT_NEAR(x[4], 30.0f, 1e-4);
+  EXPECT_NEAR(x[3], 0.01f, 1e-6);
+  EXPECT_EQ(x[2], 0.0f);
+  EXPECT_LT(x[1], -0.99f);
+}
+
 }  // namespace
 }  // namespace ember::kernels

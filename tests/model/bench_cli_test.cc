@@ -5,14 +5,16 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "base/mapped_file.h"
+#include "model/model.h"
 #include "run_command.h"
 #include "test_paths.h"
 
 namespace ember::model {
 namespace {
 
-nlohmann::json bench(const std::string& flags) {
-  const test::Output o = test::run_command("'" + test::ember_binary() + "' bench -m '" + test::model_dir("story-656k") +
+nlohmann::json bench(const std::string& flags, const std::string& model = "story-656k") {
+  const test::Output o = test::run_command("'" + test::ember_binary() + "' bench -m '" + test::model_dir(model) +
                                            "' -p 8 -n 2 --reps 1 --json " + flags + " 2>/dev/null");
   EXPECT_EQ(o.status, 0) << o.out;
   return nlohmann::json::parse(o.out);
@@ -31,6 +33,18 @@ TEST(BenchCli, LabelsTheDtypeHeldInMemory) {
                                              "' --dtype bf16 -p 8 -n 2 --reps 1 2>&1");
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.out.find("--synthetic"), std::string::npos) << bad.out;
+}
+
+// A mixture of experts: the bytes per token are those of the experts a token reads.
+TEST(BenchCli, MixtureOfExpertsStatesTheExpertsRead) {
+  const nlohmann::json cfg = nlohmann::json::parse(read_file(test::model_dir("tiny-qwen3moe-bf16") + "/config.json"));
+  const nlohmann::json moe = bench("", "tiny-qwen3moe-bf16"), dense = bench("");
+  EXPECT_EQ(moe["experts"], cfg["num_experts"]);
+  EXPECT_EQ(moe["experts_per_token"], cfg["num_experts_per_tok"]);
+  EXPECT_EQ(dense["experts"], 0);
+  const auto m = Model::load(test::model_dir("tiny-qwen3moe-bf16"), {.threads = 1, .progress = {}});
+  EXPECT_GE(moe["decode_bytes_per_token"].get<double>(), static_cast<double>(m->decode_weight_bytes()));
+  EXPECT_GT(moe["decode_roofline_tok_s"].get<double>(), 0.0);
 }
 
 }  // namespace

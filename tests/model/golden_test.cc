@@ -1,4 +1,4 @@
-// Every model in ../shared/models with a golden file in ../shared/testdata/golden: last-position
+// Every model in ../shared/models with a golden file in ../shared/testdata/golden (and its families/): last-position
 // logits within the stated tolerance, greedy continuations exact, and the KV cache consistent.
 #include <gtest/gtest.h>
 
@@ -20,10 +20,13 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
+// Golden files by their path under golden/ without ".json": the first families' at the top, the
+// newer families' in families/ (every file of both folders, so that new ones are picked up).
 std::vector<std::string> golden_files() {
   std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(test::testdata("golden")))
-    if (e.path().extension() == ".json") out.push_back(e.path().stem().string());
+  for (const char* sub : {"", "families/"})
+    for (const auto& e : fs::directory_iterator(test::testdata("golden/" + std::string(sub))))
+      if (e.path().extension() == ".json") out.push_back(sub + e.path().stem().string());
   std::sort(out.begin(), out.end());
   return out;
 }
@@ -156,7 +159,8 @@ TEST_P(Golden, CommandLineLogitsAndGenerate) {
   const json g = read_json(test::testdata("golden/" + GetParam() + ".json"));
   const Tolerance tol{g["tolerance"]["logits_abs"].get<double>(), g["tolerance"]["logits_rel_to_max"].get<double>()};
   const std::string dir = test::model_dir(g["model"].get<std::string>());
-  const std::string input = (fs::temp_directory_path() / ("golden_" + GetParam() + ".jsonl")).string();
+  const std::string input =
+      (fs::temp_directory_path() / ("golden_" + fs::path(GetParam()).filename().string() + ".jsonl")).string();
   {
     std::ofstream in(input);
     for (const auto& cs : g["cases"]) in << json{{"ids", cs["prompt_ids"]}}.dump() << '\n';

@@ -2,6 +2,11 @@
 // whatever the batch, the prefill chunk or the prefix reuse; blocks are returned.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "../engine/chat_skills_eval.h"
 #include "base/error.h"
 #include "engine/chat_prompt.h"
@@ -195,6 +200,60 @@ TEST_F(SchedulerTest, ChoicesShareThePromptAndEndTogetherWhenCancelled) {
     const Collected c = drain(*s);
     EXPECT_TRUE(c.last.finished);
     EXPECT_EQ(c.last.finish, FinishReason::kCancelled);
+  }
+}
+
+// The newer families through the batched scheduler: every golden case's prompt in one batch (prompts
+// split over steps and interleaved with others' decoding) gives that case's golden greedy ids, and a
+// longer prompt that reuses a finished one's cached prefix (across sliding-window layers too)
+// continues the golden path.
+TEST(SchedulerFamilies, BatchedGreedyEqualsGoldenAndPrefixReuseKeepsIt) {
+  namespace fs = std::filesystem;
+  std::vector<std::string> files;
+  for (const auto& e : fs::directory_iterator(test::testdata("golden/families")))
+    if (e.path().extension() == ".json") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  ASSERT_FALSE(files.empty());
+  for (const std::string& file : files) {
+    SCOPED_TRACE(file);
+    const nlohmann::json g = nlohmann::json::parse(std::ifstream(file));
+    const std::string dir = test::model_dir(g["model"].get<std::string>());
+    auto model = model::Model::load(dir, {.threads = 2, .progress = {}});
+    const auto tok = tokenizer::Tokenizer::from_folder(dir);
+    auto greedy = [](int n) {
+      sampling::SamplingParams p;  // no end-of-sequence stop: the goldens run through it
+      p.temperature = 0.0f;
+      p.max_new_tokens = n;
+      return p;
+    };
+    Scheduler sched(*model, tok, {.max_parallel = 4, .context = 256, .prefill_chunk = 7});
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (const auto& cs : g["cases"]) {
+      GenerationRequest r;
+      r.prompt = cs["prompt_ids"].get<std::vector<int32_t>>();
+      r.params = greedy(static_cast<int>(cs["greedy_ids"].size()));
+      streams.push_back(sched.submit(std::move(r)));
+    }
+    const nlohmann::json* longest = nullptr;
+    for (size_t i = 0; i < streams.size(); ++i) {
+      const auto& cs = g["cases"][i];
+      SCOPED_TRACE(cs["name"].get<std::string>());
+      const Collected c = drain(*streams[i]);
+      EXPECT_TRUE(c.last.error.empty()) << c.last.error;
+      EXPECT_EQ(c.tokens, cs["greedy_ids"].get<std::vector<int32_t>>());
+      if (longest == nullptr || cs["prompt_ids"].size() > (*longest)["prompt_ids"].size()) longest = &cs;
+    }
+    std::vector<int32_t> prompt = (*longest)["prompt_ids"].get<std::vector<int32_t>>();
+    const auto path = (*longest)["greedy_ids"].get<std::vector<int32_t>>();
+    const size_t half = path.size() / 2;
+    const size_t reused_at_least = prompt.size() - 1;
+    prompt.insert(prompt.end(), path.begin(), path.begin() + static_cast<std::ptrdiff_t>(half));
+    GenerationRequest r;
+    r.prompt = prompt;
+    r.params = greedy(static_cast<int>(path.size() - half));
+    const Collected c = drain(*sched.submit(std::move(r)));
+    EXPECT_GE(c.last.cached_tokens, static_cast<int64_t>(reused_at_least));
+    EXPECT_EQ(c.tokens, std::vector<int32_t>(path.begin() + static_cast<std::ptrdiff_t>(half), path.end()));
   }
 }
 

@@ -1,0 +1,224 @@
+// The newer families' options (Gemma 2/3, Phi-3, SmolLM3, Qwen3-MoE, Mixtral) beyond their goldens:
+// how config.json becomes per-layer specs, what is refused, the bytes a mixture of experts reads,
+// the quantized paths, and `ember chat` on each tiny model.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "base/error.h"
+#include "base/mapped_file.h"
+#include "gguf_writer.h"
+#include "model/model.h"
+#include "run_command.h"
+#include "test_paths.h"
+
+namespace ember::model {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+// The model folders the families/ goldens name (so that a new one is picked up).
+std::vector<std::string> family_models() {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(test::testdata("golden/families")))
+    if (e.path().extension() == ".json")
+      out.push_back(json::parse(read_file(e.path().string()))["model"].get<std::string>());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+json family_config(const std::string& model) { return json::parse(read_file(test::model_dir(model) + "/config.json")); }
+
+std::string config_error(const json& j) {
+  try {
+    parse_config(j.dump(), "config.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+#define EXPECT_MENTIONS(message, part) EXPECT_NE((message).find(part), std::string::npos) << (message)
+
+TEST(Families, GemmaLayerRulesWithoutLayerTypes) {
+  json g2 = family_config("tiny-gemma2-f32");
+  g2["num_hidden_layers"] = 4;
+  const ModelConfig c2 = parse_config(g2.dump(), "config.json");  // Gemma 2: the even layers slide
+  for (size_t l = 0; l < 4; ++l) EXPECT_EQ(c2.layers[l].sliding_window > 0, l % 2 == 0) << l;
+  EXPECT_TRUE(c2.norm_plus_one && c2.post_norms);
+  EXPECT_GT(c2.attn_softcap, 0);
+  EXPECT_GT(c2.final_softcap, 0);
+  EXPECT_FLOAT_EQ(c2.attention_scale(), static_cast<float>(1.0 / std::sqrt(g2["query_pre_attn_scalar"].get<double>())));
+  EXPECT_EQ(c2.activation, Activation::kGeluTanh);
+
+  json g3 = family_config("tiny-gemma3-bf16");
+  g3.erase("layer_types");
+  g3["num_hidden_layers"] = 6;
+  const ModelConfig c3 = parse_config(g3.dump(), "config.json");  // every sliding_window_pattern-th is full
+  const int64_t pattern = g3["sliding_window_pattern"].get<int64_t>();
+  for (size_t l = 0; l < 6; ++l) {
+    const bool sliding = (static_cast<int64_t>(l) + 1) % pattern != 0;
+    EXPECT_EQ(c3.layers[l].sliding_window > 0, sliding) << l;
+    EXPECT_EQ(c3.layers[l].rope, sliding ? LayerRope::kLocal : LayerRope::kGlobal) << l;
+  }
+  EXPECT_EQ(c3.rope_local.scaling, RopeScaling::None);  // sliding layers: rope_local_base_freq, unscaled
+  EXPECT_EQ(c3.rope_local.theta, g3["rope_local_base_freq"].get<double>());
+  EXPECT_EQ(c3.rope.scaling, RopeScaling::Linear);
+}
+
+TEST(Families, PartialRotaryNoRopeLayersAndExperts) {
+  const json phi = family_config("tiny-phi3-bf16");
+  const ModelConfig p = parse_config(phi.dump(), "config.json");
+  EXPECT_EQ(p.rope_dim(), static_cast<int64_t>(p.head_dim * phi["partial_rotary_factor"].get<double>()));
+  EXPECT_TRUE(p.fused_qkv && p.fused_gate_up);
+  EXPECT_EQ(rope_inv_freq(p, 100).size(), static_cast<size_t>(p.rope_dim() / 2));
+
+  const json smol = family_config("tiny-smollm3-bf16");
+  const ModelConfig s = parse_config(smol.dump(), "config.json");
+  for (size_t l = 0; l < s.layers.size(); ++l)
+    EXPECT_EQ(s.layers[l].rope == LayerRope::kNone, smol["no_rope_layers"][l].get<int>() == 0) << l;
+
+  json moe = family_config("tiny-qwen3moe-bf16");
+  moe["num_hidden_layers"] = 4;
+  moe["decoder_sparse_step"] = 2;
+  moe["mlp_only_layers"] = {3};
+  const ModelConfig q = parse_config(moe.dump(), "config.json");  // sparse when (l + 1) % step == 0, unless listed
+  EXPECT_EQ(q.moe.num_experts, moe["num_experts"].get<int64_t>());
+  EXPECT_TRUE(q.moe.renormalize);
+  const std::vector<bool> sparse = {false, true, false, false};
+  for (size_t l = 0; l < 4; ++l) EXPECT_EQ(q.layers[l].sparse_mlp, sparse[l]) << l;
+  moe["norm_topk_prob"] = false;
+  EXPECT_FALSE(parse_config(moe.dump(), "config.json").moe.renormalize);
+
+  json mix = family_config("tiny-mixtral-f16");
+  mix.erase("norm_topk_prob");
+  const ModelConfig m = parse_config(mix.dump(), "config.json");  // Mixtral always renormalises
+  EXPECT_TRUE(m.moe.renormalize);
+  EXPECT_EQ(m.moe.num_experts, mix["num_local_experts"].get<int64_t>());
+  for (const LayerSpec& l : m.layers) EXPECT_TRUE(l.sparse_mlp);
+}
+
+TEST(Families, UnimplementedOptionsFailNamingTheKey) {
+  json phi = family_config("tiny-phi3-bf16");
+  phi["rope_scaling"] = {{"type", "longrope"}, {"short_factor", {1.0}}, {"long_factor", {1.0}}};
+  std::string e = config_error(phi);
+  EXPECT_MENTIONS(e, "rope_scaling");
+  EXPECT_MENTIONS(e, "longrope");
+  phi["rope_scaling"] = nullptr;
+  phi["partial_rotary_factor"] = 0.3;  // 7.2 dims
+  EXPECT_MENTIONS(config_error(phi), "partial_rotary_factor");
+
+  json g3 = family_config("tiny-gemma3-bf16");
+  g3["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+  e = config_error(g3);
+  EXPECT_MENTIONS(e, "rope_scaling");
+  EXPECT_MENTIONS(e, "yarn");
+  g3["rope_scaling"] = nullptr;
+  g3["hidden_activation"] = "gelu";  // the exact GELU is not implemented
+  EXPECT_MENTIONS(config_error(g3), "hidden_activation");
+
+  json llama = json::parse(read_file(test::model_dir("tiny-llama-f32") + "/config.json"));
+  llama["final_logit_softcapping"] = 30.0;  // a Gemma option on a family that does not have it
+  EXPECT_MENTIONS(config_error(llama), "final_logit_softcapping");
+
+  json smol = family_config("tiny-smollm3-bf16");
+  smol["no_rope_layers"] = {1, 0};
+  EXPECT_MENTIONS(config_error(smol), "no_rope_layers");
+
+  json moe = family_config("tiny-qwen3moe-bf16");
+  moe["num_experts_per_tok"] = moe["num_experts"].get<int64_t>() + 1;
+  EXPECT_MENTIONS(config_error(moe), "num_experts_per_tok");
+}
+
+// A token reads the router and experts_per_tok of the experts, not all of them.
+TEST(Families, MixtureOfExpertsDecodeReadsTheChosenExperts) {
+  for (const std::string name : {"tiny-qwen3moe-bf16", "tiny-mixtral-f16"}) {
+    SCOPED_TRACE(name);
+    auto m = Model::load(test::model_dir(name), {.threads = 1, .progress = {}});
+    const ModelConfig& c = m->config();
+    const int64_t es = m->weight_type() == "f32" ? 4 : 2;  // bytes per stored weight
+    const int64_t H = c.hidden_size, V = c.vocab_size;
+    const int64_t expert = 3 * c.moe.intermediate_size * H * es;
+    int64_t expected = V * H * es;  // lm_head
+    for (const LayerSpec& l : c.layers) {
+      ASSERT_TRUE(l.sparse_mlp);
+      expected += (2 * c.q_dim() * H + 2 * c.kv_dim() * H) * es;  // q, k, v, o
+      expected += c.moe.num_experts * H * es;                      // router
+      expected += c.moe.experts_per_tok * expert;                  // the chosen experts
+    }
+    // Packing pads the router's few rows up to a panel (16 rows here at most).
+    const int64_t layers = c.num_hidden_layers;
+    EXPECT_GE(m->decode_weight_bytes(), expected);
+    EXPECT_LT(m->decode_weight_bytes(), expected + layers * 16 * H * es);
+    EXPECT_LT(m->decode_weight_bytes(), expected + layers * expert);  // not one more expert
+  }
+}
+
+// Quantized matrices (split fused ones and experts included) run and stay close to the stored weights.
+TEST(Families, QuantizedPathsRun) {
+  for (const std::string& name : family_models()) {
+    SCOPED_TRACE(name);
+    const std::vector<int32_t> prompt = {1, 400, 20, 300, 77, 5, 1000, 9};
+    auto reference = Model::load(test::model_dir(name), {.threads = 2, .progress = {}});
+    auto ref_cache = reference->make_cache(64);
+    KvSequence ref_seq(*ref_cache);
+    const std::vector<float> want = reference->forward(ref_seq, prompt);
+    for (kernels::QType q : {kernels::QType::Q8_0, kernels::QType::Q4_0}) {
+      SCOPED_TRACE(kernels::qtype_name(q));
+      auto m = Model::load(test::model_dir(name), {.threads = 2, .progress = {}, .quantize = q});
+      EXPECT_NE(m->weight_type().find(kernels::qtype_name(q)), std::string::npos) << m->weight_type();
+      auto cache = m->make_cache(64);
+      KvSequence seq(*cache);
+      const std::vector<float> got = m->forward(seq, prompt);
+      // The correlation of the centred logits: rounding lowers it a little; a wrong split or
+      // expert leaves logits unrelated to the stored model's.
+      double mg = 0, mw = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(got[i]));
+        mg += got[i];
+        mw += want[i];
+      }
+      mg /= static_cast<double>(got.size());
+      mw /= static_cast<double>(got.size());
+      double gw = 0, gg = 0, ww = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        gw += (got[i] - mg) * (want[i] - mw);
+        gg += (got[i] - mg) * (got[i] - mg);
+        ww += (want[i] - mw) * (want[i] - mw);
+      }
+      const double corr = gw / std::sqrt(gg * ww);
+      EXPECT_GT(corr, q == kernels::QType::Q8_0 ? 0.99 : 0.75);  // measured: above 0.994 and 0.87
+    }
+  }
+}
+
+// `ember chat` sends one message and gets a reply on each tiny model, with its family's template
+// from ../shared/chat_templates (the tiny models carry none).
+TEST(Families, ChatCommandRepliesOnEachTinyModel) {
+  const std::map<std::string, std::string> templates = {
+      {"gemma2", "gemma.jinja"},     {"gemma3_text", "gemma-3.jinja"}, {"phi3", "phi-3.jinja"},
+      {"smollm3", "smollm3.jinja"}, {"qwen3_moe", "qwen3.jinja"},     {"mixtral", "mistral-instruct-v0.1.jinja"}};
+  for (const std::string& name : family_models()) {
+    SCOPED_TRACE(name);
+    const std::string src = test::model_dir(name);
+    const std::string type = family_config(name)["model_type"].get<std::string>();
+    ASSERT_TRUE(templates.count(type)) << type;
+    const test::TempFolder dir;
+    for (const auto& e : fs::directory_iterator(src)) fs::create_symlink(e.path(), fs::path(dir.path()) / e.path().filename());
+    dir.write("chat_template.jinja", read_file(test::shared_path("chat_templates", templates.at(type))));
+    const std::string messages = dir.write("messages.json", R"([{"role": "user", "content": "Tell me a story."}])");
+    const test::Output o = test::run_command("'" + test::ember_binary() + "' chat -q -m '" + dir.path() + "' --messages '" +
+                                             messages + "' --json -n 12 --temperature 0 2>&1");
+    ASSERT_EQ(o.status, 0) << o.out;
+    const json reply = json::parse(o.out);
+    EXPECT_FALSE(reply["content"].get<std::string>().empty()) << o.out;
+  }
+}
+
+}  // namespace
+}  // namespace ember::model
