@@ -379,5 +379,57 @@ TEST(ForcedToolCalls, BadToolsAndUnknownNamesAreClearErrors) {
   EXPECT_EQ(shapes[0].body_schema.at("properties").at("parameters").at("type"), "object");
 }
 
+// Random replies built from each family's markers, pieces of calls, JSON and prose: streaming at
+// every split equals the whole parse, a reply without calls is all content, every call is sound.
+TEST(ToolCallParser, RandomRepliesStreamAsTheyParse) {
+  const std::vector<std::string> common{" ", "\n", "x", "Hi.", "{", "}", "[", "]", "\"", "\\\"", ",", ":", "<", "|>",
+                                        "{\"name\": \"f\", ", "\"arguments\": {\"a\": [1, {\"b\": \"}\"}]}}",
+                                        "\"parameters\": {}}", "{\"name\": \"g\", \"parameters\": {\"k\": null}}"};
+  const std::vector<std::pair<F, std::vector<std::string>>> families{
+      {F::kHermes, {"<tool_call>", "</tool_call>", "<tool_", "<tool_call>\n{\"name\": \"h\", \"arguments\": {}}\n</tool_call>"}},
+      {F::kLlama3, {"<|python_tag|>", "<|python"}},
+      {F::kMistral, {"[TOOL_CALLS]", "[TOOL_", "[TOOL_CALLS] [{\"name\": \"m\", \"arguments\": {\"q\": 1}}]"}},
+      {F::kGranite, {"<|tool_call|>", "<|tool", "<|tool_call|>[{\"name\": \"g\", \"arguments\": {}}]"}},
+      {F::kCommandR, {"Action:", "Act", "```json\n", "```", "Action: ```json\n[{\"tool_name\": \"c\", \"parameters\": {}}]\n```"}},
+      {F::kHarmony, {"<|start|>", "<|channel|>", "<|message|>", "<|call|>", "<|end|>", "assistant", " to=functions.t ",
+                     "commentary", " <|constrain|>json", "<|chan",
+                     "<|start|>assistant<|channel|>commentary to=functions.t json<|message|>{\"a\": 1}<|call|>"}},
+      {F::kDeepSeekR1, {"<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>", "function<｜tool▁sep｜>d\n", "```json\n", "\n```",
+                        "<｜tool▁call▁end｜>", "<｜tool▁calls▁end｜>", "<｜tool▁",
+                        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>d\n```json\n{}\n```<｜tool▁call▁end｜>"}},
+  };
+  std::mt19937 rng(2024);
+  for (const auto& [format, own] : families) {
+    SCOPED_TRACE(tool_call_format_name(format));
+    size_t with_calls = 0;
+    std::vector<std::string> pieces = common;
+    for (int twice = 0; twice < 2; ++twice) pieces.insert(pieces.end(), own.begin(), own.end());
+    for (int round = 0; round < 150; ++round) {
+      std::string text;
+      for (size_t n = std::uniform_int_distribution<size_t>(1, 24)(rng); n > 0; --n)
+        text += pieces[std::uniform_int_distribution<size_t>(0, pieces.size() - 1)(rng)];
+      SCOPED_TRACE(text);
+      const ParsedReply whole = parse_counted(format, text);
+      if (whole.tool_calls.empty()) {
+        EXPECT_EQ(whole.content, text);
+      }
+      with_calls += whole.tool_calls.empty() ? 0 : 1;
+      for (const ToolCall& c : whole.tool_calls) {
+        EXPECT_FALSE(c.name.empty());
+        EXPECT_TRUE(nlohmann::ordered_json::parse(c.arguments).is_object()) << c.arguments;
+      }
+      const std::string_view v(text);
+      for (size_t i = 0; i <= v.size(); ++i)
+        test::expect_same_reply(test::stream_pieces(format, {v.substr(0, i), v.substr(i)}), whole,
+                                "split at " + std::to_string(i));
+      std::vector<std::string_view> bytes;
+      for (size_t i = 0; i < v.size(); ++i) bytes.push_back(v.substr(i, 1));
+      test::expect_same_reply(test::stream_pieces(format, bytes), whole, "byte by byte");
+      if (::testing::Test::HasFailure()) return;
+    }
+    EXPECT_GT(with_calls, 0u);  // the pieces do make calls
+  }
+}
+
 }  // namespace
 }  // namespace ember::chat
