@@ -71,6 +71,7 @@ bool ToolCallParser::start_block(ToolCallDelta& out) {
   buf_.erase(0, at);
   in_block_ = true;
   marker_len_ = len;
+  cache_ = {};
   return true;
 }
 
@@ -90,7 +91,7 @@ size_t ToolCallParser::held_tail() const {
 void ToolCallParser::advance(bool at_end, ToolCallDelta& out) {
   for (;;) {
     if (in_block_) {
-      BlockScan scan = scan_tool_call_block(format_, std::string_view(buf_).substr(marker_len_), at_end);
+      BlockScan scan = scan_tool_call_block(format_, std::string_view(buf_).substr(marker_len_), at_end, cache_);
       if (scan.status == BlockStatus::kNeedMore) return;
       if (scan.status == BlockStatus::kDone) {
         for (RawToolCall& call : scan.calls) {

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "chat/tool_call_format.h"
+#include "chat/tool_call_syntax.h"
 
 namespace ember::chat {
 
@@ -75,6 +76,7 @@ class ToolCallParser {
   std::string buf_;          // not yet decided
   bool in_block_ = false;    // buf_ starts with a marker (marker_len_ bytes) and the block after it
   size_t marker_len_ = 0;
+  BlockScanCache cache_;     // the block's scan so far
   std::string space_before_; // whitespace before the block: dropped with a call, content without
   bool at_boundary_ = true;  // no content since the start or the last call (Llama's bare JSON call)
   bool after_call_ = false;  // no content since the last call: trailing whitespace is dropped

@@ -25,7 +25,7 @@ constexpr int kMaxCallNesting = 64;  // deeper arguments stay text (and keep JSO
 // Reads a block left to right; each step says whether the text so far decides it.
 class TcCursor {
  public:
-  TcCursor(std::string_view text, bool at_end) : s_(text), at_end_(at_end) {}
+  TcCursor(std::string_view text, bool at_end, BlockScanCache& cache) : s_(text), at_end_(at_end), cache_(cache) {}
 
   size_t pos() const { return pos_; }
   bool at_end() const { return at_end_; }
@@ -61,50 +61,75 @@ class TcCursor {
     }
     return rest.size() >= max + delim.size() || at_end_ ? TcStep::kBad : TcStep::kNeedMore;
   }
-  // One JSON object or array.
+  // One JSON object or array. Scanning resumes where the last call on this block stopped.
   TcStep json(ordered_json& out) {
     if (pos_ == s_.size()) return at_end_ ? TcStep::kBad : TcStep::kNeedMore;
     if (s_[pos_] != '{' && s_[pos_] != '[') return TcStep::kBad;
-    std::string closers;
-    bool in_string = false;
-    for (size_t i = pos_; i < s_.size(); ++i) {
-      const char c = s_[i];
-      if (in_string) {
-        if (c == '\\') ++i;
-        else if (c == '"') in_string = false;
-        else if (static_cast<unsigned char>(c) < 0x20) return TcStep::kBad;
-        continue;
-      }
-      if (c == '"') {
-        in_string = true;
-      } else if (c == '{' || c == '[') {
-        if (closers.size() == kMaxCallNesting) return TcStep::kBad;
-        closers.push_back(c == '{' ? '}' : ']');
-      } else if (c == '}' || c == ']') {
-        if (closers.back() != c) return TcStep::kBad;
-        closers.pop_back();
-        if (closers.empty()) return parse(i + 1, out);
-      } else if (!tc_json_bare_char(c)) {
-        return TcStep::kBad;
-      }
+    BlockScanCache::Json* v = nullptr;
+    for (auto& known : cache_.values)
+      if (known.begin == pos_) v = &known;
+    if (v == nullptr) {
+      cache_.values.push_back({});
+      v = &cache_.values.back();
+      v->begin = v->next = pos_;
     }
-    return at_end_ ? TcStep::kBad : TcStep::kNeedMore;
+    if (v->state == BlockScanCache::Json::kScanning) scan(*v);
+    if (v->state == BlockScanCache::Json::kBad) return TcStep::kBad;
+    if (v->state == BlockScanCache::Json::kScanning) return at_end_ ? TcStep::kBad : TcStep::kNeedMore;
+    out = v->value;
+    pos_ = v->end;
+    return TcStep::kOk;
   }
 
  private:
-  TcStep parse(size_t end, ordered_json& out) {
-    try {
-      out = ordered_json::parse(s_.substr(pos_, end - pos_));
-    } catch (const nlohmann::json::exception&) {  // a syntax error, or a number out of range
-      return TcStep::kBad;
+  void scan(BlockScanCache::Json& v) const {
+    using J = BlockScanCache::Json;
+    for (size_t& i = v.next; i < s_.size(); ++i) {
+      const char c = s_[i];
+      if (v.in_string) {
+        if (c == '\\') ++i;  // the escaped character is skipped, even when it has not arrived yet
+        else if (c == '"') v.in_string = false;
+        else if (static_cast<unsigned char>(c) < 0x20) v.state = J::kBad;
+        if (v.state == J::kBad) return;
+        continue;
+      }
+      if (c == '"') {
+        v.in_string = true;
+      } else if (c == '{' || c == '[') {
+        if (v.closers.size() == kMaxCallNesting) {
+          v.state = J::kBad;
+          return;
+        }
+        v.closers.push_back(c == '{' ? '}' : ']');
+      } else if (c == '}' || c == ']') {
+        if (v.closers.back() != c) {
+          v.state = J::kBad;
+          return;
+        }
+        v.closers.pop_back();
+        if (v.closers.empty()) return parse(v, i + 1);
+      } else if (!tc_json_bare_char(c)) {
+        v.state = J::kBad;
+        return;
+      }
     }
-    pos_ = end;
-    return TcStep::kOk;
+  }
+
+  void parse(BlockScanCache::Json& v, size_t end) const {
+    try {
+      v.value = ordered_json::parse(s_.substr(v.begin, end - v.begin));
+    } catch (const nlohmann::json::exception&) {  // a syntax error, or a number out of range
+      v.state = BlockScanCache::Json::kBad;
+      return;
+    }
+    v.end = end;
+    v.state = BlockScanCache::Json::kComplete;
   }
 
   std::string_view s_;
   size_t pos_ = 0;
   bool at_end_;
+  BlockScanCache& cache_;
 };
 
 // {name_key: "NAME", args_key: {...}} (the arguments may also come as a string holding an object).
@@ -281,8 +306,8 @@ const std::vector<std::string>& tool_call_markers(ToolCallFormat format) {
 
 bool json_opens_tool_call(ToolCallFormat format) { return format == ToolCallFormat::kLlama3; }
 
-BlockScan scan_tool_call_block(ToolCallFormat format, std::string_view text, bool at_end) {
-  TcCursor c(text, at_end);
+BlockScan scan_tool_call_block(ToolCallFormat format, std::string_view text, bool at_end, BlockScanCache& cache) {
+  TcCursor c(text, at_end, cache);
   switch (format) {
     case ToolCallFormat::kHermes: return tc_scan_object(c, {"arguments", "parameters"}, "</tool_call>");
     case ToolCallFormat::kLlama3: return tc_scan_object(c, {"parameters", "arguments"}, "");

@@ -124,6 +124,35 @@ TEST(ToolCallTemplates, ToolRoundTripRendersWithTheCallAndTheResult) {
   }
 }
 
+// Families without a template in ../shared: short templates written here that render a call the
+// way Granite 3's and gpt-oss's templates do.
+TEST(ToolCallTemplates, GraniteAndGptOssCallsRenderAndParseBack) {
+  const std::vector<std::pair<ToolCallFormat, std::string>> sources{
+      {ToolCallFormat::kGranite,
+       "{%- for message in messages %}{%- if message.role == 'assistant' and message.tool_calls is defined %}"
+       "{{- '<|start_of_role|>assistant<|end_of_role|><|tool_call|>' + message.tool_calls | map(attribute='function') "
+       "| list | tojson(indent=4) + '<|end_of_text|>\\n' }}{%- else %}{{- '<|start_of_role|>' + message.role + "
+       "'<|end_of_role|>' + message.content + '<|end_of_text|>\\n' }}{%- endif %}{%- endfor %}"},
+      {ToolCallFormat::kHarmony,
+       "{%- for message in messages %}{%- if message.tool_calls is defined %}"
+       "{%- set tool_call = message.tool_calls[0].function %}{{- '<|start|>assistant to=' }}"
+       "{{- 'functions.' + tool_call.name + '<|channel|>commentary ' }}{{- 'json' + '<|message|>' }}"
+       "{{- tool_call.arguments|tojson }}{{- '<|call|>' }}{%- else %}{{- '<|start|>' + message.role + "
+       "'<|message|>' + message.content + '<|end|>' }}{%- endif %}{%- endfor %}"},
+  };
+  for (const auto& [format, source] : sources) {
+    SCOPED_TRACE(tool_call_format_name(format));
+    ASSERT_EQ(detect_tool_call_format(source), format);
+    const std::string text = render({"inline", source}, 3, /*add_generation_prompt=*/false);
+    const ParsedReply r = test::parse_counted(format, text);
+    ASSERT_EQ(r.tool_calls.size(), 1u) << text;
+    EXPECT_EQ(r.tool_calls[0].name, "get_weather");
+    EXPECT_EQ(r.tool_calls[0].arguments, R"({"city":"Paris","unit":"celsius"})");
+    EXPECT_EQ(r.content.find("get_weather"), std::string::npos) << r.content;
+    test::expect_split_invariant(format, text);
+  }
+}
+
 TEST(MessagesForTemplate, ParsesArgumentStringsAndNamesABadOne) {
   const ordered_json m = messages_for_template(kToolConversation);
   EXPECT_EQ(m[2]["tool_calls"][0]["function"]["arguments"], ordered_json::parse(R"({"city": "Paris", "unit": "celsius"})"));
