@@ -1,9 +1,8 @@
 #pragma once
 // Tool calls out of a model's reply, in the model family's own format (tool_call_format.h), whole or
 // streamed. Text outside calls is the content, less the whitespace just before a call and at the end
-// of the reply after a call. A block that is
-// not a well-formed call (bad JSON, no name, a harmony message that is not addressed to a function)
-// stays content, byte for byte, and so does a call cut off by the end of generation (finish reason
+// of the reply after a call. A block that is not a well-formed call (bad JSON, no name, a harmony
+// message that is not addressed to a function) stays content, byte for byte, and so does a call cut off by the end of generation (finish reason
 // "length"): no text is ever lost, and a reply with a partial call has no tool_calls.
 //
 // Streaming emits each call when its block is complete (a call is never retracted): its first chunk
