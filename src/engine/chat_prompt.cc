@@ -10,8 +10,10 @@ ChatPromptBuilder::ChatPromptBuilder(const tokenizer::Tokenizer& tokenizer, cons
       template_(tokenizer::select_chat_template(tokenizer.config(), /*with_tools=*/false, model_dir)),
       special_tokens_(tokenizer::special_token_variables(tokenizer.config())) {
   // transformers renders a request with tools through a named list's "tool_use" template.
-  if (tokenizer.config().named_chat_templates.count("tool_use") != 0)
-    tool_template_.emplace(tokenizer::select_chat_template(tokenizer.config(), /*with_tools=*/true, model_dir));
+  const bool named_tool_use = tokenizer.config().named_chat_templates.count("tool_use") != 0;
+  const std::string& tool_source = tokenizer::select_chat_template(tokenizer.config(), named_tool_use, model_dir);
+  if (named_tool_use) tool_template_.emplace(tool_source);
+  tool_format_ = chat::detect_tool_call_format(tool_source);
 }
 
 std::string ChatPromptBuilder::render(const nlohmann::ordered_json& messages, const ChatOptions& options,

@@ -10,6 +10,7 @@
 
 #include "chat/chat_template.h"
 #include "chat/thinking_budget.h"
+#include "chat/tool_call_format.h"
 #include "engine/generation.h"
 #include "tokenizer/tokenizer.h"
 
@@ -41,11 +42,15 @@ class ChatPromptBuilder {
   std::string render(const nlohmann::ordered_json& messages, const ChatOptions& options, bool add_generation_prompt) const;
   // The prompt of a reply: rendered with the generation prompt and encoded. Throws as render().
   ChatPrompt build(const nlohmann::ordered_json& messages, const ChatOptions& options) const;
+  // The format this model writes tool calls in, told from the template a request with tools renders
+  // through; nullopt when the template shows none Ember knows.
+  std::optional<chat::ToolCallFormat> tool_call_format() const { return tool_format_; }
 
  private:
   const tokenizer::Tokenizer& tokenizer_;
   chat::ChatTemplate template_;
   std::optional<chat::ChatTemplate> tool_template_;  // a named list's "tool_use", for requests with tools
+  std::optional<chat::ToolCallFormat> tool_format_;
   nlohmann::ordered_json special_tokens_;
 };
 

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "chat/tool_messages.h"
 #include "sampling/logits_processors.h"
 #include "sampling/overrides.h"
 
@@ -47,13 +48,12 @@ bool boolean(const ordered_json& body, const char* name) {
 // Fills the sampling fields shared by /v1/chat/completions and /v1/completions.
 // OpenAI fields Ember does not implement: a 400 naming the field, never a reply that ignored it.
 void refuse_unsupported(const ordered_json& body) {
-  for (const char* name : {"audio", "modalities", "prediction", "functions", "function_call", "tool_choice",
-                           "parallel_tool_calls", "web_search_options", "response_format"}) {
+  for (const char* name : {"audio", "modalities", "prediction", "functions", "function_call", "web_search_options",
+                           "response_format"}) {
     const ordered_json* v = field(body, name);
     if (v == nullptr) continue;
     // The values that ask for what Ember does anyway.
     if (std::string_view(name) == "response_format" && v->is_object() && v->value("type", "") == "text") continue;
-    if (std::string_view(name) == "tool_choice" && *v == "none") continue;
     if (std::string_view(name) == "modalities" && *v == ordered_json::array({"text"})) continue;
     throw ApiError(400, std::string("'") + name + "' is not supported by this server", name, "unsupported_parameter");
   }
@@ -234,7 +234,30 @@ ChatRequest parse_chat_request(const ordered_json& body, const sampling::Samplin
   }
   if (const auto* tools = field(body, "tools")) {
     if (!tools->is_array()) bad("tools", "must be an array");
-    r.options.tools = *tools;
+    if (!tools->empty()) {
+      r.options.tools = *tools;
+      r.tool_choice.mode = ToolChoice::Mode::kAuto;
+    }
+  }
+  if (const auto* tc = field(body, "tool_choice")) {
+    using Mode = ToolChoice::Mode;
+    if (*tc == "none") r.tool_choice.mode = Mode::kNone;
+    else if (*tc == "auto") r.tool_choice.mode = Mode::kAuto;
+    else if (*tc == "required") r.tool_choice.mode = Mode::kRequired;
+    else if (tc->is_object() && tc->value("type", "") == "function" && tc->contains("function") &&
+             (*tc)["function"].is_object() && (*tc)["function"].value("name", ordered_json()).is_string()) {
+      r.tool_choice = {Mode::kFunction, (*tc)["function"]["name"].get<std::string>()};
+    } else {
+      bad("tool_choice", "must be \"none\", \"auto\", \"required\" or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+    }
+    if (r.tool_choice.mode != Mode::kNone && r.options.tools.is_null())
+      bad("tool_choice", "needs tools");
+  }
+  if (field(body, "parallel_tool_calls")) r.parallel_tool_calls = boolean(body, "parallel_tool_calls");
+  try {
+    r.messages = chat::messages_for_template(r.messages);
+  } catch (const Error& e) {
+    bad("messages", e.what());
   }
   return r;
 }

@@ -38,9 +38,17 @@ struct CompletionRequest {
   std::string model;
 };
 
+// OpenAI's tool_choice: "none", "auto", "required", or {"type": "function", "function": {"name"}}.
+struct ToolChoice {
+  enum class Mode { kNone, kAuto, kRequired, kFunction } mode = Mode::kNone;
+  std::string function;  // kFunction's name
+};
+
 struct ChatRequest : CompletionRequest {
-  ordered_json messages;
+  ordered_json messages;  // as the template reads them (tool call arguments parsed into objects)
   engine::ChatOptions options;
+  ToolChoice tool_choice;  // "auto" when tools are given and tool_choice is not
+  bool parallel_tool_calls = true;
 };
 
 // Choices per prompt the API accepts (OpenAI allows 128; each choice is a sequence in the batch).

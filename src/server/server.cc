@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "base/error.h"
+#include "chat/tool_call_parser.h"
 #include "server/web_assets.h"
 
 namespace ember::server {
@@ -140,6 +141,7 @@ struct Server::Stream {
     engine::StreamUpdate all;  // everything so far (the whole response, when not streaming)
     bool sent_role = false, ended = false;
     size_t text_offset = 0;
+    std::optional<chat::ToolCallParser> tools;  // a request with tools: calls out of the streamed content
   };
   std::vector<Choice> choices;
   int n = 1;  // choices per prompt: prompt i's are i*n .. i*n + n-1
@@ -151,8 +153,10 @@ struct Server::Stream {
   std::optional<PeerWatch> peer;
   size_t poll_from = 0;  // round robin over the choices
 
-  // The choice object of a chunk or of the whole response carrying `u`'s text.
-  ordered_json choice(const tokenizer::Tokenizer& tok, size_t index, const engine::StreamUpdate& u, bool streaming) {
+  // The choice object of a chunk or of the whole response carrying `u`'s text (and, with tools, the
+  // calls it made: message.tool_calls, or a chunk's delta.tool_calls entries).
+  ordered_json choice(const tokenizer::Tokenizer& tok, size_t index, const engine::StreamUpdate& u, bool streaming,
+                      const ordered_json& tool_calls = nullptr) {
     Choice& ch = choices[index];
     ordered_json c{{"index", index}};
     if (chat) {
@@ -160,7 +164,9 @@ struct Server::Stream {
       if (!streaming || !ch.sent_role) msg["role"] = "assistant";
       ch.sent_role = true;
       if (!streaming || !u.content.empty() || msg.contains("role")) msg["content"] = u.content;
+      if (!streaming && u.content.empty() && !tool_calls.is_null()) msg["content"] = nullptr;  // as OpenAI
       if (!u.reasoning.empty()) msg["reasoning_content"] = u.reasoning;
+      if (!tool_calls.is_null()) msg["tool_calls"] = tool_calls;
       c[streaming ? "delta" : "message"] = msg;
     } else {
       c["text"] = u.content;
@@ -170,8 +176,54 @@ struct Server::Stream {
       ordered_json entries = logprobs_json(tok, u.tokens, with_top);
       c["logprobs"] = chat ? ordered_json{{"content", entries}} : legacy_logprobs(entries, ch.text_offset);
     }
-    c["finish_reason"] = u.finished ? ordered_json(finish_reason(u.finish)) : ordered_json(nullptr);
+    const bool called = ch.tools && ch.tools->calls() > 0 &&
+                        (u.finish == engine::FinishReason::kEos || u.finish == engine::FinishReason::kStopString);
+    c["finish_reason"] = !u.finished ? ordered_json(nullptr) : called ? ordered_json("tool_calls")
+                                                                      : ordered_json(finish_reason(u.finish));
     return c;
+  }
+
+  // The whole reply of choice i: content, and its calls when the request has tools.
+  ordered_json whole_choice(const tokenizer::Tokenizer& tok, size_t i) {
+    engine::StreamUpdate u = choices[i].all;
+    if (!choices[i].tools) return choice(tok, i, u, false);
+    chat::ToolCallDelta d = choices[i].tools->push(u.content);
+    const chat::ToolCallDelta rest = choices[i].tools->flush();
+    chat::ParsedReply reply;
+    chat::append_delta(reply, d);
+    chat::append_delta(reply, rest);
+    u.content = reply.content;
+    return choice(tok, i, u, false, reply.tool_calls.empty() ? ordered_json(nullptr) : chat::tool_calls_json(reply.tool_calls));
+  }
+
+  // The chunks of one streamed update of choice i: its text (through the tool-call parser when the
+  // request has tools) and, when it ends, the finish_reason chunk.
+  std::string update_chunks(const tokenizer::Tokenizer& tok, size_t i, const engine::StreamUpdate& u) {
+    std::string out;
+    engine::StreamUpdate text = u;
+    text.finished = false;
+    if (choices[i].tools) {
+      chat::ToolCallDelta d = choices[i].tools->push(u.content);
+      if (u.finished) {
+        const chat::ToolCallDelta rest = choices[i].tools->flush();
+        if (!rest.content.empty() && !d.tool_calls.empty()) {  // content after a call: its own chunk
+          out += chunk_of(tok, i, text, d);
+          d = chat::ToolCallDelta{};
+        }
+        d.content += rest.content;
+        d.tool_calls.insert(d.tool_calls.end(), rest.tool_calls.begin(), rest.tool_calls.end());
+      }
+      out += chunk_of(tok, i, text, d);
+    } else if (!text.content.empty() || !text.reasoning.empty() || (logprobs && !text.tokens.empty())) {
+      out += choice_chunk(tok, i, text);
+    }
+    if (u.finished) {  // the finish_reason chunk has an empty delta
+      engine::StreamUpdate last;
+      last.finished = true;
+      last.finish = u.finish;
+      out += choice_chunk(tok, i, last);
+    }
+    return out;
   }
 
   // The object around `choices`: the whole response, or one streamed chunk.
@@ -193,6 +245,19 @@ struct Server::Stream {
   // The chunk carrying `u`'s text for choice `index` (or only its role, or only its finish_reason).
   std::string choice_chunk(const tokenizer::Tokenizer& tok, size_t index, const engine::StreamUpdate& u) {
     return chunk(ordered_json::array({choice(tok, index, u, true)}));
+  }
+
+  // A chunk of `text` whose content is the parser's delta d (nothing when there is nothing to send).
+  std::string chunk_of(const tokenizer::Tokenizer& tok, size_t i, engine::StreamUpdate text, const chat::ToolCallDelta& d) {
+    text.content = d.content;
+    if (text.content.empty() && text.reasoning.empty() && d.tool_calls.empty() && !(logprobs && !text.tokens.empty()))
+      return {};
+    ordered_json calls = nullptr;
+    if (!d.tool_calls.empty()) {
+      calls = ordered_json::array();
+      for (const auto& c : d.tool_calls) calls.push_back(chat::tool_call_chunk_json(c));
+    }
+    return chunk(ordered_json::array({choice(tok, i, text, true, calls)}));
   }
 
   void cancel_all() {
@@ -456,9 +521,19 @@ void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
   } catch (const Error& e) {
     throw ApiError(400, std::string("the chat template failed: ") + e.what(), "messages");
   }
+  std::optional<chat::ToolCallFormat> tool_format;
+  if (cr.tool_choice.mode != ToolChoice::Mode::kNone) {
+    tool_format = prompts_.tool_call_format();
+    if (!tool_format)
+      throw ApiError(400, "'tools': this model's chat template writes tool calls in no format Ember knows "
+                          "(unknown tool-call format), so its calls could not be returned", "tools");
+    if (cr.tool_choice.mode != ToolChoice::Mode::kAuto)
+      throw ApiError(400, "'tool_choice' other than \"auto\" or \"none\" is not supported yet", "tool_choice",
+                     "unsupported_parameter");
+  }
   std::vector<engine::GenerationRequest> gens;
   gens.push_back(engine::chat_request(std::move(prompt), cr.params));
-  respond(req, res, std::move(gens), /*chat=*/true, cr);
+  respond(req, res, std::move(gens), /*chat=*/true, cr, tool_format);
 }
 
 // llama-server's utility routes, with its request and response shapes.
@@ -517,7 +592,7 @@ void Server::handle_text(const httplib::Request& req, httplib::Response& res) {
 }
 
 void Server::respond(const httplib::Request& req, httplib::Response& res, std::vector<engine::GenerationRequest> gens,
-                     bool chat, const CompletionRequest& cr) {
+                     bool chat, const CompletionRequest& cr, std::optional<chat::ToolCallFormat> tool_format) {
   for (size_t i = 0; i < gens.size(); ++i)
     if (static_cast<int64_t>(gens[i].prompt.size()) >= scheduler_->context())
       throw ApiError(400,
@@ -544,7 +619,10 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, std::v
                                     std::chrono::duration<double>(options_.request_timeout_s));
   try {
     for (auto& g : gens)
-      for (auto& rs : scheduler_->submit(std::move(g), cr.n)) st->choices.push_back({std::move(rs), {}, false, false, 0});
+      for (auto& rs : scheduler_->submit(std::move(g), cr.n)) {
+        st->choices.push_back({std::move(rs), {}, false, false, 0, std::nullopt});
+        if (tool_format) st->choices.back().tools.emplace(*tool_format, chat::random_call_ids(*tool_format));
+      }
   } catch (...) {
     st->cancel_all();  // the prompts already queued go too
     throw;
@@ -560,7 +638,7 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, std::v
         st->cancel_all();
         return send_error(res, f->status, f->message, {}, f->code);
       }
-      list.push_back(st->choice(tokenizer_, i, st->choices[i].all, false));
+      list.push_back(st->whole_choice(tokenizer_, i));
     }
     ordered_json body = st->envelope(false, std::move(list));
     body["usage"] = usage_json(st->totals());
@@ -584,16 +662,7 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, std::v
             st->cancel_all();
             for (auto& ch : st->choices) ch.ended = true;
           } else {
-            engine::StreamUpdate text = u;
-            text.finished = false;
-            if (!text.content.empty() || !text.reasoning.empty() || (st->logprobs && !text.tokens.empty()))
-              out += st->choice_chunk(tokenizer_, *i, text);
-            if (u.finished) {  // the finish_reason chunk has an empty delta
-              engine::StreamUpdate last;
-              last.finished = true;
-              last.finish = u.finish;
-              out += st->choice_chunk(tokenizer_, *i, last);
-            }
+            out += st->update_chunks(tokenizer_, *i, u);
           }
           if (st->all_ended()) {
             if (st->include_usage) out += st->chunk(ordered_json::array(), usage_json(st->totals()));
