@@ -57,8 +57,9 @@ class QuantizedMatrix {
 QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool);
 
 // ggml Q8_0 / Q4_0 rows (`rows` rows of `cols` weights, ggml's 34- / 18-byte blocks) repacked into
-// this layout. Lossless: the same quants and float16 scales, so every weight dequantizes to the bits
-// dequantize_row gives. Throws ember::Error for another type or cols not a multiple of 32.
+// this layout, and Q4_K / Q5_K / Q6_K rows into kquant.h's. Lossless: the same quants and float16
+// scales, so every weight dequantizes to the bits dequantize_row gives. Throws ember::Error for
+// another type or cols not a multiple of the block size.
 QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, int64_t cols, ThreadPool& pool);
 
 // The quantized value (before scaling) of weight [r][c] and the scale of its block.
