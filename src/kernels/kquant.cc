@@ -53,51 +53,88 @@ void kq_parts_from_ggml(QType q, const uint8_t* b, KqParts& p) {
   }
 }
 
-// Nibbles of q (low 4 bits) in Ember's order: byte 64h + i holds q[128h + i] and q[128h + 64 + i].
-void kq_put_nibbles(const uint8_t* q, uint8_t* dst) {
-  for (int h = 0; h < 2; ++h)
-    for (int i = 0; i < 64; ++i)
-      dst[64 * h + i] = static_cast<uint8_t>((q[128 * h + i] & 0x0F) | ((q[128 * h + 64 + i] & 0x0F) << 4));
+// Where quant (row i, column e) of a tile lives: its nibble byte (low or high nibble) and, for the
+// high bits, the bit index within the bit-plane words of its unit.
+struct KqPos {
+  int64_t nibble_byte;
+  bool high_nibble;
+  int64_t unit;  // (sub-block, unit) index: 8j + u (Q5_K) or 4j + u (Q6_K)
+  int bit;       // 4i + k
+};
+template <QType Q>
+KqPos kq_pos(int64_t i, int e) {
+  constexpr int w = kq_sub_width(Q), units = w / 4;
+  const int j = e / w, u = (e % w) / 4, k = e % 4;
+  return {(j / 2 * units + u) * 64 + 4 * i + k, j % 2 == 1, static_cast<int64_t>(j) * units + u, static_cast<int>(4 * i + k)};
 }
 
-void kq_parts_to_ember(QType q, const KqParts& p, uint8_t* dst) {
-  std::memset(dst, 0, static_cast<size_t>(kq_block_bytes(q)));
-  kq_store_u16(dst, p.d);
-  if (q == QType::Q6_K) {
-    for (int j = 0; j < 16; ++j) dst[kKq6Scales + j] = static_cast<uint8_t>(static_cast<int8_t>(p.sc[j]));
-    kq_put_nibbles(p.q, dst + kKq6Ql);
-    for (int e = 0; e < kQK_K; ++e) dst[kKq6Qh + e % 64] |= static_cast<uint8_t>(((p.q[e] >> 4) & 3) << (2 * (e / 64)));
-    return;
-  }
-  kq_store_u16(dst + 2, p.dmin);
-  for (int j = 0; j < 8; ++j) {
-    dst[kKqScales + j] = static_cast<uint8_t>(p.sc[j]);
-    dst[kKqScales + 8 + j] = static_cast<uint8_t>(p.m[j]);
-  }
-  kq_put_nibbles(p.q, dst + kKqQs);
-  if (q == QType::Q5_K)
-    for (int e = 0; e < kQK_K; ++e) dst[kKq5Qh + e / 8] |= static_cast<uint8_t>(((p.q[e] >> 4) & 1) << (e % 8));
-}
+void kq_set_bit(uint8_t* words, int64_t word, int bit) { words[word * 8 + bit / 8] |= static_cast<uint8_t>(1u << (bit % 8)); }
+bool kq_get_bit(const uint8_t* words, int64_t word, int bit) { return (words[word * 8 + bit / 8] >> (bit % 8)) & 1; }
 
-// Ember's super-block to parts.
-void kq_parts_from_ember(QType q, const uint8_t* b, KqParts& p) {
-  p.d = kq_load_u16(b);
-  const uint8_t* qs = b + (q == QType::Q6_K ? kKq6Ql : kKqQs);
+// Row i of a tile from parts (the tile starts zeroed).
+template <QType q>
+void kq_parts_to_ember(const KqParts& p, uint8_t* tile, int64_t i) {
+  kq_store_u16(tile + kKqD + 2 * i, p.d);
+  const bool six = q == QType::Q6_K;
+  for (int j = 0; j < kQK_K / p.sub; ++j) {
+    if (six) {
+      tile[kKq6Sc + 16 * j + i] = static_cast<uint8_t>(static_cast<int8_t>(p.sc[j]));
+    } else {
+      tile[kKqSc + 16 * j + i] = static_cast<uint8_t>(p.sc[j]);
+      tile[kKqMin + 16 * j + i] = static_cast<uint8_t>(p.m[j]);
+    }
+  }
+  if (!six) kq_store_u16(tile + kKqDmin + 2 * i, p.dmin);
+  uint8_t* nib = tile + (six ? kKq6Nibbles : kKqNibbles);
   for (int e = 0; e < kQK_K; ++e) {
-    const uint8_t byte = qs[64 * (e / 128) + e % 64];
-    p.q[e] = (e % 128) < 64 ? byte & 0x0F : byte >> 4;
+    const KqPos at = kq_pos<q>(i, e);
+    nib[at.nibble_byte] |= static_cast<uint8_t>((p.q[e] & 0x0F) << (at.high_nibble ? 4 : 0));
+    if (q == QType::Q5_K && (p.q[e] & 16)) kq_set_bit(tile + kKq5Bits, at.unit, at.bit);
+    if (six && (p.q[e] & 16)) kq_set_bit(tile + kKq6Bits, 2 * at.unit, at.bit);
+    if (six && (p.q[e] & 32)) kq_set_bit(tile + kKq6Bits, 2 * at.unit + 1, at.bit);
   }
-  if (q == QType::Q6_K) {
-    p.sub = 16;
-    for (int j = 0; j < 16; ++j) p.sc[j] = static_cast<int8_t>(b[kKq6Scales + j]), p.m[j] = 32 * p.sc[j];
-    for (int e = 0; e < kQK_K; ++e) p.q[e] |= static_cast<uint8_t>(((b[kKq6Qh + e % 64] >> (2 * (e / 64))) & 3) << 4);
-    return;
+}
+
+// Row i of a tile to parts.
+template <QType q>
+void kq_parts_from_ember_t(const uint8_t* tile, int64_t i, KqParts& p) {
+  const bool six = q == QType::Q6_K;
+  p.sub = kq_sub_width(q);
+  p.d = kq_load_u16(tile + kKqD + 2 * i);
+  p.dmin = six ? 0 : kq_load_u16(tile + kKqDmin + 2 * i);
+  for (int j = 0; j < kQK_K / p.sub; ++j) {
+    if (six) {
+      p.sc[j] = static_cast<int8_t>(tile[kKq6Sc + 16 * j + i]);
+      p.m[j] = 32 * p.sc[j];
+    } else {
+      p.sc[j] = tile[kKqSc + 16 * j + i];
+      p.m[j] = tile[kKqMin + 16 * j + i];
+    }
   }
-  p.sub = 32;
-  p.dmin = kq_load_u16(b + 2);
-  for (int j = 0; j < 8; ++j) p.sc[j] = b[kKqScales + j], p.m[j] = b[kKqScales + 8 + j];
-  if (q == QType::Q5_K)
-    for (int e = 0; e < kQK_K; ++e) p.q[e] |= static_cast<uint8_t>(((b[kKq5Qh + e / 8] >> (e % 8)) & 1) << 4);
+  const uint8_t* nib = tile + (six ? kKq6Nibbles : kKqNibbles);
+  for (int e = 0; e < kQK_K; ++e) {
+    const KqPos at = kq_pos<q>(i, e);
+    int v = at.high_nibble ? nib[at.nibble_byte] >> 4 : nib[at.nibble_byte] & 0x0F;
+    if (q == QType::Q5_K && kq_get_bit(tile + kKq5Bits, at.unit, at.bit)) v |= 16;
+    if (six && kq_get_bit(tile + kKq6Bits, 2 * at.unit, at.bit)) v |= 16;
+    if (six && kq_get_bit(tile + kKq6Bits, 2 * at.unit + 1, at.bit)) v |= 32;
+    p.q[e] = static_cast<uint8_t>(v);
+  }
+}
+
+void kq_parts_from_ember(QType q, const uint8_t* tile, int64_t i, KqParts& p) {
+  if (q == QType::Q4_K) kq_parts_from_ember_t<QType::Q4_K>(tile, i, p);
+  else if (q == QType::Q5_K) kq_parts_from_ember_t<QType::Q5_K>(tile, i, p);
+  else kq_parts_from_ember_t<QType::Q6_K>(tile, i, p);
+}
+
+// The tile of row r's super-block b, and r's index in it.
+const uint8_t* kq_tile(const WeightMatrix& w, int64_t r, int64_t b) {
+  return static_cast<const uint8_t*>(w.data) + ((r / kKqRows) * (w.cols / kQK_K) + b) * kq_tile_bytes(w.qtype);
+}
+
+int64_t kq_ggml_block_bytes(QType q) {
+  return ggml_type_info(q == QType::Q4_K ? GgmlType::Q4_K : q == QType::Q5_K ? GgmlType::Q5_K : GgmlType::Q6_K).block_bytes;
 }
 
 }  // namespace
@@ -111,16 +148,27 @@ QType kquant_of(GgmlType t) {
   }
 }
 
-void repack_kquant_block(QType q, const uint8_t* src, uint8_t* dst) {
-  KqParts p;
-  kq_parts_from_ggml(q, src, p);
-  kq_parts_to_ember(q, p, dst);
+void repack_kquant(QType q, const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst, ThreadPool& pool) {
+  const int64_t nsb = cols / kQK_K, in_block = kq_ggml_block_bytes(q), tile = kq_tile_bytes(q);
+  pool.parallel_for(kquant_groups(rows), 1, [&](int64_t g0, int64_t g1) {
+    KqParts p;
+    for (int64_t g = g0; g < g1; ++g)
+      for (int64_t i = 0; i < kKqRows && g * kKqRows + i < rows; ++i)
+        for (int64_t b = 0; b < nsb; ++b) {
+          kq_parts_from_ggml(q, src + ((g * kKqRows + i) * nsb + b) * in_block, p);
+          uint8_t* t = dst + (g * nsb + b) * tile;
+          if (q == QType::Q4_K) kq_parts_to_ember<QType::Q4_K>(p, t, i);
+          else if (q == QType::Q5_K) kq_parts_to_ember<QType::Q5_K>(p, t, i);
+          else kq_parts_to_ember<QType::Q6_K>(p, t, i);
+        }
+  });
 }
 
-void dequantize_kquant_row(QType q, const uint8_t* row, int64_t cols, float* out) {
+void dequantize_kquant_row(const WeightMatrix& w, int64_t r, float* out) {
+  const QType q = w.qtype;
   KqParts p;
-  for (int64_t b = 0; b < cols / kQK_K; ++b, out += kQK_K) {
-    kq_parts_from_ember(q, row + b * kq_block_bytes(q), p);
+  for (int64_t b = 0; b < w.cols / kQK_K; ++b, out += kQK_K) {
+    kq_parts_from_ember(q, kq_tile(w, r, b), r % kKqRows, p);
     const float d = f16_to_f32(p.d), dmin = f16_to_f32(p.dmin);
     for (int e = 0; e < kQK_K; ++e) {
       const int j = e / p.sub;
@@ -142,7 +190,8 @@ void quantize_acts_k(const float* x, int64_t n, int64_t cols, KQuantActs& out) {
   out.n_blocks = nb;
   out.q.resize(static_cast<size_t>(n * cols));
   out.d.resize(static_cast<size_t>(n * nb));
-  out.bsum.resize(static_cast<size_t>(n * nb * 16));
+  out.sum16.resize(static_cast<size_t>(n * nb * 16));
+  out.sum32.resize(static_cast<size_t>(n * nb * 8));
   for (int64_t t = 0; t < n; ++t)
     for (int64_t b = 0; b < nb; ++b) {
       const float* v = x + t * cols + b * kQK_K;
@@ -154,27 +203,31 @@ void quantize_acts_k(const float* x, int64_t n, int64_t cols, KQuantActs& out) {
       const float iscale = amax != 0.0f ? -127.0f / mx : 0.0f;
       for (int64_t k = 0; k < kQK_K; ++k) q[k] = static_cast<int8_t>(std::min(127.0f, std::nearbyint(iscale * v[k])));
       out.d[t * nb + b] = amax != 0.0f ? 1.0f / iscale : 0.0f;
-      int16_t* bs = out.bsum.data() + (t * nb + b) * 16;
+      float* s16 = out.sum16.data() + (t * nb + b) * 16;
+      float* s32 = out.sum32.data() + (t * nb + b) * 8;
       for (int j = 0; j < 16; ++j) {
         int s = 0;
         for (int k = 0; k < 16; ++k) s += q[16 * j + k];
-        bs[j] = static_cast<int16_t>(s);
+        s16[j] = static_cast<float>(s);  // exact: at most 16 * 127
       }
+      for (int j = 0; j < 8; ++j) s32[j] = s16[2 * j] + s16[2 * j + 1];
     }
 }
 
-float kquant_row_dot(QType q, const uint8_t* row, const KQuantActs& a, int64_t t) {
+float kquant_row_dot(const WeightMatrix& w, int64_t r, const KQuantActs& a, int64_t t) {
+  const QType q = w.qtype;
   KqParts p;
   float s = 0.0f;
   for (int64_t b = 0; b < a.n_blocks; ++b) {
-    kq_parts_from_ember(q, row + b * kq_block_bytes(q), p);
+    kq_parts_from_ember(q, kq_tile(w, r, b), r % kKqRows, p);
     const int8_t* xq = a.q.data() + t * a.cols + b * kQK_K;
-    const int16_t* bs = a.bsum.data() + (t * a.n_blocks + b) * 16;
     int32_t isum = 0, msum = 0;
     for (int j = 0; j < kQK_K / p.sub; ++j) {
       int32_t dot = 0, xs = 0;
-      for (int k = 0; k < p.sub; ++k) dot += p.q[j * p.sub + k] * xq[j * p.sub + k];
-      for (int k = 0; k < p.sub / 16; ++k) xs += bs[j * p.sub / 16 + k];
+      for (int k = 0; k < p.sub; ++k) {
+        dot += p.q[j * p.sub + k] * xq[j * p.sub + k];
+        xs += xq[j * p.sub + k];
+      }
       isum += p.sc[j] * dot;
       msum += p.m[j] * xs;
     }

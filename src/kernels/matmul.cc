@@ -44,11 +44,10 @@ struct MatmulActs {
 // Rows [r0, r1) of y for all n tokens, one sequential sum each; a holds x quantized when w is.
 void reference_rows(const WeightMatrix& w, const float* x, const MatmulActs& a, int64_t n, float* y, int64_t r0,
                     int64_t r1) {
-  const int64_t kq_row_bytes = is_kquant(w.qtype) ? kquant_row_bytes(w.qtype, w.cols) : 0;
   for (int64_t t = 0; t < n; ++t)
     for (int64_t r = r0; r < r1; ++r) {
       float& out = y[t * w.rows + r];
-      if (is_kquant(w.qtype)) out = kquant_row_dot(w.qtype, static_cast<const uint8_t*>(w.data) + r * kq_row_bytes, a.k, t);
+      if (is_kquant(w.qtype)) out = kquant_row_dot(w, r, a.k, t);
       else if (w.qtype != QType::None) out = quant_row_dot(w, r, a.q, t);
       else out = float_row_dot(w, r, x + t * w.cols);
     }
@@ -100,7 +99,7 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
   if (n_tokens <= 0 || outs.empty()) return;
   const int64_t cols = outs[0].w->cols;
   // Work units are 16-row ranges (one quantized group or one panel), numbered across all outputs.
-  static_assert(kPanelRows == kQGroupRows, "a work unit is both one quantized group and one panel");
+  static_assert(kPanelRows == kQGroupRows && kKqRows == kQGroupRows, "a work unit is one group or panel of any kind");
   std::vector<int64_t> first(outs.size() + 1, 0);
   std::vector<const WeightMatrix*> ws;
   for (size_t i = 0; i < outs.size(); ++i) {
@@ -118,9 +117,9 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
     const int64_t r0 = g0 * kQGroupRows, r1 = std::min(w.rows, g1 * kQGroupRows);
     if (isa == Isa::Scalar) {
       reference_rows(w, x, a, n_tokens, y, r0, r1);
-    } else if (is_kquant(w.qtype)) {  // units of 16 rows here too, though K-quant rows are not grouped
-      if (isa == Isa::Avx512) detail::kquant_rows_avx512(w, a.k, y, r0, r1);
-      else detail::kquant_rows_avx2(w, a.k, y, r0, r1);
+    } else if (is_kquant(w.qtype)) {
+      if (isa == Isa::Avx512) detail::kquant_groups_avx512(w, a.k, y, g0, g1);
+      else detail::kquant_groups_avx2(w, a.k, y, g0, g1);
     } else if (w.qtype != QType::None) {
       if (isa == Isa::Avx512) detail::quant_groups_avx512(w, a.q, y, g0, g1);
       else detail::quant_groups_avx2(w, a.q, y, g0, g1);
@@ -146,8 +145,7 @@ void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, f
 
 void copy_row(const WeightMatrix& w, int64_t row, float* out) {
   if (is_kquant(w.qtype)) {
-    const auto* base = static_cast<const uint8_t*>(w.data);
-    dequantize_kquant_row(w.qtype, base + row * kquant_row_bytes(w.qtype, w.cols), w.cols, out);
+    dequantize_kquant_row(w, row, out);
     return;
   }
   if (w.qtype != QType::None) {

@@ -19,9 +19,9 @@ void panel_rows_avx2(const WeightMatrix& w, const float* x, int64_t n, float* y,
 void quant_groups_avx2(const WeightMatrix& w, const QuantizedActs& a, float* y, int64_t g0, int64_t g1);
 void quant_groups_avx512(const WeightMatrix& w, const QuantizedActs& a, float* y, int64_t g0, int64_t g1);
 
-// K-quant weights (kquant.h): rows [r0, r1) for all tokens of a.
-void kquant_rows_avx2(const WeightMatrix& w, const KQuantActs& a, float* y, int64_t r0, int64_t r1);
-void kquant_rows_avx512(const WeightMatrix& w, const KQuantActs& a, float* y, int64_t r0, int64_t r1);
+// K-quant weights (kquant.h): 16-row groups [g0, g1) for all tokens of a.
+void kquant_groups_avx2(const WeightMatrix& w, const KQuantActs& a, float* y, int64_t g0, int64_t g1);
+void kquant_groups_avx512(const WeightMatrix& w, const KQuantActs& a, float* y, int64_t g0, int64_t g1);
 
 // Calls f.template operator()<Q>() with q (a K-quant) as a compile-time type.
 template <class F>
@@ -31,23 +31,24 @@ void with_kquant_type(QType q, F&& f) {
   else f.template operator()<QType::Q6_K>();
 }
 
-// Calls f.template operator()<NT>(row, r, t) for each row r in [r0, r1) of K-quant weights (row: its
-// super-blocks) and each tile [t, t + NT) of a's tokens, NT <= MaxNT a compile-time size (the kernels'
-// register tiles). Blocks of kTokenBlock tokens are outermost, as in for_each_group, so a row stays
-// in L1 while every tile of a block reuses it.
+// Calls f.template operator()<NT>(tiles, g, t) for each 16-row group g in [g0, g1) of K-quant weights
+// (tiles: the group's first tile) and each tile [t, t + NT) of a's tokens, NT <= MaxNT a compile-time
+// size (the kernels' register tiles). Blocks of kTokenBlock tokens are outermost, as in
+// for_each_group, so a group's tiles stay in L2 while every token tile of a block reuses them.
 template <int MaxNT, class F>
-void for_each_kquant_tile(const WeightMatrix& w, const KQuantActs& a, int64_t r0, int64_t r1, F&& f) {
-  const int64_t row_bytes = kquant_row_bytes(w.qtype, w.cols);
+void for_each_kquant_tile(const WeightMatrix& w, const KQuantActs& a, int64_t g0, int64_t g1, F&& f) {
+  const int64_t group_bytes = a.n_blocks * kq_tile_bytes(w.qtype);
   const auto* base = static_cast<const uint8_t*>(w.data);
-  auto tile = [&]<int NT>(auto& self, const uint8_t* row, int64_t r, int64_t t, int64_t nt) -> void {
+  auto tile = [&]<int NT>(auto& self, const uint8_t* tiles, int64_t g, int64_t t, int64_t nt) -> void {
     if constexpr (NT > 1)
-      if (nt < NT) return self.template operator()<NT - 1>(self, row, r, t, nt);
-    f.template operator()<NT>(row, r, t);
+      if (nt < NT) return self.template operator()<NT - 1>(self, tiles, g, t, nt);
+    f.template operator()<NT>(tiles, g, t);
   };
   for (int64_t t0 = 0; t0 < a.n; t0 += kTokenBlock) {
     const int64_t t1 = std::min(a.n, t0 + kTokenBlock);
-    for (int64_t r = r0; r < r1; ++r)
-      for (int64_t t = t0; t < t1; t += MaxNT) tile.template operator()<MaxNT>(tile, base + r * row_bytes, r, t, std::min<int64_t>(MaxNT, t1 - t));
+    for (int64_t g = g0; g < g1; ++g)
+      for (int64_t t = t0; t < t1; t += MaxNT)
+        tile.template operator()<MaxNT>(tile, base + g * group_bytes, g, t, std::min<int64_t>(MaxNT, t1 - t));
   }
 }
 

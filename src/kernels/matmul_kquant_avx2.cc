@@ -1,7 +1,6 @@
-// AVX2 kernels of K-quant weights (kquant.h) where AVX-512 is missing: each row's super-blocks are
-// unpacked 32 weights at a time into unsigned bytes and multiplied with the Q8_K activations of a
-// tile of tokens (maddubs, then madd with the sub-block scales), so one unpacking serves every token
-// of the tile.
+// AVX2 kernels of K-quant weights (kquant.h) where AVX-512 is missing: as the AVX-512 ones
+// (matmul_kquant_avx512.cc) with maddubs + madd for the 4-product lanes, one 8-row half of a group
+// at a time (16 registers hold one half's sums for two tokens).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -14,97 +13,116 @@ namespace ember::kernels::detail {
 
 namespace {
 
-// Tokens per tile: NT float and NT integer accumulators plus the unpacked weights fit the 16 registers.
-constexpr int kKqTileTokens = 4;
+constexpr int kKqTileTokens = 2;
+constexpr int kKqHalfRows = 8;
 
-inline float kq_hsum256(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
+// The 8 rows' float values of one byte per row, signed for Q6_K.
+template <QType Q>
+inline __m256 kq_row_bytes256(const uint8_t* p) {
+  const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  if constexpr (Q == QType::Q6_K) return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
+  else return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
 }
 
-inline __m256i kq_load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
-// Bit j of a 32-bit mask as 16 (the fifth bit of a Q5_K quant) in byte j.
-inline __m256i kq_bits_to_16(const uint8_t* p) {
+// Bit j of a 32-bit mask as `value` in byte j.
+inline __m256i kq_bits_to(const uint8_t* p, char value) {
   uint32_t m;
   std::memcpy(&m, p, 4);
   const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(m)),
                                             _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
   const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(16));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(value));
 }
 
-// One row x NT tokens over all super-blocks. Chunk c holds weights [32c, 32c + 32) of a super-block.
+// Adds the high bits of unit u of sub-block j (rows of half h) to its nibbles.
+template <QType Q>
+inline __m256i kq_add_high256(__m256i q, const uint8_t* tile, int j, int u, int h) {
+  const uint8_t* words = kq_bit_words<Q>(tile, j, u) + 4 * h;
+  q = _mm256_or_si256(q, kq_bits_to(words, 16));
+  if constexpr (Q == QType::Q6_K) q = _mm256_or_si256(q, kq_bits_to(words + 8, 32));
+  return q;
+}
+
+// Rows 8h..8h+7 of one group x NT tokens over all super-blocks.
 template <QType Q, int NT>
-[[gnu::noinline]] void kq_tile(const uint8_t* row, const KQuantActs& a, int64_t t0, float* y, int64_t ldy) {
-  constexpr int64_t bb = kq_block_bytes(Q);
+[[gnu::noinline]] void kq_tile(const uint8_t* tiles, const KQuantActs& a, int64_t t0, float* y, int64_t ldy,
+                               int64_t valid_rows) {
+  using S = KqShape<Q>;
   const int64_t nb = a.n_blocks;
-  const __m256i low4 = _mm256_set1_epi8(0x0F);
-  __m256 acc[NT];
-  #pragma GCC unroll 4
-  for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* blk = row + b * bb;
-    __m256i isum[NT];
-    #pragma GCC unroll 4
-    for (int t = 0; t < NT; ++t) isum[t] = _mm256_setzero_si256();
-    // Adds the products of chunk c (unsigned weights wq, int16 scales of its two 16-halves sc).
-    auto chunk = [&](int c, __m256i wq, __m256i sc) {
-      #pragma GCC unroll 4
-      for (int t = 0; t < NT; ++t) {
-        const __m256i xq = kq_load256(a.q.data() + (t0 + t) * a.cols + b * kQK_K + 32 * c);
-        isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(_mm256_maddubs_epi16(wq, xq), sc));
-      }
-    };
-    const uint8_t* qs = blk + (Q == QType::Q6_K ? kKq6Ql : kKqQs);
+  const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  for (int h = 0; h < 2 && kKqHalfRows * h < valid_rows; ++h) {
+    __m256 acc[NT];
     #pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h)
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* tile = tiles + b * kq_tile_bytes(Q);
+      const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + kKqD + 16 * h)));
+      __m256 dm;  // the mins' factor: dmin, or Q6_K's 32 * d
+      if constexpr (Q == QType::Q6_K) dm = _mm256_mul_ps(d, _mm256_set1_ps(32.0f));
+      else dm = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + kKqDmin + 16 * h)));
+      __m256 f[NT];
       #pragma GCC unroll 2
-      for (int p = 0; p < 2; ++p) {
-        const __m256i v = kq_load256(qs + 64 * h + 32 * p);
-        __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-        const int clo = 4 * h + p, chi = 4 * h + 2 + p;  // the chunks of the low and high nibbles
-        if constexpr (Q == QType::Q6_K) {
-          // Bits 4-5 of chunk c: bits 2(c/2) of qh bytes 32(c%2)...
-          const __m256i qh = kq_load256(blk + kKq6Qh + 32 * p);
-          const __m256i three = _mm256_set1_epi8(3);
-          lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * (clo / 2)), three), 4));
-          hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2 * (chi / 2)), three), 4));
-          const auto* sc = reinterpret_cast<const int8_t*>(blk + kKq6Scales);
-          chunk(clo, lo, _mm256_set_m128i(_mm_set1_epi16(sc[2 * clo + 1]), _mm_set1_epi16(sc[2 * clo])));
-          chunk(chi, hi, _mm256_set_m128i(_mm_set1_epi16(sc[2 * chi + 1]), _mm_set1_epi16(sc[2 * chi])));
-        } else {
-          if constexpr (Q == QType::Q5_K) {
-            lo = _mm256_or_si256(lo, kq_bits_to_16(blk + kKq5Qh + 4 * clo));
-            hi = _mm256_or_si256(hi, kq_bits_to_16(blk + kKq5Qh + 4 * chi));
+      for (int t = 0; t < NT; ++t) f[t] = _mm256_setzero_ps();
+      for (int p = 0; p < S::kPairs; ++p) {
+        __m256i sa[NT], sb[NT];
+        #pragma GCC unroll 2
+        for (int t = 0; t < NT; ++t) sa[t] = sb[t] = _mm256_setzero_si256();
+        for (int u = 0; u < S::kUnits; ++u) {
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + S::kNibbles + 64 * (p * S::kUnits + u) + 32 * h));
+          __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+          if constexpr (Q != QType::Q4_K) {
+            lo = kq_add_high256<Q>(lo, tile, 2 * p, u, h);
+            hi = kq_add_high256<Q>(hi, tile, 2 * p + 1, u, h);
           }
-          chunk(clo, lo, _mm256_set1_epi16(blk[kKqScales + clo]));
-          chunk(chi, hi, _mm256_set1_epi16(blk[kKqScales + chi]));
+          #pragma GCC unroll 2
+          for (int t = 0; t < NT; ++t) {
+            const int8_t* xq = a.q.data() + (t0 + t) * a.cols + b * kQK_K + 4 * u;
+            const __m256i xa = _mm256_set1_epi32(kq_x4(xq + S::kWidth * 2 * p));
+            const __m256i xb = _mm256_set1_epi32(kq_x4(xq + S::kWidth * (2 * p + 1)));
+            sa[t] = _mm256_add_epi32(sa[t], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xa), ones));
+            sb[t] = _mm256_add_epi32(sb[t], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xb), ones));
+          }
+        }
+        const __m256 sca = kq_row_bytes256<Q>(tile + S::kScales + 16 * (2 * p) + 8 * h);
+        const __m256 scb = kq_row_bytes256<Q>(tile + S::kScales + 16 * (2 * p + 1) + 8 * h);
+        __m256 ma, mb;
+        if constexpr (Q == QType::Q6_K) {
+          ma = _mm256_mul_ps(dm, sca);
+          mb = _mm256_mul_ps(dm, scb);
+        } else {
+          ma = _mm256_mul_ps(dm, kq_row_bytes256<Q>(tile + kKqMin + 16 * (2 * p) + 8 * h));
+          mb = _mm256_mul_ps(dm, kq_row_bytes256<Q>(tile + kKqMin + 16 * (2 * p + 1) + 8 * h));
+        }
+        const __m256 da = _mm256_mul_ps(d, sca), db = _mm256_mul_ps(d, scb);
+        #pragma GCC unroll 2
+        for (int t = 0; t < NT; ++t) {
+          const int64_t tb = (t0 + t) * nb + b;
+          f[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sa[t]), da, f[t]);
+          f[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sb[t]), db, f[t]);
+          f[t] = _mm256_fnmadd_ps(ma, _mm256_set1_ps(kq_act_sum<Q>(a, tb, 2 * p)), f[t]);
+          f[t] = _mm256_fnmadd_ps(mb, _mm256_set1_ps(kq_act_sum<Q>(a, tb, 2 * p + 1)), f[t]);
         }
       }
-    const auto [d, dm] = kq_factors<Q>(blk);
-    const __m256i mw = kq_min_weights<Q>(blk);
-    #pragma GCC unroll 4
+      #pragma GCC unroll 2
+      for (int t = 0; t < NT; ++t) acc[t] = _mm256_fmadd_ps(f[t], _mm256_set1_ps(a.d[(t0 + t) * nb + b]), acc[t]);
+    }
+    const int64_t n = std::min<int64_t>(kKqHalfRows, valid_rows - kKqHalfRows * h);
+    #pragma GCC unroll 2
     for (int t = 0; t < NT; ++t) {
-      const int64_t tb = (t0 + t) * nb + b;
-      const float dx = a.d[tb];
-      const __m256i ms = kq_min_sums(mw, a, tb);
-      acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]), _mm256_set1_ps(d * dx), acc[t]);
-      acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(ms), _mm256_set1_ps(dm * dx), acc[t]);
+      alignas(__m256) float out[kKqHalfRows];
+      _mm256_store_ps(out, acc[t]);
+      std::copy_n(out, n, y + t * ldy + kKqHalfRows * h);
     }
   }
-  #pragma GCC unroll 4
-  for (int t = 0; t < NT; ++t) y[t * ldy] = kq_hsum256(acc[t]);
 }
 
 }  // namespace
 
-void kquant_rows_avx2(const WeightMatrix& w, const KQuantActs& a, float* y, int64_t r0, int64_t r1) {
+void kquant_groups_avx2(const WeightMatrix& w, const KQuantActs& a, float* y, int64_t g0, int64_t g1) {
   with_kquant_type(w.qtype, [&]<QType Q>() {
-    for_each_kquant_tile<kKqTileTokens>(w, a, r0, r1, [&]<int NT>(const uint8_t* row, int64_t r, int64_t t) {
-      kq_tile<Q, NT>(row, a, t, y + t * w.rows + r, w.rows);
+    for_each_kquant_tile<kKqTileTokens>(w, a, g0, g1, [&]<int NT>(const uint8_t* tiles, int64_t g, int64_t t) {
+      const int64_t r = g * kKqRows;
+      kq_tile<Q, NT>(tiles, a, t, y + t * w.rows + r, w.rows, std::min(kKqRows, w.rows - r));
     });
   });
 }

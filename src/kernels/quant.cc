@@ -106,14 +106,8 @@ QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, 
     if (cols <= 0 || cols % kQK_K != 0)
       fail("from_ggml_blocks", std::string(ggml_type_name(type)) + " rows of " + std::to_string(cols) +
                                    " columns are not whole super-blocks of 256");
-    // Super-block by super-block (kquant.h); rows stay in order and unpadded.
     QuantizedMatrix m = QuantizedMatrix::allocate(k, rows, cols);
-    const int64_t nsb = cols / kQK_K, in_block = ggml_type_info(type).block_bytes, out_block = kq_block_bytes(k);
-    const auto* src = static_cast<const uint8_t*>(data);
-    uint8_t* dst = m.quants_.get();
-    pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
-      for (int64_t i = r0 * nsb; i < r1 * nsb; ++i) repack_kquant_block(k, src + i * in_block, dst + i * out_block);
-    });
+    repack_kquant(k, static_cast<const uint8_t*>(data), rows, cols, m.quants_.get(), pool);
     return m;
   }
   if (type != GgmlType::Q8_0 && type != GgmlType::Q4_0)
