@@ -26,8 +26,9 @@ void kq_store_u16(uint8_t* p, uint16_t v) {
 }
 
 // ggml's super-block (layouts in gguf_quants.cc) to parts.
-void kq_parts_from_ggml(QType q, const uint8_t* b, KqParts& p) {
-  if (q == QType::Q6_K) {
+template <QType q>
+void kq_parts_from_ggml(const uint8_t* b, KqParts& p) {
+  if constexpr (q == QType::Q6_K) {
     const uint8_t* ql = b;
     const uint8_t* qh = b + 128;
     p.sub = 16;
@@ -38,18 +39,18 @@ void kq_parts_from_ggml(QType q, const uint8_t* b, KqParts& p) {
       const uint8_t lo = ql[64 * half + l + 32 * (k % 2)];
       p.q[e] = static_cast<uint8_t>((k < 2 ? lo & 0x0F : lo >> 4) | (((qh[32 * half + l] >> (2 * k)) & 3) << 4));
     }
-    return;
-  }
-  p.d = kq_load_u16(b);
-  p.dmin = kq_load_u16(b + 2);
-  for (int j = 0; j < 8; ++j) kquant_scale_min(j, b + 4, p.sc[j], p.m[j]);
-  const bool five = q == QType::Q5_K;
-  const uint8_t* qh = b + 16;
-  const uint8_t* qs = b + (five ? 48 : 16);
-  for (int e = 0; e < kQK_K; ++e) {  // 64 weights per 32 bytes: low nibbles first, then high
-    const uint8_t byte = qs[32 * (e / 64) + e % 32];
-    const int low = (e % 64) < 32 ? byte & 0x0F : byte >> 4;
-    p.q[e] = static_cast<uint8_t>(low | (five ? ((qh[e % 32] >> (e / 32)) & 1) << 4 : 0));
+  } else {
+    p.d = kq_load_u16(b);
+    p.dmin = kq_load_u16(b + 2);
+    for (int j = 0; j < 8; ++j) kquant_scale_min(j, b + 4, p.sc[j], p.m[j]);
+    constexpr bool five = q == QType::Q5_K;
+    const uint8_t* qh = b + 16;
+    const uint8_t* qs = b + (five ? 48 : 16);
+    for (int e = 0; e < kQK_K; ++e) {  // 64 weights per 32 bytes: low nibbles first, then high
+      const uint8_t byte = qs[32 * (e / 64) + e % 32];
+      const int low = (e % 64) < 32 ? byte & 0x0F : byte >> 4;
+      p.q[e] = static_cast<uint8_t>(low | (five ? ((qh[e % 32] >> (e / 32)) & 1) << 4 : 0));
+    }
   }
 }
 
@@ -68,7 +69,6 @@ KqPos kq_pos(int64_t i, int e) {
   return {(j / 2 * units + u) * 64 + 4 * i + k, j % 2 == 1, static_cast<int64_t>(j) * units + u, static_cast<int>(4 * i + k)};
 }
 
-void kq_set_bit(uint8_t* words, int64_t word, int bit) { words[word * 8 + bit / 8] |= static_cast<uint8_t>(1u << (bit % 8)); }
 bool kq_get_bit(const uint8_t* words, int64_t word, int bit) { return (words[word * 8 + bit / 8] >> (bit % 8)) & 1; }
 
 // Row i of a tile from parts (the tile starts zeroed).
@@ -85,13 +85,29 @@ void kq_parts_to_ember(const KqParts& p, uint8_t* tile, int64_t i) {
     }
   }
   if (!six) kq_store_u16(tile + kKqDmin + 2 * i, p.dmin);
+  // Each byte written once from registers (no read-modify-write chains): the nibble bytes of row i,
+  // then its 4 bits in each high-bit word.
+  constexpr int w = kq_sub_width(q), units = w / 4;
   uint8_t* nib = tile + (six ? kKq6Nibbles : kKqNibbles);
-  for (int e = 0; e < kQK_K; ++e) {
-    const KqPos at = kq_pos<q>(i, e);
-    nib[at.nibble_byte] |= static_cast<uint8_t>((p.q[e] & 0x0F) << (at.high_nibble ? 4 : 0));
-    if (q == QType::Q5_K && (p.q[e] & 16)) kq_set_bit(tile + kKq5Bits, at.unit, at.bit);
-    if (six && (p.q[e] & 16)) kq_set_bit(tile + kKq6Bits, 2 * at.unit, at.bit);
-    if (six && (p.q[e] & 32)) kq_set_bit(tile + kKq6Bits, 2 * at.unit + 1, at.bit);
+  for (int pair = 0; pair < kQK_K / (2 * w); ++pair)
+    for (int u = 0; u < units; ++u)
+      for (int k = 0; k < 4; ++k) {
+        const int e = 2 * pair * w + 4 * u + k;
+        nib[(pair * units + u) * 64 + 4 * i + k] = static_cast<uint8_t>((p.q[e] & 0x0F) | ((p.q[e + w] & 0x0F) << 4));
+      }
+  if constexpr (q != QType::Q4_K) {
+    uint8_t* words = tile + (six ? kKq6Bits : kKq5Bits);
+    for (int j = 0; j < kQK_K / w; ++j)
+      for (int u = 0; u < units; ++u) {
+        int b4 = 0, b5 = 0;
+        for (int k = 0; k < 4; ++k) {
+          b4 |= ((p.q[j * w + 4 * u + k] >> 4) & 1) << k;
+          b5 |= ((p.q[j * w + 4 * u + k] >> 5) & 1) << k;
+        }
+        const int64_t word = six ? 2 * (j * units + u) : j * units + u, at = word * 8 + i / 2, shift = 4 * (i % 2);
+        words[at] = static_cast<uint8_t>(words[at] | (b4 << shift));
+        if (six) words[at + 8] = static_cast<uint8_t>(words[at + 8] | (b5 << shift));
+      }
   }
 }
 
@@ -120,6 +136,13 @@ void kq_parts_from_ember_t(const uint8_t* tile, int64_t i, KqParts& p) {
     if (six && kq_get_bit(tile + kKq6Bits, 2 * at.unit + 1, at.bit)) v |= 32;
     p.q[e] = static_cast<uint8_t>(v);
   }
+}
+
+// One ggml super-block into row i of a tile.
+template <QType q>
+void kq_repack_row(const uint8_t* in, uint8_t* tile, int64_t i, KqParts& p) {
+  kq_parts_from_ggml<q>(in, p);
+  kq_parts_to_ember<q>(p, tile, i);
 }
 
 void kq_parts_from_ember(QType q, const uint8_t* tile, int64_t i, KqParts& p) {
@@ -155,11 +178,11 @@ void repack_kquant(QType q, const uint8_t* src, int64_t rows, int64_t cols, uint
     for (int64_t g = g0; g < g1; ++g)
       for (int64_t i = 0; i < kKqRows && g * kKqRows + i < rows; ++i)
         for (int64_t b = 0; b < nsb; ++b) {
-          kq_parts_from_ggml(q, src + ((g * kKqRows + i) * nsb + b) * in_block, p);
+          const uint8_t* in = src + ((g * kKqRows + i) * nsb + b) * in_block;
           uint8_t* t = dst + (g * nsb + b) * tile;
-          if (q == QType::Q4_K) kq_parts_to_ember<QType::Q4_K>(p, t, i);
-          else if (q == QType::Q5_K) kq_parts_to_ember<QType::Q5_K>(p, t, i);
-          else kq_parts_to_ember<QType::Q6_K>(p, t, i);
+          if (q == QType::Q4_K) kq_repack_row<QType::Q4_K>(in, t, i, p);
+          else if (q == QType::Q5_K) kq_repack_row<QType::Q5_K>(in, t, i, p);
+          else kq_repack_row<QType::Q6_K>(in, t, i, p);
         }
   });
 }
