@@ -187,6 +187,40 @@ void repack_kquant(QType q, const uint8_t* src, int64_t rows, int64_t cols, uint
   });
 }
 
+void quantize_q4_k_row(const float* x, int64_t cols, uint8_t* tiles, int64_t i) {
+  KqParts p;
+  for (int64_t b = 0; b < cols / kQK_K; ++b, x += kQK_K) {
+    // Each sub-block's min (-lowest value, 0 included) rounded up to the 6-bit grid of dmin, then its
+    // step rounded up to the grid of d so that the highest value still maps to at most 15: no weight
+    // is clipped, each is off by at most half its step.
+    float lo[8], hi[8], max_min = 0.0f;
+    for (int j = 0; j < 8; ++j) {
+      lo[j] = hi[j] = 0.0f;
+      for (int k = 0; k < 32; ++k) lo[j] = std::min(lo[j], x[32 * j + k]), hi[j] = std::max(hi[j], x[32 * j + k]);
+      max_min = std::max(max_min, -lo[j]);
+    }
+    p.dmin = f32_to_f16(max_min / 63.0f);
+    const float dmin = f16_to_f32(p.dmin);
+    float need[8], max_need = 0.0f;
+    for (int j = 0; j < 8; ++j) {
+      p.m[j] = dmin > 0.0f ? std::min(63, static_cast<int>(std::ceil(-lo[j] / dmin))) : 0;
+      need[j] = (hi[j] + dmin * static_cast<float>(p.m[j])) / 15.0f;
+      max_need = std::max(max_need, need[j]);
+    }
+    p.d = f32_to_f16(max_need / 63.0f);
+    const float d = f16_to_f32(p.d);
+    for (int j = 0; j < 8; ++j) {
+      p.sc[j] = d > 0.0f ? std::min(63, static_cast<int>(std::ceil(need[j] / d))) : 0;
+      const float dl = d * static_cast<float>(p.sc[j]), ml = dmin * static_cast<float>(p.m[j]);
+      for (int k = 0; k < 32; ++k) {
+        const float q = dl > 0.0f ? std::nearbyint((x[32 * j + k] + ml) / dl) : 0.0f;
+        p.q[32 * j + k] = static_cast<uint8_t>(std::clamp(q, 0.0f, 15.0f));
+      }
+    }
+    kq_parts_to_ember<QType::Q4_K>(p, tiles + b * kq_tile_bytes(QType::Q4_K), i);
+  }
+}
+
 void dequantize_kquant_row(const WeightMatrix& w, int64_t r, float* out) {
   const QType q = w.qtype;
   KqParts p;

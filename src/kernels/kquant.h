@@ -50,6 +50,10 @@ inline int64_t kquant_bytes(QType q, int64_t rows, int64_t cols) {
 // Repacks `rows` rows of ggml super-blocks (`src`, ggml's layout) into Ember's (`dst`, kquant_bytes,
 // zeroed). Lossless.
 void repack_kquant(QType q, const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst, ThreadPool& pool);
+// Quantizes one float row (cols a multiple of 256) to Q4_K into row i of its group's tiles (the first
+// at `tiles`, zeroed): per sub-block of 32 a min and step from its range, rounded up to the 6-bit
+// grids of the super-block's float16 dmin and d (so nothing clips), quants rounded to nearest.
+void quantize_q4_k_row(const float* x, int64_t cols, uint8_t* tiles, int64_t i);
 // Dequantizes row r of a K-quant matrix to the bits ggml's reference gives.
 void dequantize_kquant_row(const WeightMatrix& w, int64_t r, float* out);
 

@@ -25,7 +25,8 @@ QType parse_qtype(const std::string& s) {
   if (s == "none") return QType::None;
   if (s == "q8_0") return QType::Q8_0;
   if (s == "q4_0") return QType::Q4_0;
-  fail("quantize", "unknown quantization '" + s + "' (supported: none, q8_0, q4_0)");
+  if (s == "q4_k") return QType::Q4_K;
+  fail("quantize", "unknown quantization '" + s + "' (supported: none, q8_0, q4_0, q4_k)");
 }
 
 int64_t quantized_bytes(QType q, int64_t rows, int64_t cols) {
@@ -54,7 +55,21 @@ QuantizedMatrix QuantizedMatrix::allocate(QType q, int64_t rows, int64_t cols) {
 
 QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool) {
   if (q == QType::None || w.qtype != QType::None) fail("quantize", "needs a plain float matrix and a quantized type");
-  if (!quantizable(w.cols)) fail("quantize", "columns (" + std::to_string(w.cols) + ") must be a multiple of 32");
+  if (!quantizable(w.cols, q))
+    fail("quantize", "columns (" + std::to_string(w.cols) + ") must be a multiple of " + std::to_string(is_kquant(q) ? kQK_K : kQBlock));
+  if (q == QType::Q4_K) {
+    QuantizedMatrix m = QuantizedMatrix::allocate(q, w.rows, w.cols);
+    const int64_t group_bytes = w.cols / kQK_K * kq_tile_bytes(q);
+    pool.parallel_for(kquant_groups(w.rows), 1, [&](int64_t g0, int64_t g1) {
+      std::vector<float> row(static_cast<size_t>(w.cols));
+      for (int64_t r = g0 * kKqRows; r < std::min(w.rows, g1 * kKqRows); ++r) {
+        copy_row(w, r, row.data());
+        quantize_q4_k_row(row.data(), w.cols, m.quants_.get() + (r / kKqRows) * group_bytes, r % kKqRows);
+      }
+    });
+    return m;
+  }
+  if (is_kquant(q)) fail("quantize", std::string("Ember does not quantize to ") + qtype_name(q) + " (q8_0, q4_0, q4_k)");
   const int64_t nb = w.cols / kQBlock, ng = (w.rows + kQGroupRows - 1) / kQGroupRows, bb = qblock_bytes(q);
   QuantizedMatrix m = QuantizedMatrix::allocate(q, w.rows, w.cols);
   uint8_t* quants = m.quants_.get();

@@ -189,6 +189,48 @@ TEST(KQuant, FusedWithOtherQuantTypes) {
   }
 }
 
+// Ember's own Q4_K quantizer: every weight within half a quant step of its float (its sub-block's
+// range / 15, plus the 6-bit grids' rounding), on gaussian rows with outliers and an all-zero
+// super-block, rows not a multiple of the group; quantize() refuses partial super-blocks and the
+// K-quants it has no quantizer for.
+TEST(KQuant, QuantizeQ4KRoundTrip) {
+  ThreadPool pool(2);
+  std::mt19937 rng(15);
+  const int64_t rows = 21, cols = 3 * kQK_K;
+  std::vector<float> f = random_acts(rows, cols, rng);
+  std::fill_n(f.begin() + 2 * cols + kQK_K, kQK_K, 0.0f);
+  const QuantizedMatrix q = quantize(WeightMatrix{f.data(), DType::F32, rows, cols}, QType::Q4_K, pool);
+  EXPECT_EQ(q.view().qtype, QType::Q4_K);
+  EXPECT_EQ(q.bytes(), kquant_bytes(QType::Q4_K, rows, cols));
+  std::vector<float> row(static_cast<size_t>(cols));
+  double err2 = 0, x2 = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    copy_row(q.view(), r, row.data());
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      float lo = 0, hi = 0, amax = 0;  // of the sub-block; amax of its super-block
+      for (int64_t k = 0; k < 32; ++k) {
+        const float v = f[r * cols + 32 * b + k];
+        lo = std::min(lo, v), hi = std::max(hi, v);
+      }
+      for (int64_t k = 0; k < kQK_K; ++k) amax = std::max(amax, std::fabs(f[r * cols + b / 8 * kQK_K + k]));
+      for (int64_t k = 0; k < 32; ++k) {
+        const int64_t c = 32 * b + k;
+        // Half a step of the sub-block's range, plus the 6-bit grids' rounding up.
+        ASSERT_LE(std::fabs(row[c] - f[r * cols + c]), 0.5f * (hi - lo) / 15.0f + amax / 100.0f + 1e-6f) << "r=" << r << " c=" << c;
+        err2 += (row[c] - f[r * cols + c]) * (row[c] - f[r * cols + c]);
+        x2 += f[r * cols + c] * f[r * cols + c];
+      }
+    }
+  }
+  EXPECT_LT(std::sqrt(err2 / x2), 0.15);  // 4-bit quants of gaussian values: about 0.1 relative error
+  std::vector<float> zero(static_cast<size_t>(cols));
+  copy_row(q.view(), 2, zero.data());
+  for (int64_t c = kQK_K; c < 2 * kQK_K; ++c) ASSERT_EQ(zero[c], 0.0f) << c;
+  std::vector<float> narrow(4 * 128);
+  EXPECT_THROW(quantize(WeightMatrix{narrow.data(), DType::F32, 4, 128}, QType::Q4_K, pool), Error);
+  EXPECT_THROW(quantize(WeightMatrix{f.data(), DType::F32, rows, cols}, QType::Q6_K, pool), Error);
+}
+
 TEST(KQuant, RejectsPartialSuperBlocks) {
   ThreadPool pool(1);
   std::vector<uint8_t> bytes(1024);
