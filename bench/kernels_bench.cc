@@ -4,10 +4,12 @@
 
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/gguf_quants.h"
 #include "kernels/matmul.h"
 #include "kernels/pack.h"
 #include "kernels/quant.h"
@@ -15,7 +17,8 @@
 namespace ember::kernels {
 namespace {
 
-// Weight types: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0.
+// Weight types: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k, 6 q5_k, 7 q6_k (random ggml blocks).
+constexpr int kKinds = 8;
 struct Fixture {
   std::vector<float> wf;
   std::vector<uint16_t> wh;
@@ -32,7 +35,19 @@ struct Fixture {
       for (size_t i = 0; i < wf.size(); ++i) wh[i] = kind == 1 ? f32_to_f16(wf[i]) : f32_to_bf16(wf[i]);
       w = WeightMatrix{wh.data(), kind == 1 ? DType::F16 : DType::BF16, rows, cols};
     }
-    if (kind >= 3) {
+    if (kind >= 5) {  // random bytes with a small float16 d (and dmin) in every super-block
+      const GgmlType t = kind == 5 ? GgmlType::Q4_K : kind == 6 ? GgmlType::Q5_K : GgmlType::Q6_K;
+      const int64_t bb = ggml_type_info(t).block_bytes, n = rows * cols / kQK_K;
+      std::vector<uint8_t> blocks(static_cast<size_t>(n * bb));
+      std::uniform_int_distribution<int> byte(0, 255);
+      for (auto& b : blocks) b = static_cast<uint8_t>(byte(rng));
+      const uint16_t h = f32_to_f16(0.01f);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t at : t == GgmlType::Q6_K ? std::vector<int64_t>{208} : std::vector<int64_t>{0, 2})
+          std::memcpy(blocks.data() + i * bb + at, &h, 2);
+      qm = from_ggml_blocks(t, blocks.data(), rows, cols, pool);
+      w = qm.view();
+    } else if (kind >= 3) {
       qm = quantize(w, kind == 3 ? QType::Q8_0 : QType::Q4_0, pool);
       w = qm.view();
     } else {
@@ -70,10 +85,10 @@ void BM_Matmul(benchmark::State& state) {
 void Args(benchmark::internal::Benchmark* b) {
   b->ArgNames({"type", "tokens", "isa", "threads"});
   for (int isa : {1, 2})
-    for (int kind = 0; kind < 5; ++kind)
+    for (int kind = 0; kind < kKinds; ++kind)
       for (int n : {1, 16, 64}) b->Args({kind, n, isa, 1});  // decode, a batched decode step, prefill
-  for (int kind = 0; kind < 5; ++kind) b->Args({kind, 1, 2, 2});
-  for (int kind = 0; kind < 5; ++kind) b->Args({kind, 16, 1, 2});
+  for (int kind = 0; kind < kKinds; ++kind) b->Args({kind, 1, 2, 2});
+  for (int kind = 0; kind < kKinds; ++kind) b->Args({kind, 16, 1, 2});
 }
 
 BENCHMARK(BM_Matmul)->Apply(Args)->Unit(benchmark::kMicrosecond)->UseRealTime();

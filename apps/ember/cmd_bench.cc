@@ -79,11 +79,11 @@ int run_bench(const BenchArgs& a) {
   opt.kv_dtype = model::parse_kv_dtype(a.kv_dtype);
   // Synthetic weights are made in the float type (bf16 unless --dtype says); a folder keeps its own.
   DType float_type = DType::BF16;
-  if (a.dtype == "q8_0" || a.dtype == "q4_0") opt.quantize = kernels::parse_qtype(a.dtype);
+  if (a.dtype == "q8_0" || a.dtype == "q4_0" || a.dtype == "q4_k") opt.quantize = kernels::parse_qtype(a.dtype);
   else if (auto t = parse_lower_dtype(a.dtype)) {
-    if (!a.model_dir.empty()) fail("bench", "--dtype " + a.dtype + " applies to --synthetic; a folder runs in its stored dtype (or --dtype q8_0/q4_0)");
+    if (!a.model_dir.empty()) fail("bench", "--dtype " + a.dtype + " applies to --synthetic; a folder runs in its stored dtype (or --dtype q8_0/q4_0/q4_k)");
     float_type = *t;
-  } else if (!a.dtype.empty()) fail("bench", "--dtype must be f32, bf16, f16, q8_0 or q4_0 (got '" + a.dtype + "')");
+  } else if (!a.dtype.empty()) fail("bench", "--dtype must be f32, bf16, f16, q8_0, q4_0 or q4_k (got '" + a.dtype + "')");
 
   const int want_threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   note("measuring memory read bandwidth (" + std::to_string(want_threads) + " threads, in a child process)");
@@ -191,7 +191,7 @@ Run add_bench_command(CLI::App& app) {
   std::string shapes;
   for (const auto& s : model::synthetic_shape_names()) shapes += (shapes.empty() ? "" : ", ") + s;
   cmd->add_option("--synthetic", a->synthetic, "Random-weight model of a named shape: " + shapes);
-  cmd->add_option("--dtype", a->dtype, "f32, bf16 (default), f16 (synthetic weights), q8_0, q4_0 (quantize at load)");
+  cmd->add_option("--dtype", a->dtype, "f32, bf16 (default), f16 (synthetic weights), q8_0, q4_0, q4_k (quantize at load)");
   cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache storage: f16 (default), bf16, q8_0 or f32");
   cmd->add_option("-t,--threads", a->threads, "Threads (default: all cores)");
   cmd->add_option("-p,--prompt", a->prompt, "Prompt tokens for prefill");

@@ -21,7 +21,7 @@ void ModelOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--ctx", ctx, "Context size in tokens (default: the model's max_position_embeddings)");
   cmd.add_option("--kv-dtype", kv_dtype, "KV cache storage: f16 (default), bf16, q8_0 (half of f16's memory) or f32");
   cmd.add_option("--quantize", quantize,
-                 "Quantize weight matrices at load: q8_0 (about half of BF16's memory) or q4_0 (about a quarter); "
+                 "Quantize weight matrices at load: q8_0 (about half of BF16's memory), q4_0 or q4_k (about a quarter); "
                  "none (default) keeps the stored dtype")
       ->check([](const std::string& s) {  // parse_qtype knows the names; CLI11 adds the flag's
         try {

@@ -34,7 +34,7 @@ struct LoadOptions {
   int threads = 0;               // 0: all cores
   int64_t context = 0;           // tokens per sequence; 0: the model's max_position_embeddings
   std::string kv_dtype = "f16";  // how the KV cache stores keys and values: "f16", "bf16", "q8_0" or "f32"
-  std::string quantize = "none";  // "q8_0" or "q4_0": weight matrices quantized at load
+  std::string quantize = "none";  // "q8_0", "q4_0" or "q4_k": weight matrices quantized at load
   std::function<void(const std::string& stage)> progress;  // loading stages, for a progress display
 };
 

@@ -118,10 +118,9 @@ void q3_k(const uint8_t* b, float* y) {
   }
 }
 
-// The 6-bit scale and min of sub-block j (0..7) packed in the 12 bytes of Q4_K / Q5_K: bytes 0-3 hold
-// the scales of 0-3 (low 6 bits) and the top bits of the scales of 4-7, bytes 4-7 the same for the
-// mins, bytes 8-11 the low 4 bits of scale (low nibble) and min (high nibble) of 4-7.
-void scale_min_k4(int j, const uint8_t* s, int& sc, int& m) {
+}  // namespace
+
+void kquant_scale_min(int j, const uint8_t* s, int& sc, int& m) {
   if (j < 4) {
     sc = s[j] & 63;
     m = s[j + 4] & 63;
@@ -130,6 +129,8 @@ void scale_min_k4(int j, const uint8_t* s, int& sc, int& m) {
     m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
   }
 }
+
+namespace {
 
 // Q4_K: float16 d and dmin, 12 bytes of scales/mins, 128 bytes of nibbles. 64 elements share 32 bytes:
 // the first 32 are their low nibbles (sub-block 2i), the next 32 their high nibbles (2i+1).
@@ -141,7 +142,7 @@ void q4_k(const uint8_t* b, float* y) {
   for (int i = 0; i < 4; ++i) {
     for (int h = 0; h < 2; ++h) {
       int sc, m;
-      scale_min_k4(2 * i + h, scales, sc, m);
+      kquant_scale_min(2 * i + h, scales, sc, m);
       const float dl = d * static_cast<float>(sc), ml = dmin * static_cast<float>(m);
       for (int l = 0; l < 32; ++l) {
         const int q = h == 0 ? (qs[32 * i + l] & 0x0F) : (qs[32 * i + l] >> 4);
@@ -162,7 +163,7 @@ void q5_k(const uint8_t* b, float* y) {
     for (int h = 0; h < 2; ++h) {
       const int j = 2 * i + h;
       int sc, m;
-      scale_min_k4(j, scales, sc, m);
+      kquant_scale_min(j, scales, sc, m);
       const float dl = d * static_cast<float>(sc), ml = dmin * static_cast<float>(m);
       for (int l = 0; l < 32; ++l) {
         const int low = h == 0 ? (qs[32 * i + l] & 0x0F) : (qs[32 * i + l] >> 4);

@@ -76,4 +76,9 @@ int64_t ggml_row_bytes(GgmlType type, int64_t n);
 // type can_dequantize refuses, or for n not a multiple of the block size.
 void dequantize_row(GgmlType type, const void* src, int64_t n, float* out);
 
+// The 6-bit scale and min of sub-block j (0..7) packed in the 12 bytes of Q4_K / Q5_K: bytes 0-3 hold
+// the scales of 0-3 (low 6 bits) and the top bits of the scales of 4-7, bytes 4-7 the same for the
+// mins, bytes 8-11 the low 4 bits of scale (low nibble) and min (high nibble) of 4-7.
+void kquant_scale_min(int j, const uint8_t* s, int& sc, int& m);
+
 }  // namespace ember::kernels

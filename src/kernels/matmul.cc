@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "kernels/kquant.h"
 #include "kernels/load_scalar.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/pack.h"
@@ -33,12 +34,35 @@ float float_row_dot(const WeightMatrix& w, int64_t r, const float* x) {
   return s;
 }
 
+// The activations of x each kind of weight multiplies: Q8_0-style for Q8_0 / Q4_0, Q8_K-style for
+// the K-quants (only the kinds some weight needs are filled).
+struct MatmulActs {
+  QuantizedActs q;
+  KQuantActs k;
+};
+
 // Rows [r0, r1) of y for all n tokens, one sequential sum each; a holds x quantized when w is.
-void reference_rows(const WeightMatrix& w, const float* x, const QuantizedActs& a, int64_t n, float* y, int64_t r0,
+void reference_rows(const WeightMatrix& w, const float* x, const MatmulActs& a, int64_t n, float* y, int64_t r0,
                     int64_t r1) {
   for (int64_t t = 0; t < n; ++t)
-    for (int64_t r = r0; r < r1; ++r)
-      y[t * w.rows + r] = w.qtype != QType::None ? quant_row_dot(w, r, a, t) : float_row_dot(w, r, x + t * w.cols);
+    for (int64_t r = r0; r < r1; ++r) {
+      float& out = y[t * w.rows + r];
+      if (is_kquant(w.qtype)) out = kquant_row_dot(w, r, a.k, t);
+      else if (w.qtype != QType::None) out = quant_row_dot(w, r, a.q, t);
+      else out = float_row_dot(w, r, x + t * w.cols);
+    }
+}
+
+// Quantizes x as the weights ws need it.
+void quantize_matmul_acts(std::span<const WeightMatrix* const> ws, const float* x, int64_t n, MatmulActs& a) {
+  bool q = false, k = false;
+  for (const WeightMatrix* w : ws) {
+    k = k || is_kquant(w->qtype);
+    q = q || (w->qtype != QType::None && !is_kquant(w->qtype));
+  }
+  if (ws.empty()) return;
+  if (q) quantize_acts(x, n, ws[0]->cols, a.q);
+  if (k) quantize_acts_k(x, n, ws[0]->cols, a.k);
 }
 
 // Multiply-adds worth a thread hand-off: the least work one chunk of a parallel matmul gets.
@@ -47,6 +71,7 @@ constexpr int64_t kMinChunkMacs = 32768;
 }  // namespace
 
 int64_t weight_bytes(const WeightMatrix& w) {
+  if (is_kquant(w.qtype)) return kquant_bytes(w.qtype, w.rows, w.cols);
   if (w.qtype != QType::None) return quantized_bytes(w.qtype, w.rows, w.cols);
   if (w.layout == Layout::Panels) return packed_bytes(w.dtype, w.rows, w.cols);
   return w.rows * w.cols * static_cast<int64_t>(dtype_size(w.dtype));
@@ -74,24 +99,30 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
   if (n_tokens <= 0 || outs.empty()) return;
   const int64_t cols = outs[0].w->cols;
   // Work units are 16-row ranges (one quantized group or one panel), numbered across all outputs.
-  static_assert(kPanelRows == kQGroupRows, "a work unit is both one quantized group and one panel");
+  static_assert(kPanelRows == kQGroupRows && kKqRows == kQGroupRows, "a work unit is one group or panel of any kind");
   std::vector<int64_t> first(outs.size() + 1, 0);
-  bool quantized = false;
+  std::vector<const WeightMatrix*> ws;
   for (size_t i = 0; i < outs.size(); ++i) {
     if (outs[i].w->cols != cols) fail("matmul", "fused products need weights with the same number of columns");
+    if (is_kquant(outs[i].w->qtype) && cols % kQK_K != 0)
+      fail("matmul", "K-quant weights need whole super-blocks of 256 columns");
     if (outs[i].w->qtype == QType::None && outs[i].w->layout != Layout::Panels)
       fail("matmul", "plain weights must be packed into panels first (kernels::pack)");
     first[i + 1] = first[i] + (outs[i].w->rows + kQGroupRows - 1) / kQGroupRows;
-    quantized = quantized || outs[i].w->qtype != QType::None;
+    ws.push_back(outs[i].w);
   }
-  QuantizedActs a;
-  if (quantized) quantize_acts(x, n_tokens, cols, a);
+  MatmulActs a;
+  quantize_matmul_acts(ws, x, n_tokens, a);
   auto rows = [&](const WeightMatrix& w, float* y, int64_t g0, int64_t g1) {
+    const int64_t r0 = g0 * kQGroupRows, r1 = std::min(w.rows, g1 * kQGroupRows);
     if (isa == Isa::Scalar) {
-      reference_rows(w, x, a, n_tokens, y, g0 * kQGroupRows, std::min(w.rows, g1 * kQGroupRows));
+      reference_rows(w, x, a, n_tokens, y, r0, r1);
+    } else if (is_kquant(w.qtype)) {
+      if (isa == Isa::Avx512) detail::kquant_groups_avx512(w, a.k, y, g0, g1);
+      else detail::kquant_groups_avx2(w, a.k, y, g0, g1);
     } else if (w.qtype != QType::None) {
-      if (isa == Isa::Avx512) detail::quant_groups_avx512(w, a, y, g0, g1);
-      else detail::quant_groups_avx2(w, a, y, g0, g1);
+      if (isa == Isa::Avx512) detail::quant_groups_avx512(w, a.q, y, g0, g1);
+      else detail::quant_groups_avx2(w, a.q, y, g0, g1);
     } else {  // one panel kernel for AVX2 and AVX-512 machines alike
       detail::panel_rows_avx2(w, x, n_tokens, y, g0, g1);
     }
@@ -106,12 +137,17 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
 }
 
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y) {
-  QuantizedActs a;
-  if (w.qtype != QType::None) quantize_acts(x, n_tokens, w.cols, a);
+  MatmulActs a;
+  const WeightMatrix* ws[] = {&w};
+  quantize_matmul_acts(ws, x, n_tokens, a);
   reference_rows(w, x, a, n_tokens, y, 0, w.rows);
 }
 
 void copy_row(const WeightMatrix& w, int64_t row, float* out) {
+  if (is_kquant(w.qtype)) {
+    dequantize_kquant_row(w, row, out);
+    return;
+  }
   if (w.qtype != QType::None) {
     for (int64_t c = 0; c < w.cols; ++c) out[c] = scale_at(w, row, c / kQBlock) * static_cast<float>(quant_at(w, row, c));
     return;

@@ -9,8 +9,9 @@
 
 namespace ember::kernels {
 
-// Block quantization of a weight matrix (see quant.h); None: plain dtype storage.
-enum class QType : uint8_t { None, Q8_0, Q4_0 };
+// Block quantization of a weight matrix (Q8_0, Q4_0: quant.h; the K-quants: kquant.h); None: plain
+// dtype storage.
+enum class QType : uint8_t { None, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K };
 
 // How plain weights are stored: Rows, row-major as in a checkpoint; Panels, packed for the matmul
 // (pack.h).
@@ -18,7 +19,7 @@ enum class Layout : uint8_t { Rows, Panels };
 
 // A weight matrix [rows][cols]; rows are output features. Plain: `dtype` values in `layout`.
 // Quantized (qtype != None): data points to the blocks and scales to their float16 scales (layout in
-// quant.h); dtype and layout are unused.
+// quant.h; K-quants keep their scales in their super-blocks, kquant.h); dtype and layout are unused.
 struct WeightMatrix {
   const void* data = nullptr;
   DType dtype = DType::F32;

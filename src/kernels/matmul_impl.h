@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/kquant.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
 
@@ -17,6 +18,39 @@ void panel_rows_avx2(const WeightMatrix& w, const float* x, int64_t n, float* y,
 // Quantized weights: 16-row groups [g0, g1) for all tokens of a.
 void quant_groups_avx2(const WeightMatrix& w, const QuantizedActs& a, float* y, int64_t g0, int64_t g1);
 void quant_groups_avx512(const WeightMatrix& w, const QuantizedActs& a, float* y, int64_t g0, int64_t g1);
+
+// K-quant weights (kquant.h): 16-row groups [g0, g1) for all tokens of a.
+void kquant_groups_avx2(const WeightMatrix& w, const KQuantActs& a, float* y, int64_t g0, int64_t g1);
+void kquant_groups_avx512(const WeightMatrix& w, const KQuantActs& a, float* y, int64_t g0, int64_t g1);
+
+// Calls f.template operator()<Q>() with q (a K-quant) as a compile-time type.
+template <class F>
+void with_kquant_type(QType q, F&& f) {
+  if (q == QType::Q4_K) f.template operator()<QType::Q4_K>();
+  else if (q == QType::Q5_K) f.template operator()<QType::Q5_K>();
+  else f.template operator()<QType::Q6_K>();
+}
+
+// Calls f.template operator()<NT>(tiles, g, t) for each 16-row group g in [g0, g1) of K-quant weights
+// (tiles: the group's first tile) and each tile [t, t + NT) of a's tokens, NT <= MaxNT a compile-time
+// size (the kernels' register tiles). Blocks of kTokenBlock tokens are outermost, as in
+// for_each_group, so a group's tiles stay in L2 while every token tile of a block reuses them.
+template <int MaxNT, class F>
+void for_each_kquant_tile(const WeightMatrix& w, const KQuantActs& a, int64_t g0, int64_t g1, F&& f) {
+  const int64_t group_bytes = a.n_blocks * kq_tile_bytes(w.qtype);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  auto tile = [&]<int NT>(auto& self, const uint8_t* tiles, int64_t g, int64_t t, int64_t nt) -> void {
+    if constexpr (NT > 1)
+      if (nt < NT) return self.template operator()<NT - 1>(self, tiles, g, t, nt);
+    f.template operator()<NT>(tiles, g, t);
+  };
+  for (int64_t t0 = 0; t0 < a.n; t0 += kTokenBlock) {
+    const int64_t t1 = std::min(a.n, t0 + kTokenBlock);
+    for (int64_t g = g0; g < g1; ++g)
+      for (int64_t t = t0; t < t1; t += MaxNT)
+        tile.template operator()<MaxNT>(tile, base + g * group_bytes, g, t, std::min<int64_t>(MaxNT, t1 - t));
+  }
+}
 
 // Calls f(quants, scales, g, t0, t1) for each 16-row group g in [g0, g1) and each block [t0, t1) of
 // a's tokens; quants and scales point at the group's. Token blocks are outermost: a group's weights

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "kernels/kquant.h"
 
 namespace ember::kernels {
 
@@ -13,6 +14,9 @@ const char* qtype_name(QType q) {
     case QType::None: return "none";
     case QType::Q8_0: return "q8_0";
     case QType::Q4_0: return "q4_0";
+    case QType::Q4_K: return "q4_k";
+    case QType::Q5_K: return "q5_k";
+    case QType::Q6_K: return "q6_k";
   }
   return "?";
 }
@@ -21,10 +25,12 @@ QType parse_qtype(const std::string& s) {
   if (s == "none") return QType::None;
   if (s == "q8_0") return QType::Q8_0;
   if (s == "q4_0") return QType::Q4_0;
-  fail("quantize", "unknown quantization '" + s + "' (supported: none, q8_0, q4_0)");
+  if (s == "q4_k") return QType::Q4_K;
+  fail("quantize", "unknown quantization '" + s + "' (supported: none, q8_0, q4_0, q4_k)");
 }
 
 int64_t quantized_bytes(QType q, int64_t rows, int64_t cols) {
+  if (is_kquant(q)) return kquant_bytes(q, rows, cols);
   const int64_t groups = (rows + kQGroupRows - 1) / kQGroupRows, blocks = cols / kQBlock;
   return groups * blocks * (qblock_bytes(q) + kQGroupRows * 2);
 }
@@ -39,8 +45,8 @@ inline int64_t unit_offset(int64_t i, int64_t k) { return ((k / kQUnit) * kQGrou
 QuantizedMatrix QuantizedMatrix::allocate(QType q, int64_t rows, int64_t cols) {
   const int64_t nb = cols / kQBlock, ng = (rows + kQGroupRows - 1) / kQGroupRows;
   QuantizedMatrix m;
-  m.n_quant_bytes_ = ng * nb * qblock_bytes(q);
-  m.n_scales_ = ng * nb * kQGroupRows;
+  m.n_quant_bytes_ = is_kquant(q) ? kquant_bytes(q, rows, cols) : ng * nb * qblock_bytes(q);
+  m.n_scales_ = is_kquant(q) ? 0 : ng * nb * kQGroupRows;
   m.quants_.reset(new uint8_t[static_cast<size_t>(m.n_quant_bytes_)]());
   m.scales_.reset(new uint16_t[static_cast<size_t>(m.n_scales_)]());
   m.view_ = WeightMatrix{m.quants_.get(), DType::F32, rows, cols, q, m.scales_.get()};
@@ -49,7 +55,21 @@ QuantizedMatrix QuantizedMatrix::allocate(QType q, int64_t rows, int64_t cols) {
 
 QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool) {
   if (q == QType::None || w.qtype != QType::None) fail("quantize", "needs a plain float matrix and a quantized type");
-  if (!quantizable(w.cols)) fail("quantize", "columns (" + std::to_string(w.cols) + ") must be a multiple of 32");
+  if (!quantizable(w.cols, q))
+    fail("quantize", "columns (" + std::to_string(w.cols) + ") must be a multiple of " + std::to_string(is_kquant(q) ? kQK_K : kQBlock));
+  if (q == QType::Q4_K) {
+    QuantizedMatrix m = QuantizedMatrix::allocate(q, w.rows, w.cols);
+    const int64_t group_bytes = w.cols / kQK_K * kq_tile_bytes(q);
+    pool.parallel_for(kquant_groups(w.rows), 1, [&](int64_t g0, int64_t g1) {
+      std::vector<float> row(static_cast<size_t>(w.cols));
+      for (int64_t r = g0 * kKqRows; r < std::min(w.rows, g1 * kKqRows); ++r) {
+        copy_row(w, r, row.data());
+        quantize_q4_k_row(row.data(), w.cols, m.quants_.get() + (r / kKqRows) * group_bytes, r % kKqRows);
+      }
+    });
+    return m;
+  }
+  if (is_kquant(q)) fail("quantize", std::string("Ember does not quantize to ") + qtype_name(q) + " (q8_0, q4_0, q4_k)");
   const int64_t nb = w.cols / kQBlock, ng = (w.rows + kQGroupRows - 1) / kQGroupRows, bb = qblock_bytes(q);
   QuantizedMatrix m = QuantizedMatrix::allocate(q, w.rows, w.cols);
   uint8_t* quants = m.quants_.get();
@@ -97,8 +117,17 @@ QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool) {
 }
 
 QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, int64_t cols, ThreadPool& pool) {
+  if (const QType k = kquant_of(type); k != QType::None) {
+    if (cols <= 0 || cols % kQK_K != 0)
+      fail("from_ggml_blocks", std::string(ggml_type_name(type)) + " rows of " + std::to_string(cols) +
+                                   " columns are not whole super-blocks of 256");
+    QuantizedMatrix m = QuantizedMatrix::allocate(k, rows, cols);
+    repack_kquant(k, static_cast<const uint8_t*>(data), rows, cols, m.quants_.get(), pool);
+    return m;
+  }
   if (type != GgmlType::Q8_0 && type != GgmlType::Q4_0)
-    fail("from_ggml_blocks", std::string("cannot repack ") + ggml_type_name(type) + " (supported: Q8_0, Q4_0)");
+    fail("from_ggml_blocks",
+         std::string("cannot repack ") + ggml_type_name(type) + " (supported: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)");
   if (!quantizable(cols)) fail("from_ggml_blocks", "columns (" + std::to_string(cols) + ") must be a multiple of 32");
   const QType q = type == GgmlType::Q8_0 ? QType::Q8_0 : QType::Q4_0;
   const int64_t nb = cols / kQBlock, ng = (rows + kQGroupRows - 1) / kQGroupRows, bb = qblock_bytes(q);
@@ -158,7 +187,8 @@ void quantize_acts(const float* x, int64_t n, int64_t cols, QuantizedActs& out) 
       int8_t* q = out.q.data() + t * cols + b * kQBlock;
       float amax = 0.0f;
       for (int64_t k = 0; k < kQBlock; ++k) amax = std::max(amax, std::fabs(v[k]));
-      const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+      // As ggml's Q8_0 activations: quants from 127 / amax, the scale kept as float16.
+      const float d = f16_to_f32(f32_to_f16(amax / 127.0f)), id = amax != 0.0f ? 127.0f / amax : 0.0f;
       int32_t sum = 0;
       for (int64_t k = 0; k < kQBlock; ++k) {
         q[k] = static_cast<int8_t>(std::nearbyint(v[k] * id));

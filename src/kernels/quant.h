@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/gguf_quants.h"
+#include "kernels/kquant.h"
 #include "kernels/matmul.h"
 
 namespace ember::kernels {
@@ -26,10 +27,14 @@ constexpr int64_t kQUnitRowBytes = kQUnit * kQGroupRows;  // one unit of all 16 
 constexpr int64_t kQ4Half = kQBlock / 2;  // q4_0: columns [0, 16) in the low nibbles, [16, 32) in the high
 
 const char* qtype_name(QType q);
-QType parse_qtype(const std::string& s);  // "none", "q8_0", "q4_0"; throws ember::Error otherwise
+QType parse_qtype(const std::string& s);  // "none", "q8_0", "q4_0", "q4_k"; throws ember::Error otherwise
 
-// Whether a matrix with this many columns can be quantized (whole blocks only).
+// Whether a matrix with this many columns can be quantized (whole blocks only; K-quants: whole
+// super-blocks of 256).
 inline bool quantizable(int64_t cols) { return cols > 0 && cols % kQBlock == 0; }
+inline bool quantizable(int64_t cols, QType q) {
+  return quantizable(cols) && (!is_kquant(q) || cols % kQK_K == 0);
+}
 // Bytes of quants per (16-row group, block).
 constexpr int64_t qblock_bytes(QType q) { return q == QType::Q8_0 ? kQBlock * kQGroupRows : kQ4Half * kQGroupRows; }
 // Bytes a quantized matrix occupies (quants and scales).
@@ -53,12 +58,14 @@ class QuantizedMatrix {
 };
 
 // Quantizes a float matrix (F32/F16/BF16) with round-to-nearest per block: Q8_0 scale = amax/127,
-// Q4_0 scale = -(value of largest magnitude)/8 as llama.cpp does. Requires quantizable(w.cols).
+// Q4_0 scale = -(value of largest magnitude)/8 as llama.cpp does; Q4_K as quantize_q4_k_row
+// (kquant.h). Requires quantizable(w.cols, q).
 QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool);
 
 // ggml Q8_0 / Q4_0 rows (`rows` rows of `cols` weights, ggml's 34- / 18-byte blocks) repacked into
-// this layout. Lossless: the same quants and float16 scales, so every weight dequantizes to the bits
-// dequantize_row gives. Throws ember::Error for another type or cols not a multiple of 32.
+// this layout, and Q4_K / Q5_K / Q6_K rows into kquant.h's. Lossless: the same quants and float16
+// scales, so every weight dequantizes to the bits dequantize_row gives. Throws ember::Error for
+// another type or cols not a multiple of the block size.
 QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, int64_t cols, ThreadPool& pool);
 
 // The quantized value (before scaling) of weight [r][c] and the scale of its block.

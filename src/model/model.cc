@@ -201,6 +201,8 @@ void Model::release_source(const WeightMatrix& source) {
 void Model::quantize_weights(kernels::QType q) {
   auto convert = [&](WeightMatrix& w, kernels::QType type) {
     if (!kernels::quantizable(w.cols) || w.qtype != kernels::QType::None) return;
+    // Rows that are not whole K-quant super-blocks take Q8_0 (as llama.cpp falls back to a wider type).
+    if (!kernels::quantizable(w.cols, type)) type = kernels::QType::Q8_0;
     const WeightMatrix source = w;
     quantized_.push_back(kernels::quantize(w, type, pool_));
     w = quantized_.back().view();

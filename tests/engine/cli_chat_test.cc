@@ -77,11 +77,12 @@ TEST(CliChat, PipedLinesGetOneReplyEach) {
   EXPECT_EQ(std::count(o.out.begin(), o.out.end(), '\n'), 3) << o.out;
 }
 
-// --quantize (chat, generate and serve share it): the matrices are held as 8- or 4-bit blocks, the
-// load line says so, and the model still recalls a name across turns.
+// --quantize (chat, generate and serve share it): the matrices are held as 8- or 4-bit blocks (q4_k:
+// llama.cpp's K-quant super-blocks), the load line says so, and the model still recalls a name across
+// turns.
 TEST(CliChat, QuantizeFlag) {
   const std::string turns = "printf 'Hello!\\nMy name is Mila.\\nWhat is my name?\\n' | ";
-  for (const std::string q : {"q8_0", "q4_0"}) {
+  for (const std::string q : {"q8_0", "q4_0", "q4_k"}) {
     const Output o = run(turns + ember_binary() + " chat -m " + model_dir("chat-skills") + " --no-think --quantize " + q + " 2>&1");
     ASSERT_EQ(o.status, 0) << o.out;
     EXPECT_NE(o.out.find("matrices quantized to " + q), std::string::npos) << o.out;

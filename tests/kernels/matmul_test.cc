@@ -228,6 +228,7 @@ TEST(Quantize, RejectsPartialBlocksAndUnknownNames) {
   std::vector<float> wf(2 * 40, 1.0f);
   EXPECT_ANY_THROW(quantize(WeightMatrix{wf.data(), DType::F32, 2, 40}, QType::Q8_0, pool));
   EXPECT_ANY_THROW(parse_qtype("q5_k"));
+  EXPECT_EQ(parse_qtype("q4_k"), QType::Q4_K);
   EXPECT_EQ(parse_qtype("q4_0"), QType::Q4_0);
 }
 

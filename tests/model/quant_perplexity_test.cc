@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <fstream>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "model/model.h"
@@ -12,13 +14,12 @@
 namespace ember::model {
 namespace {
 
-double perplexity(Model& m, const nlohmann::json& golden) {
+// Perplexity over every next token of each id sequence.
+double perplexity(Model& m, const std::vector<std::vector<int32_t>>& texts) {
   double nll = 0;
   int64_t count = 0;
   const int64_t V = m.config().vocab_size;
-  for (const auto& cs : golden["cases"]) {
-    std::vector<int32_t> ids = cs["prompt_ids"].get<std::vector<int32_t>>();
-    for (int32_t t : cs["greedy_ids"].get<std::vector<int32_t>>()) ids.push_back(t);
+  for (std::vector<int32_t> ids : texts) {
     auto cache = m.make_cache(static_cast<int64_t>(ids.size()));
     KvSequence seq(*cache);
     std::vector<float> logits(ids.size() * V);
@@ -36,9 +37,21 @@ double perplexity(Model& m, const nlohmann::json& golden) {
   return std::exp(nll / static_cast<double>(count));
 }
 
+// Each case's prompt ids followed by the ids of its answer (`answer` names the field).
+std::vector<std::vector<int32_t>> texts_of(const std::vector<nlohmann::json>& cases, const char* answer) {
+  std::vector<std::vector<int32_t>> out;
+  for (const auto& cs : cases) {
+    std::vector<int32_t> ids = cs["prompt_ids"].get<std::vector<int32_t>>();
+    for (int32_t t : cs[answer].get<std::vector<int32_t>>()) ids.push_back(t);
+    out.push_back(std::move(ids));
+  }
+  return out;
+}
+
 TEST(QuantizedModel, PerplexityIncreaseOnStory656kIsBounded) {
   std::ifstream in(test::testdata("golden/story-656k.json"));
-  const nlohmann::json g = nlohmann::json::parse(in);
+  const nlohmann::json gj = nlohmann::json::parse(in);
+  const auto g = texts_of(std::vector<nlohmann::json>(gj["cases"].begin(), gj["cases"].end()), "greedy_ids");
   const std::string dir = test::model_dir("story-656k");
   auto f32 = Model::load(dir, {.threads = 2, .progress = {}, .quantize = kernels::QType::None});
   auto q8 = Model::load(dir, {.threads = 2, .progress = {}, .quantize = kernels::QType::Q8_0});
@@ -55,7 +68,8 @@ TEST(QuantizedModel, PerplexityIncreaseOnStory656kIsBounded) {
 // The KV cache types' cost on the same text: F16 (the commands' default) and Q8_0 against F32.
 TEST(QuantizedKvCache, PerplexityIncreaseOnStory656kIsBounded) {
   std::ifstream in(test::testdata("golden/story-656k.json"));
-  const nlohmann::json g = nlohmann::json::parse(in);
+  const nlohmann::json gj = nlohmann::json::parse(in);
+  const auto g = texts_of(std::vector<nlohmann::json>(gj["cases"].begin(), gj["cases"].end()), "greedy_ids");
   const std::string dir = test::model_dir("story-656k");
   auto load = [&](kernels::KvType t) { return Model::load(dir, {.threads = 2, .progress = {}, .kv_dtype = t}); };
   auto f32 = load(kernels::KvType::F32), f16 = load(kernels::KvType::F16), q8 = load(kernels::KvType::Q8_0);
@@ -66,6 +80,66 @@ TEST(QuantizedKvCache, PerplexityIncreaseOnStory656kIsBounded) {
               100 * (p16 / p32 - 1), p8, 100 * (p8 / p32 - 1));
   EXPECT_LT(std::fabs(p16 / p32 - 1), 0.001) << "f16 keys and values may move perplexity by at most 0.1%";
   EXPECT_LT(p8, p32 * 1.01) << "q8_0 keys and values may raise perplexity by at most 1%";
+}
+
+// Log-probabilities of every position of ids (each row: log softmax of the logits).
+std::vector<std::vector<double>> log_probs(Model& m, const std::vector<int32_t>& ids) {
+  const int64_t V = m.config().vocab_size;
+  auto cache = m.make_cache(static_cast<int64_t>(ids.size()));
+  KvSequence seq(*cache);
+  std::vector<float> logits(ids.size() * V);
+  ForwardItem item{&seq, ids, logits.data(), true};
+  m.forward(std::span<ForwardItem>(&item, 1));
+  std::vector<std::vector<double>> out(ids.size(), std::vector<double>(static_cast<size_t>(V)));
+  for (size_t p = 0; p < ids.size(); ++p) {
+    const float* l = logits.data() + p * V;
+    double mx = l[0], z = 0;
+    for (int64_t i = 0; i < V; ++i) mx = std::max(mx, double(l[i]));
+    for (int64_t i = 0; i < V; ++i) z += std::exp(double(l[i]) - mx);
+    for (int64_t i = 0; i < V; ++i) out[p][i] = double(l[i]) - mx - std::log(z);
+  }
+  return out;
+}
+
+// Ember's own Q4_K on chat-skills (256 wide, so its rows are whole super-blocks; the 640-wide
+// down_proj falls back to Q8_0), on the evaluation's prompts and reference answers: the perplexity of
+// the answers against the stored bf16, and the mean KL divergence from bf16 over every position
+// against Q4_0's.
+TEST(QuantizedModel, Q4KOnChatSkillsIsBounded) {
+  std::vector<nlohmann::json> cases;
+  std::ifstream in(test::testdata("chat_skills/golden_ids.jsonl"));
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) cases.push_back(nlohmann::json::parse(line));
+  const std::string dir = test::model_dir("chat-skills");
+  auto bf = Model::load(dir, {.threads = 2, .progress = {}, .quantize = kernels::QType::None});
+  auto q4 = Model::load(dir, {.threads = 2, .progress = {}, .quantize = kernels::QType::Q4_0});
+  auto qk = Model::load(dir, {.threads = 2, .progress = {}, .quantize = kernels::QType::Q4_K});
+  EXPECT_NE(qk->weight_type().find("q4_k"), std::string::npos) << qk->weight_type();
+  EXPECT_LT(qk->decode_weight_bytes(), bf->decode_weight_bytes() / 2);
+  double nll[3] = {0, 0, 0}, kl[2] = {0, 0};
+  int64_t answers = 0, positions = 0;
+  for (const auto& cs : cases) {
+    std::vector<int32_t> ids = cs["prompt_ids"].get<std::vector<int32_t>>();
+    const size_t prompt = ids.size();
+    for (int32_t t : cs["answer_ids"].get<std::vector<int32_t>>()) ids.push_back(t);
+    const auto lb = log_probs(*bf, ids), l4 = log_probs(*q4, ids), lk = log_probs(*qk, ids);
+    for (size_t p = 0; p + 1 < ids.size(); ++p) {
+      for (size_t i = 0; i < lb[p].size(); ++i) {
+        kl[0] += std::exp(lb[p][i]) * (lb[p][i] - l4[p][i]);
+        kl[1] += std::exp(lb[p][i]) * (lb[p][i] - lk[p][i]);
+      }
+      ++positions;
+      if (p + 1 < prompt) continue;
+      nll[0] -= lb[p][ids[p + 1]], nll[1] -= l4[p][ids[p + 1]], nll[2] -= lk[p][ids[p + 1]];
+      ++answers;
+    }
+  }
+  const double pb = std::exp(nll[0] / answers), p4 = std::exp(nll[1] / answers), pk = std::exp(nll[2] / answers);
+  std::printf("chat-skills answers' perplexity: bf16 %.4f  q4_0 %.4f (%+.2f%%)  q4_k %.4f (%+.2f%%); mean KL from bf16: "
+              "q4_0 %.4g  q4_k %.4g\n", pb, p4, 100 * (p4 / pb - 1), pk, 100 * (pk / pb - 1), kl[0] / positions,
+              kl[1] / positions);
+  EXPECT_LT(pk, pb * 1.10) << "q4_k may raise the answers' perplexity by at most 10%";
+  EXPECT_LT(kl[1], kl[0]) << "q4_k (scales and mins per 32, 6-bit) should stay closer to bf16 than q4_0";
 }
 
 }  // namespace

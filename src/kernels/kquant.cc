@@ -1,0 +1,298 @@
+#include "kernels/kquant.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "base/dtype.h"
+
+namespace ember::kernels {
+
+namespace {
+
+// One super-block decoded: unsigned quants, the scale and min of each sub-block (Q6_K: min = 32 *
+// scale, so that weight = d * (sc * q - m) for every type) and the float16 bits of d and dmin.
+struct KqParts {
+  uint8_t q[kQK_K];
+  int sc[16], m[16];
+  int sub = 32;  // weights per sub-block
+  uint16_t d = 0, dmin = 0;
+};
+
+uint16_t kq_load_u16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | (p[1] << 8)); }
+void kq_store_u16(uint8_t* p, uint16_t v) {
+  p[0] = static_cast<uint8_t>(v);
+  p[1] = static_cast<uint8_t>(v >> 8);
+}
+
+// ggml's super-block (layouts in gguf_quants.cc) to parts.
+template <QType q>
+void kq_parts_from_ggml(const uint8_t* b, KqParts& p) {
+  if constexpr (q == QType::Q6_K) {
+    const uint8_t* ql = b;
+    const uint8_t* qh = b + 128;
+    p.sub = 16;
+    p.d = kq_load_u16(b + 208);
+    for (int j = 0; j < 16; ++j) p.sc[j] = static_cast<int8_t>(b[192 + j]), p.m[j] = 32 * p.sc[j];
+    for (int e = 0; e < kQK_K; ++e) {  // half e / 128; within it 32k + l
+      const int half = e / 128, k = (e % 128) / 32, l = e % 32;
+      const uint8_t lo = ql[64 * half + l + 32 * (k % 2)];
+      p.q[e] = static_cast<uint8_t>((k < 2 ? lo & 0x0F : lo >> 4) | (((qh[32 * half + l] >> (2 * k)) & 3) << 4));
+    }
+  } else {
+    p.d = kq_load_u16(b);
+    p.dmin = kq_load_u16(b + 2);
+    for (int j = 0; j < 8; ++j) kquant_scale_min(j, b + 4, p.sc[j], p.m[j]);
+    constexpr bool five = q == QType::Q5_K;
+    const uint8_t* qh = b + 16;
+    const uint8_t* qs = b + (five ? 48 : 16);
+    for (int e = 0; e < kQK_K; ++e) {  // 64 weights per 32 bytes: low nibbles first, then high
+      const uint8_t byte = qs[32 * (e / 64) + e % 32];
+      const int low = (e % 64) < 32 ? byte & 0x0F : byte >> 4;
+      p.q[e] = static_cast<uint8_t>(low | (five ? ((qh[e % 32] >> (e / 32)) & 1) << 4 : 0));
+    }
+  }
+}
+
+// Where quant (row i, column e) of a tile lives: its nibble byte (low or high nibble) and, for the
+// high bits, the bit index within the bit-plane words of its unit.
+struct KqPos {
+  int64_t nibble_byte;
+  bool high_nibble;
+  int64_t unit;  // (sub-block, unit) index: 8j + u (Q5_K) or 4j + u (Q6_K)
+  int bit;       // 4i + k
+};
+template <QType Q>
+KqPos kq_pos(int64_t i, int e) {
+  constexpr int w = kq_sub_width(Q), units = w / 4;
+  const int j = e / w, u = (e % w) / 4, k = e % 4;
+  return {(j / 2 * units + u) * 64 + 4 * i + k, j % 2 == 1, static_cast<int64_t>(j) * units + u, static_cast<int>(4 * i + k)};
+}
+
+bool kq_get_bit(const uint8_t* words, int64_t word, int bit) { return (words[word * 8 + bit / 8] >> (bit % 8)) & 1; }
+
+// Row i of a tile from parts (the tile starts zeroed).
+template <QType q>
+void kq_parts_to_ember(const KqParts& p, uint8_t* tile, int64_t i) {
+  kq_store_u16(tile + kKqD + 2 * i, p.d);
+  const bool six = q == QType::Q6_K;
+  for (int j = 0; j < kQK_K / p.sub; ++j) {
+    if (six) {
+      tile[kKq6Sc + 16 * j + i] = static_cast<uint8_t>(static_cast<int8_t>(p.sc[j]));
+    } else {
+      tile[kKqSc + 16 * j + i] = static_cast<uint8_t>(p.sc[j]);
+      tile[kKqMin + 16 * j + i] = static_cast<uint8_t>(p.m[j]);
+    }
+  }
+  if (!six) kq_store_u16(tile + kKqDmin + 2 * i, p.dmin);
+  // Each byte written once from registers (no read-modify-write chains): the nibble bytes of row i,
+  // then its 4 bits in each high-bit word.
+  constexpr int w = kq_sub_width(q), units = w / 4;
+  uint8_t* nib = tile + (six ? kKq6Nibbles : kKqNibbles);
+  for (int pair = 0; pair < kQK_K / (2 * w); ++pair)
+    for (int u = 0; u < units; ++u)
+      for (int k = 0; k < 4; ++k) {
+        const int e = 2 * pair * w + 4 * u + k;
+        nib[(pair * units + u) * 64 + 4 * i + k] = static_cast<uint8_t>((p.q[e] & 0x0F) | ((p.q[e + w] & 0x0F) << 4));
+      }
+  if constexpr (q != QType::Q4_K) {
+    uint8_t* words = tile + (six ? kKq6Bits : kKq5Bits);
+    for (int j = 0; j < kQK_K / w; ++j)
+      for (int u = 0; u < units; ++u) {
+        int b4 = 0, b5 = 0;
+        for (int k = 0; k < 4; ++k) {
+          b4 |= ((p.q[j * w + 4 * u + k] >> 4) & 1) << k;
+          b5 |= ((p.q[j * w + 4 * u + k] >> 5) & 1) << k;
+        }
+        const int64_t word = six ? 2 * (j * units + u) : j * units + u, at = word * 8 + i / 2, shift = 4 * (i % 2);
+        words[at] = static_cast<uint8_t>(words[at] | (b4 << shift));
+        if (six) words[at + 8] = static_cast<uint8_t>(words[at + 8] | (b5 << shift));
+      }
+  }
+}
+
+// Row i of a tile to parts.
+template <QType q>
+void kq_parts_from_ember_t(const uint8_t* tile, int64_t i, KqParts& p) {
+  const bool six = q == QType::Q6_K;
+  p.sub = kq_sub_width(q);
+  p.d = kq_load_u16(tile + kKqD + 2 * i);
+  p.dmin = six ? 0 : kq_load_u16(tile + kKqDmin + 2 * i);
+  for (int j = 0; j < kQK_K / p.sub; ++j) {
+    if (six) {
+      p.sc[j] = static_cast<int8_t>(tile[kKq6Sc + 16 * j + i]);
+      p.m[j] = 32 * p.sc[j];
+    } else {
+      p.sc[j] = tile[kKqSc + 16 * j + i];
+      p.m[j] = tile[kKqMin + 16 * j + i];
+    }
+  }
+  const uint8_t* nib = tile + (six ? kKq6Nibbles : kKqNibbles);
+  for (int e = 0; e < kQK_K; ++e) {
+    const KqPos at = kq_pos<q>(i, e);
+    int v = at.high_nibble ? nib[at.nibble_byte] >> 4 : nib[at.nibble_byte] & 0x0F;
+    if (q == QType::Q5_K && kq_get_bit(tile + kKq5Bits, at.unit, at.bit)) v |= 16;
+    if (six && kq_get_bit(tile + kKq6Bits, 2 * at.unit, at.bit)) v |= 16;
+    if (six && kq_get_bit(tile + kKq6Bits, 2 * at.unit + 1, at.bit)) v |= 32;
+    p.q[e] = static_cast<uint8_t>(v);
+  }
+}
+
+// One ggml super-block into row i of a tile.
+template <QType q>
+void kq_repack_row(const uint8_t* in, uint8_t* tile, int64_t i, KqParts& p) {
+  kq_parts_from_ggml<q>(in, p);
+  kq_parts_to_ember<q>(p, tile, i);
+}
+
+void kq_parts_from_ember(QType q, const uint8_t* tile, int64_t i, KqParts& p) {
+  if (q == QType::Q4_K) kq_parts_from_ember_t<QType::Q4_K>(tile, i, p);
+  else if (q == QType::Q5_K) kq_parts_from_ember_t<QType::Q5_K>(tile, i, p);
+  else kq_parts_from_ember_t<QType::Q6_K>(tile, i, p);
+}
+
+// The tile of row r's super-block b, and r's index in it.
+const uint8_t* kq_tile(const WeightMatrix& w, int64_t r, int64_t b) {
+  return static_cast<const uint8_t*>(w.data) + ((r / kKqRows) * (w.cols / kQK_K) + b) * kq_tile_bytes(w.qtype);
+}
+
+int64_t kq_ggml_block_bytes(QType q) {
+  return ggml_type_info(q == QType::Q4_K ? GgmlType::Q4_K : q == QType::Q5_K ? GgmlType::Q5_K : GgmlType::Q6_K).block_bytes;
+}
+
+}  // namespace
+
+QType kquant_of(GgmlType t) {
+  switch (t) {
+    case GgmlType::Q4_K: return QType::Q4_K;
+    case GgmlType::Q5_K: return QType::Q5_K;
+    case GgmlType::Q6_K: return QType::Q6_K;
+    default: return QType::None;
+  }
+}
+
+void repack_kquant(QType q, const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst, ThreadPool& pool) {
+  const int64_t nsb = cols / kQK_K, in_block = kq_ggml_block_bytes(q), tile = kq_tile_bytes(q);
+  pool.parallel_for(kquant_groups(rows), 1, [&](int64_t g0, int64_t g1) {
+    KqParts p;
+    for (int64_t g = g0; g < g1; ++g)
+      for (int64_t i = 0; i < kKqRows && g * kKqRows + i < rows; ++i)
+        for (int64_t b = 0; b < nsb; ++b) {
+          const uint8_t* in = src + ((g * kKqRows + i) * nsb + b) * in_block;
+          uint8_t* t = dst + (g * nsb + b) * tile;
+          if (q == QType::Q4_K) kq_repack_row<QType::Q4_K>(in, t, i, p);
+          else if (q == QType::Q5_K) kq_repack_row<QType::Q5_K>(in, t, i, p);
+          else kq_repack_row<QType::Q6_K>(in, t, i, p);
+        }
+  });
+}
+
+void quantize_q4_k_row(const float* x, int64_t cols, uint8_t* tiles, int64_t i) {
+  KqParts p;
+  for (int64_t b = 0; b < cols / kQK_K; ++b, x += kQK_K) {
+    // Each sub-block's min (-lowest value, 0 included) rounded up to the 6-bit grid of dmin, then its
+    // step rounded up to the grid of d so that the highest value still maps to at most 15: no weight
+    // is clipped, each is off by at most half its step.
+    float lo[8], hi[8], max_min = 0.0f;
+    for (int j = 0; j < 8; ++j) {
+      lo[j] = hi[j] = 0.0f;
+      for (int k = 0; k < 32; ++k) lo[j] = std::min(lo[j], x[32 * j + k]), hi[j] = std::max(hi[j], x[32 * j + k]);
+      max_min = std::max(max_min, -lo[j]);
+    }
+    p.dmin = f32_to_f16(max_min / 63.0f);
+    const float dmin = f16_to_f32(p.dmin);
+    float need[8], max_need = 0.0f;
+    for (int j = 0; j < 8; ++j) {
+      p.m[j] = dmin > 0.0f ? std::min(63, static_cast<int>(std::ceil(-lo[j] / dmin))) : 0;
+      need[j] = (hi[j] + dmin * static_cast<float>(p.m[j])) / 15.0f;
+      max_need = std::max(max_need, need[j]);
+    }
+    p.d = f32_to_f16(max_need / 63.0f);
+    const float d = f16_to_f32(p.d);
+    for (int j = 0; j < 8; ++j) {
+      p.sc[j] = d > 0.0f ? std::min(63, static_cast<int>(std::ceil(need[j] / d))) : 0;
+      const float dl = d * static_cast<float>(p.sc[j]), ml = dmin * static_cast<float>(p.m[j]);
+      for (int k = 0; k < 32; ++k) {
+        const float q = dl > 0.0f ? std::nearbyint((x[32 * j + k] + ml) / dl) : 0.0f;
+        p.q[32 * j + k] = static_cast<uint8_t>(std::clamp(q, 0.0f, 15.0f));
+      }
+    }
+    kq_parts_to_ember<QType::Q4_K>(p, tiles + b * kq_tile_bytes(QType::Q4_K), i);
+  }
+}
+
+void dequantize_kquant_row(const WeightMatrix& w, int64_t r, float* out) {
+  const QType q = w.qtype;
+  KqParts p;
+  for (int64_t b = 0; b < w.cols / kQK_K; ++b, out += kQK_K) {
+    kq_parts_from_ember(q, kq_tile(w, r, b), r % kKqRows, p);
+    const float d = f16_to_f32(p.d), dmin = f16_to_f32(p.dmin);
+    for (int e = 0; e < kQK_K; ++e) {
+      const int j = e / p.sub;
+      if (q == QType::Q6_K) {  // ggml's order: (d * scale) * (q - 32)
+        out[e] = d * static_cast<float>(p.sc[j]) * static_cast<float>(p.q[e] - 32);
+      } else {  // d * scale and dmin * min rounded first, then the product and difference apart
+        const float dl = d * static_cast<float>(p.sc[j]), ml = dmin * static_cast<float>(p.m[j]);
+        const float scaled = dl * static_cast<float>(p.q[e]);
+        out[e] = scaled - ml;
+      }
+    }
+  }
+}
+
+void quantize_acts_k(const float* x, int64_t n, int64_t cols, KQuantActs& out) {
+  const int64_t nb = cols / kQK_K;
+  out.n = n;
+  out.cols = cols;
+  out.n_blocks = nb;
+  out.q.resize(static_cast<size_t>(n * cols));
+  out.d.resize(static_cast<size_t>(n * nb));
+  out.sum16.resize(static_cast<size_t>(n * nb * 16));
+  out.sum32.resize(static_cast<size_t>(n * nb * 8));
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t b = 0; b < nb; ++b) {
+      const float* v = x + t * cols + b * kQK_K;
+      int8_t* q = out.q.data() + t * cols + b * kQK_K;
+      // As ggml's Q8_K: the value of largest magnitude maps to -127, d = 1 / that inverse scale.
+      float amax = 0.0f, mx = 0.0f;
+      for (int64_t k = 0; k < kQK_K; ++k)
+        if (std::fabs(v[k]) > amax) amax = std::fabs(v[k]), mx = v[k];
+      const float iscale = amax != 0.0f ? -127.0f / mx : 0.0f;
+      for (int64_t k = 0; k < kQK_K; ++k) q[k] = static_cast<int8_t>(std::min(127.0f, std::nearbyint(iscale * v[k])));
+      out.d[t * nb + b] = amax != 0.0f ? 1.0f / iscale : 0.0f;
+      float* s16 = out.sum16.data() + (t * nb + b) * 16;
+      float* s32 = out.sum32.data() + (t * nb + b) * 8;
+      for (int j = 0; j < 16; ++j) {
+        int s = 0;
+        for (int k = 0; k < 16; ++k) s += q[16 * j + k];
+        s16[j] = static_cast<float>(s);  // exact: at most 16 * 127
+      }
+      for (int j = 0; j < 8; ++j) s32[j] = s16[2 * j] + s16[2 * j + 1];
+    }
+}
+
+float kquant_row_dot(const WeightMatrix& w, int64_t r, const KQuantActs& a, int64_t t) {
+  const QType q = w.qtype;
+  KqParts p;
+  float s = 0.0f;
+  for (int64_t b = 0; b < a.n_blocks; ++b) {
+    kq_parts_from_ember(q, kq_tile(w, r, b), r % kKqRows, p);
+    const int8_t* xq = a.q.data() + t * a.cols + b * kQK_K;
+    int32_t isum = 0, msum = 0;
+    for (int j = 0; j < kQK_K / p.sub; ++j) {
+      int32_t dot = 0, xs = 0;
+      for (int k = 0; k < p.sub; ++k) {
+        dot += p.q[j * p.sub + k] * xq[j * p.sub + k];
+        xs += xq[j * p.sub + k];
+      }
+      isum += p.sc[j] * dot;
+      msum += p.m[j] * xs;
+    }
+    const float dx = a.d[t * a.n_blocks + b];
+    const float dm = q == QType::Q6_K ? f16_to_f32(p.d) : f16_to_f32(p.dmin);
+    s += f16_to_f32(p.d) * dx * static_cast<float>(isum) - dm * dx * static_cast<float>(msum);
+  }
+  return s;
+}
+
+}  // namespace ember::kernels

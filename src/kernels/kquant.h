@@ -1,0 +1,76 @@
+#pragma once
+// llama.cpp's K-quants (Q4_K, Q5_K, Q6_K: 256 weights per super-block) kept at their stored bits, in
+// a layout repacked losslessly for int8 dot products with rows in the vector lanes (as quant.h's
+// Q8_0 / Q4_0), and the Q8_K-style activations they multiply.
+//
+// The weight at column e of a super-block is (integer arithmetic exact, then float):
+//   Q4_K / Q5_K: d * sc[e / 32] * q - dmin * m[e / 32], q unsigned 4 / 5 bits (sub-blocks of W = 32);
+//   Q6_K:        d * sc[e / 16] * (q - 32), q unsigned 6 bits, sc signed (sub-blocks of W = 16).
+// Rows are padded to groups of 16 (padding weighs 0). A tile is one group's super-block, the
+// tiles of a group one after the other (kq_tile_bytes each); row i's bytes in a tile:
+//   d (float16) at kKqD + 2i; Q4_K / Q5_K: dmin at kKqDmin + 2i, sc of sub-block j at kKqSc + 16j + i,
+//   m at kKqMin + 16j + i; Q6_K: sc (int8) at kKq6Sc + 16j + i.
+//   Quants: a 64-byte unit holds 4 consecutive quants of each of the 16 rows (byte 4i + k), the low 4
+//   bits of sub-block 2p in the low nibbles and of sub-block 2p + 1 in the high nibbles; unit u
+//   (< W / 4) of pair p is at nibbles + 64 * (p * W / 4 + u) and holds columns W * 2p + 4u + k.
+//   Q5_K: bit 4 of quant (i, 32j + 4u + k) is bit 4i + k of the uint64 at kKq5Bits + 8 * (8j + u).
+//   Q6_K: bits 4 and 5 of quant (i, 16j + 4u + k): bit 4i + k of the uint64s at kKq6Bits +
+//   16 * (4j + u) and 8 bytes further.
+// Per row and super-block that is the file's size (Q6_K: 210 bytes) or 4 bytes more (Q4_K 148 against
+// 144, Q5_K 180 against 176: the scales and mins unpacked to bytes).
+#include <cstdint>
+#include <vector>
+
+#include "kernels/gguf_quants.h"
+#include "kernels/matmul.h"
+#include "kernels/thread_pool.h"
+
+namespace ember::kernels {
+
+inline bool is_kquant(QType q) { return q == QType::Q4_K || q == QType::Q5_K || q == QType::Q6_K; }
+// The K-quant of a ggml type (Q4_K, Q5_K, Q6_K), or QType::None.
+QType kquant_of(GgmlType t);
+
+constexpr int64_t kKqRows = 16;  // rows per group
+// Bytes per row and super-block, and per tile (a group's super-block).
+constexpr int64_t kq_block_bytes(QType q) { return q == QType::Q4_K ? 148 : q == QType::Q5_K ? 180 : 210; }
+constexpr int64_t kq_tile_bytes(QType q) { return kKqRows * kq_block_bytes(q); }
+// Field offsets within a tile.
+constexpr int64_t kKqD = 0, kKqDmin = 32, kKqSc = 64, kKqMin = 192, kKqNibbles = 320, kKq5Bits = 2368;
+constexpr int64_t kKq6Sc = 32, kKq6Nibbles = 288, kKq6Bits = 2336;
+// Sub-block width and count.
+constexpr int kq_sub_width(QType q) { return q == QType::Q6_K ? 16 : 32; }
+
+inline int64_t kquant_groups(int64_t rows) { return (rows + kKqRows - 1) / kKqRows; }
+// Bytes a K-quant matrix occupies.
+inline int64_t kquant_bytes(QType q, int64_t rows, int64_t cols) {
+  return kquant_groups(rows) * (cols / kQK_K) * kq_tile_bytes(q);
+}
+
+// Repacks `rows` rows of ggml super-blocks (`src`, ggml's layout) into Ember's (`dst`, kquant_bytes,
+// zeroed). Lossless.
+void repack_kquant(QType q, const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst, ThreadPool& pool);
+// Quantizes one float row (cols a multiple of 256) to Q4_K into row i of its group's tiles (the first
+// at `tiles`, zeroed): per sub-block of 32 a min and step from its range, rounded up to the 6-bit
+// grids of the super-block's float16 dmin and d (so nothing clips), quants rounded to nearest.
+void quantize_q4_k_row(const float* x, int64_t cols, uint8_t* tiles, int64_t i);
+// Dequantizes row r of a K-quant matrix to the bits ggml's reference gives.
+void dequantize_kquant_row(const WeightMatrix& w, int64_t r, float* out);
+
+// Activations quantized per 256 values to int8 (Q8_K: float scale, quants in [-127, 127]) with the
+// sums of each 16 and each 32 quants, which the mins (Q4_K, Q5_K) and Q6_K's offset of 32 multiply.
+struct KQuantActs {
+  int64_t n = 0, cols = 0, n_blocks = 0;
+  std::vector<int8_t> q;     // [n][cols]
+  std::vector<float> d;      // [n][n_blocks]
+  std::vector<float> sum16;  // [n][n_blocks][16]
+  std::vector<float> sum32;  // [n][n_blocks][8]
+};
+void quantize_acts_k(const float* x, int64_t n, int64_t cols, KQuantActs& out);
+
+// Scalar reference of row r with token t: per super-block the exact integer dots
+// isum = sum sc * (q . x) and msum = sum m * (sum of x) (Q6_K: 32 * sc), then
+// d * dx * isum - dmin * dx * msum (Q6_K: d for dmin) summed in super-block order.
+float kquant_row_dot(const WeightMatrix& w, int64_t r, const KQuantActs& a, int64_t t);
+
+}  // namespace ember::kernels

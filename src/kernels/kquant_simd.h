@@ -1,0 +1,45 @@
+#pragma once
+// Internal: what both K-quant kernel files (matmul_kquant_avx2.cc, matmul_kquant_avx512.cc) share.
+// Internal linkage on purpose: each file compiles its own copy with its own target flags, so the
+// AVX-512 build of a helper can never be the one an AVX2 machine runs.
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/kquant.h"
+
+namespace ember::kernels::detail {
+namespace {
+
+// A tile's geometry (kquant.h): sub-block width, 4-weight units per sub-block, sub-block pairs.
+template <QType Q>
+struct KqShape {
+  static constexpr int kWidth = kq_sub_width(Q);
+  static constexpr int kUnits = kWidth / 4;
+  static constexpr int kPairs = static_cast<int>(kQK_K) / (2 * kWidth);
+  static constexpr int64_t kNibbles = Q == QType::Q6_K ? kKq6Nibbles : kKqNibbles;
+  static constexpr int64_t kScales = Q == QType::Q6_K ? kKq6Sc : kKqSc;
+};
+
+// Four activation quants as one int32 (a dot-product lane's operand).
+inline int32_t kq_x4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// The high-bit words of sub-block j, unit u: Q5_K's bit 4, Q6_K's bits 4 and 5 (the second at +8).
+template <QType Q>
+inline const uint8_t* kq_bit_words(const uint8_t* tile, int j, int u) {
+  if constexpr (Q == QType::Q6_K) return tile + kKq6Bits + 16 * (4 * j + u);
+  else return tile + kKq5Bits + 8 * (8 * j + u);
+}
+
+// The activation sums that sub-block j's mins multiply (KQuantActs::sum32 / sum16), of token block tb.
+template <QType Q>
+inline float kq_act_sum(const KQuantActs& a, int64_t tb, int j) {
+  if constexpr (Q == QType::Q6_K) return a.sum16[tb * 16 + j];
+  else return a.sum32[tb * 8 + j];
+}
+
+}  // namespace
+}  // namespace ember::kernels::detail

@@ -1,0 +1,130 @@
+// AVX2 kernels of K-quant weights (kquant.h) where AVX-512 is missing: as the AVX-512 ones
+// (matmul_kquant_avx512.cc) with maddubs + madd for the 4-product lanes, one 8-row half of a group
+// at a time (16 registers hold one half's sums for two tokens).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/kquant_simd.h"
+#include "kernels/matmul_impl.h"
+
+namespace ember::kernels::detail {
+
+namespace {
+
+constexpr int kKqTileTokens = 2;
+constexpr int kKqHalfRows = 8;
+
+// The 8 rows' float values of one byte per row, signed for Q6_K.
+template <QType Q>
+inline __m256 kq_row_bytes256(const uint8_t* p) {
+  const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(p));
+  if constexpr (Q == QType::Q6_K) return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
+  else return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
+}
+
+// Bit j of a 32-bit mask as `value` in byte j.
+inline __m256i kq_bits_to(const uint8_t* p, char value) {
+  uint32_t m;
+  std::memcpy(&m, p, 4);
+  const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(m)),
+                                            _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
+  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
+  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(value));
+}
+
+// Adds the high bits of unit u of sub-block j (rows of half h) to its nibbles.
+template <QType Q>
+inline __m256i kq_add_high256(__m256i q, const uint8_t* tile, int j, int u, int h) {
+  const uint8_t* words = kq_bit_words<Q>(tile, j, u) + 4 * h;
+  q = _mm256_or_si256(q, kq_bits_to(words, 16));
+  if constexpr (Q == QType::Q6_K) q = _mm256_or_si256(q, kq_bits_to(words + 8, 32));
+  return q;
+}
+
+// Rows 8h..8h+7 of one group x NT tokens over all super-blocks.
+template <QType Q, int NT>
+[[gnu::noinline]] void kq_tile(const uint8_t* tiles, const KQuantActs& a, int64_t t0, float* y, int64_t ldy,
+                               int64_t valid_rows) {
+  using S = KqShape<Q>;
+  const int64_t nb = a.n_blocks;
+  const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  for (int h = 0; h < 2 && kKqHalfRows * h < valid_rows; ++h) {
+    __m256 acc[NT];
+    #pragma GCC unroll 2
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* tile = tiles + b * kq_tile_bytes(Q);
+      const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + kKqD + 16 * h)));
+      __m256 dm;  // the mins' factor: dmin, or Q6_K's 32 * d
+      if constexpr (Q == QType::Q6_K) dm = _mm256_mul_ps(d, _mm256_set1_ps(32.0f));
+      else dm = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + kKqDmin + 16 * h)));
+      __m256 f[NT];
+      #pragma GCC unroll 2
+      for (int t = 0; t < NT; ++t) f[t] = _mm256_setzero_ps();
+      for (int p = 0; p < S::kPairs; ++p) {
+        __m256i sa[NT], sb[NT];
+        #pragma GCC unroll 2
+        for (int t = 0; t < NT; ++t) sa[t] = sb[t] = _mm256_setzero_si256();
+        for (int u = 0; u < S::kUnits; ++u) {
+          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + S::kNibbles + 64 * (p * S::kUnits + u) + 32 * h));
+          __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+          if constexpr (Q != QType::Q4_K) {
+            lo = kq_add_high256<Q>(lo, tile, 2 * p, u, h);
+            hi = kq_add_high256<Q>(hi, tile, 2 * p + 1, u, h);
+          }
+          #pragma GCC unroll 2
+          for (int t = 0; t < NT; ++t) {
+            const int8_t* xq = a.q.data() + (t0 + t) * a.cols + b * kQK_K + 4 * u;
+            const __m256i xa = _mm256_set1_epi32(kq_x4(xq + S::kWidth * 2 * p));
+            const __m256i xb = _mm256_set1_epi32(kq_x4(xq + S::kWidth * (2 * p + 1)));
+            sa[t] = _mm256_add_epi32(sa[t], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xa), ones));
+            sb[t] = _mm256_add_epi32(sb[t], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xb), ones));
+          }
+        }
+        const __m256 sca = kq_row_bytes256<Q>(tile + S::kScales + 16 * (2 * p) + 8 * h);
+        const __m256 scb = kq_row_bytes256<Q>(tile + S::kScales + 16 * (2 * p + 1) + 8 * h);
+        __m256 ma, mb;
+        if constexpr (Q == QType::Q6_K) {
+          ma = _mm256_mul_ps(dm, sca);
+          mb = _mm256_mul_ps(dm, scb);
+        } else {
+          ma = _mm256_mul_ps(dm, kq_row_bytes256<Q>(tile + kKqMin + 16 * (2 * p) + 8 * h));
+          mb = _mm256_mul_ps(dm, kq_row_bytes256<Q>(tile + kKqMin + 16 * (2 * p + 1) + 8 * h));
+        }
+        const __m256 da = _mm256_mul_ps(d, sca), db = _mm256_mul_ps(d, scb);
+        #pragma GCC unroll 2
+        for (int t = 0; t < NT; ++t) {
+          const int64_t tb = (t0 + t) * nb + b;
+          f[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sa[t]), da, f[t]);
+          f[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sb[t]), db, f[t]);
+          f[t] = _mm256_fnmadd_ps(ma, _mm256_set1_ps(kq_act_sum<Q>(a, tb, 2 * p)), f[t]);
+          f[t] = _mm256_fnmadd_ps(mb, _mm256_set1_ps(kq_act_sum<Q>(a, tb, 2 * p + 1)), f[t]);
+        }
+      }
+      #pragma GCC unroll 2
+      for (int t = 0; t < NT; ++t) acc[t] = _mm256_fmadd_ps(f[t], _mm256_set1_ps(a.d[(t0 + t) * nb + b]), acc[t]);
+    }
+    const int64_t n = std::min<int64_t>(kKqHalfRows, valid_rows - kKqHalfRows * h);
+    #pragma GCC unroll 2
+    for (int t = 0; t < NT; ++t) {
+      alignas(__m256) float out[kKqHalfRows];
+      _mm256_store_ps(out, acc[t]);
+      std::copy_n(out, n, y + t * ldy + kKqHalfRows * h);
+    }
+  }
+}
+
+}  // namespace
+
+void kquant_groups_avx2(const WeightMatrix& w, const KQuantActs& a, float* y, int64_t g0, int64_t g1) {
+  with_kquant_type(w.qtype, [&]<QType Q>() {
+    for_each_kquant_tile<kKqTileTokens>(w, a, g0, g1, [&]<int NT>(const uint8_t* tiles, int64_t g, int64_t t) {
+      const int64_t r = g * kKqRows;
+      kq_tile<Q, NT>(tiles, a, t, y + t * w.rows + r, w.rows, std::min(kKqRows, w.rows - r));
+    });
+  });
+}
+
+}  // namespace ember::kernels::detail

@@ -1,0 +1,113 @@
+// AVX-512 kernels of K-quant weights (kquant.h), laid out as the Q8_0 / Q4_0 ones: the lanes are a
+// group's 16 rows, each vpdpbusd adds 4 consecutive products of every row, and each sub-block's
+// integer sums are scaled in float once per token. Compiled with exactly the AVX-512 features the
+// quantized kernels need (F, BW, VNNI: CMakeLists.txt, cpu.h).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/kquant_simd.h"
+#include "kernels/matmul_impl.h"
+
+namespace ember::kernels::detail {
+
+namespace {
+
+// Tokens per tile: 4 x NT accumulators (two sub-blocks' integer sums, the super-block's and the
+// total float sums) and the unpacked weights stay in the 32 registers.
+constexpr int kKqTileTokens512 = 4;
+
+// The 16 rows' float values of one byte per row (a scale or min of sub-block j), signed for Q6_K.
+template <QType Q>
+inline __m512 kq_row_bytes512(const uint8_t* p) {
+  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  if constexpr (Q == QType::Q6_K) return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v));
+  else return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v));
+}
+
+// Adds the high bits of unit u of sub-block j to its nibbles.
+template <QType Q>
+inline __m512i kq_add_high512(__m512i q, const uint8_t* tile, int j, int u) {
+  const uint8_t* words = kq_bit_words<Q>(tile, j, u);
+  uint64_t b4;
+  std::memcpy(&b4, words, 8);
+  q = _mm512_mask_add_epi8(q, _cvtu64_mask64(b4), q, _mm512_set1_epi8(16));
+  if constexpr (Q == QType::Q6_K) {
+    uint64_t b5;
+    std::memcpy(&b5, words + 8, 8);
+    q = _mm512_mask_add_epi8(q, _cvtu64_mask64(b5), q, _mm512_set1_epi8(32));
+  }
+  return q;
+}
+
+// One group x NT tokens over all super-blocks.
+template <QType Q, int NT>
+[[gnu::noinline]] void kq_tile512(const uint8_t* tiles, const KQuantActs& a, int64_t t0, float* y, int64_t ldy,
+                                  __mmask16 rows_mask) {
+  using S = KqShape<Q>;
+  const int64_t nb = a.n_blocks;
+  const __m512i low4 = _mm512_set1_epi8(0x0F);
+  __m512 acc[NT];
+  for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* tile = tiles + b * kq_tile_bytes(Q);
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + kKqD)));
+    __m512 dm;  // the mins' factor: dmin, or Q6_K's 32 * d (its offset 32 times its scales)
+    if constexpr (Q == QType::Q6_K) dm = _mm512_mul_ps(d, _mm512_set1_ps(32.0f));
+    else dm = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + kKqDmin)));
+    __m512 f[NT];
+    for (int t = 0; t < NT; ++t) f[t] = _mm512_setzero_ps();
+    for (int p = 0; p < S::kPairs; ++p) {
+      __m512i sa[NT], sb[NT];
+      for (int t = 0; t < NT; ++t) sa[t] = sb[t] = _mm512_setzero_si512();
+      for (int u = 0; u < S::kUnits; ++u) {
+        const __m512i v = _mm512_loadu_si512(tile + S::kNibbles + 64 * (p * S::kUnits + u));
+        __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+        if constexpr (Q != QType::Q4_K) {
+          lo = kq_add_high512<Q>(lo, tile, 2 * p, u);
+          hi = kq_add_high512<Q>(hi, tile, 2 * p + 1, u);
+        }
+        for (int t = 0; t < NT; ++t) {
+          const int8_t* xq = a.q.data() + (t0 + t) * a.cols + b * kQK_K + 4 * u;
+          sa[t] = _mm512_dpbusd_epi32(sa[t], lo, _mm512_set1_epi32(kq_x4(xq + S::kWidth * 2 * p)));
+          sb[t] = _mm512_dpbusd_epi32(sb[t], hi, _mm512_set1_epi32(kq_x4(xq + S::kWidth * (2 * p + 1))));
+        }
+      }
+      const __m512 sca = kq_row_bytes512<Q>(tile + S::kScales + 16 * (2 * p));
+      const __m512 scb = kq_row_bytes512<Q>(tile + S::kScales + 16 * (2 * p + 1));
+      __m512 ma, mb;
+      if constexpr (Q == QType::Q6_K) {
+        ma = _mm512_mul_ps(dm, sca);
+        mb = _mm512_mul_ps(dm, scb);
+      } else {
+        ma = _mm512_mul_ps(dm, kq_row_bytes512<Q>(tile + kKqMin + 16 * (2 * p)));
+        mb = _mm512_mul_ps(dm, kq_row_bytes512<Q>(tile + kKqMin + 16 * (2 * p + 1)));
+      }
+      const __m512 da = _mm512_mul_ps(d, sca), db = _mm512_mul_ps(d, scb);
+      for (int t = 0; t < NT; ++t) {
+        const int64_t tb = (t0 + t) * nb + b;
+        f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sa[t]), da, f[t]);
+        f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sb[t]), db, f[t]);
+        f[t] = _mm512_fnmadd_ps(ma, _mm512_set1_ps(kq_act_sum<Q>(a, tb, 2 * p)), f[t]);
+        f[t] = _mm512_fnmadd_ps(mb, _mm512_set1_ps(kq_act_sum<Q>(a, tb, 2 * p + 1)), f[t]);
+      }
+    }
+    for (int t = 0; t < NT; ++t) acc[t] = _mm512_fmadd_ps(f[t], _mm512_set1_ps(a.d[(t0 + t) * nb + b]), acc[t]);
+  }
+  for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * ldy, rows_mask, acc[t]);
+}
+
+}  // namespace
+
+void kquant_groups_avx512(const WeightMatrix& w, const KQuantActs& a, float* y, int64_t g0, int64_t g1) {
+  with_kquant_type(w.qtype, [&]<QType Q>() {
+    for_each_kquant_tile<kKqTileTokens512>(w, a, g0, g1, [&]<int NT>(const uint8_t* tiles, int64_t g, int64_t t) {
+      const int64_t r = g * kKqRows;
+      const __mmask16 m = w.rows - r >= kKqRows ? __mmask16(0xFFFF) : __mmask16((1u << (w.rows - r)) - 1);
+      kq_tile512<Q, NT>(tiles, a, t, y + t * w.rows + r, w.rows, m);
+    });
+  });
+}
+
+}  // namespace ember::kernels::detail

@@ -1,0 +1,247 @@
+#include "kernels/kquant.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "base/dtype.h"
+#include "base/error.h"
+#include "kernels/gguf_quants.h"
+#include "kernels/quant.h"
+
+namespace ember::kernels {
+namespace {
+
+constexpr GgmlType kKTypes[] = {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+
+// How a random super-block is drawn: ordinary values, every field at its extreme (largest quants,
+// scales and mins, the largest float16 scale), or d = dmin = 0.
+enum class BlockKind { Random, Extreme, Zero };
+
+// One ggml super-block of `type` (layouts in gguf_quants.cc) with random quants and scales.
+void random_ggml_block(GgmlType type, BlockKind kind, std::mt19937& rng, uint8_t* b) {
+  const int64_t bytes = ggml_type_info(type).block_bytes;
+  std::uniform_int_distribution<int> byte(0, 255);
+  for (int64_t i = 0; i < bytes; ++i) b[i] = static_cast<uint8_t>(kind == BlockKind::Extreme ? 0xFF : byte(rng));
+  std::uniform_real_distribution<float> scale(1e-4f, 0.05f);
+  auto put_f16 = [&](int64_t at, float v) {
+    const uint16_t h = f32_to_f16(v);
+    std::memcpy(b + at, &h, 2);
+  };
+  const float d = kind == BlockKind::Zero ? 0.0f : kind == BlockKind::Extreme ? 65504.0f : scale(rng);
+  const float dmin = kind == BlockKind::Zero ? 0.0f : kind == BlockKind::Extreme ? 65504.0f : scale(rng);
+  if (type == GgmlType::Q6_K) {
+    if (kind == BlockKind::Extreme)  // scales at both ends of int8
+      for (int j = 0; j < 16; ++j) b[192 + j] = static_cast<uint8_t>(j % 2 ? 0x80 : 0x7F);
+    put_f16(208, d);
+  } else {
+    put_f16(0, d);
+    put_f16(2, dmin);
+  }
+}
+
+// A random K-quant matrix: ggml blocks, Ember's repacked copy and the dequantized floats.
+struct RandomKMatrix {
+  RandomKMatrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng, ThreadPool& pool)
+      : ggml(static_cast<size_t>(ggml_row_bytes(type, cols) * rows)), f(static_cast<size_t>(rows * cols)) {
+    const int64_t bb = ggml_type_info(type).block_bytes, n = rows * cols / kQK_K;
+    std::uniform_int_distribution<int> kind(0, 9);
+    for (int64_t i = 0; i < n; ++i) {
+      const int k = kind(rng);
+      random_ggml_block(type, k == 0 ? BlockKind::Extreme : k == 1 ? BlockKind::Zero : BlockKind::Random, rng,
+                        ggml.data() + i * bb);
+    }
+    for (int64_t r = 0; r < rows; ++r)
+      dequantize_row(type, ggml.data() + r * ggml_row_bytes(type, cols), cols, f.data() + r * cols);
+    m = from_ggml_blocks(type, ggml.data(), rows, cols, pool);
+  }
+  std::vector<uint8_t> ggml;
+  std::vector<float> f;
+  QuantizedMatrix m;
+};
+
+// Activations with an outlier per token and one all-zero super-block.
+std::vector<float> random_acts(int64_t n, int64_t cols, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(n * cols));
+  for (auto& v : x) v = dist(rng);
+  for (int64_t t = 0; t < n; ++t) {
+    x[t * cols + (t * 37) % cols] = 60.0f * (t % 2 ? 1.0f : -1.0f);
+    if (cols >= 2 * kQK_K && t % 3 == 1) std::fill_n(x.begin() + t * cols + kQK_K, kQK_K, 0.0f);
+  }
+  return x;
+}
+
+// Every weight dequantizes from Ember's layout to exactly the bits ggml's reference gives.
+TEST(KQuant, RepackIsLossless) {
+  ThreadPool pool(2);
+  std::mt19937 rng(11);
+  for (GgmlType type : kKTypes) {
+    const int64_t rows = 19, cols = 3 * kQK_K;
+    const RandomKMatrix k(type, rows, cols, rng, pool);
+    const WeightMatrix& w = k.m.view();
+    EXPECT_EQ(w.qtype, kquant_of(type));
+    EXPECT_EQ(k.m.bytes(), quantized_bytes(w.qtype, rows, cols));
+    EXPECT_EQ(weight_bytes(w), kquant_bytes(w.qtype, rows, cols));
+    // At the file's bits per weight plus the unpacked scales (Q4_K, Q5_K: 4 bytes per 256 weights), rows
+    // padded to groups of 16.
+    const int64_t padded = (rows + 15) / 16 * 16;
+    EXPECT_LE(k.m.bytes(), (ggml_row_bytes(type, cols) + cols / kQK_K * 4) * padded);
+    std::vector<float> row(static_cast<size_t>(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      copy_row(w, r, row.data());
+      for (int64_t c = 0; c < cols; ++c)
+        ASSERT_EQ(std::memcmp(&row[c], &k.f[r * cols + c], 4), 0)
+            << ggml_type_name(type) << " r=" << r << " c=" << c << ": " << row[c] << " vs " << k.f[r * cols + c];
+    }
+  }
+}
+
+// The scalar reference equals the dequantized weights times the quantized activations (up to float
+// rounding), and the float product within the activations' quantization error.
+TEST(KQuant, ReferenceMatchesDequantizedProduct) {
+  ThreadPool pool(1);
+  std::mt19937 rng(12);
+  for (GgmlType type : kKTypes) {
+    const int64_t rows = 9, cols = 2 * kQK_K, n = 5;
+    const RandomKMatrix k(type, rows, cols, rng, pool);
+    const std::vector<float> x = random_acts(n, cols, rng);
+    std::vector<float> y(static_cast<size_t>(n * rows));
+    matmul_reference(k.m.view(), x.data(), n, y.data());
+    KQuantActs a;
+    quantize_acts_k(x.data(), n, cols, a);
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t r = 0; r < rows; ++r) {
+        double exact_q = 0, exact_x = 0, mag = 0, qerr = 0;
+        for (int64_t c = 0; c < cols; ++c) {
+          const double w = k.f[r * cols + c], dx = a.d[t * a.n_blocks + c / kQK_K];  // signed, as ggml's Q8_K
+          const double xq = dx * a.q[t * cols + c];
+          exact_q += w * xq;
+          exact_x += w * x[t * cols + c];
+          mag += std::fabs(w * xq);
+          qerr += std::fabs(w * dx) * 0.5;  // round to nearest: at most half a step per activation
+          EXPECT_LE(std::fabs(x[t * cols + c] - xq), std::fabs(dx) * 0.5 * (1 + 1e-5)) << "activation " << c;
+        }
+        const double yv = y[t * rows + r];
+        ASSERT_NEAR(yv, exact_q, 2e-5 * mag + 1e-6) << ggml_type_name(type) << " r=" << r << " t=" << t;
+        ASSERT_NEAR(yv, exact_x, qerr + 2e-5 * mag + 1e-6) << ggml_type_name(type) << " r=" << r << " t=" << t;
+      }
+  }
+}
+
+// Every instruction set against the scalar reference: row counts off the 16-row work unit, token
+// counts off the register tiles and across the 64-token block, one and several threads.
+TEST(KQuant, EveryIsaMatchesReference) {
+  ThreadPool pool(2);
+  std::mt19937 rng(13);
+  for (GgmlType type : kKTypes)
+    for (int64_t rows : {1, 5, 17, 33})
+      for (int64_t cols : {kQK_K, 3 * kQK_K})
+        for (int64_t n : {1, 2, 3, 5, 9, 70}) {
+          const RandomKMatrix k(type, rows, cols, rng, pool);
+          const WeightMatrix& w = k.m.view();
+          const std::vector<float> x = random_acts(n, cols, rng);
+          std::vector<float> ref(static_cast<size_t>(n * rows));
+          matmul_reference(w, x.data(), n, ref.data());
+          for (Isa isa : supported_isas()) {
+            std::vector<float> y(static_cast<size_t>(n * rows), -1.0f);
+            matmul(w, x.data(), n, y.data(), pool, isa);
+            for (int64_t t = 0; t < n; ++t)
+              for (int64_t r = 0; r < rows; ++r) {
+                double mag = 0;
+                for (int64_t c = 0; c < cols; ++c) mag += std::fabs(k.f[r * cols + c] * x[t * cols + c]);
+                const size_t i = static_cast<size_t>(t * rows + r);
+                ASSERT_NEAR(y[i], ref[i], 1e-5 * mag + 1e-6)
+                    << ggml_type_name(type) << " " << isa_name(isa) << " rows=" << rows << " cols=" << cols
+                    << " n=" << n << " r=" << r << " t=" << t;
+              }
+          }
+        }
+}
+
+// A fused set mixing K-quants with Q8_0 (as a Q4_K_M file's attention) equals the separate products.
+TEST(KQuant, FusedWithOtherQuantTypes) {
+  ThreadPool pool(2);
+  std::mt19937 rng(14);
+  const int64_t cols = 2 * kQK_K, n = 7;
+  const RandomKMatrix a(GgmlType::Q4_K, 20, cols, rng, pool), b(GgmlType::Q6_K, 3, cols, rng, pool);
+  std::vector<float> wf(static_cast<size_t>(6 * cols));
+  std::normal_distribution<float> dist(0.0f, 0.1f);
+  for (auto& v : wf) v = dist(rng);
+  const QuantizedMatrix c = quantize(WeightMatrix{wf.data(), DType::F32, 6, cols}, QType::Q8_0, pool);
+  const std::vector<float> x = random_acts(n, cols, rng);
+  for (Isa isa : supported_isas()) {
+    const WeightMatrix* ws[] = {&a.m.view(), &b.m.view(), &c.view()};
+    std::vector<std::vector<float>> fused(3), single(3);
+    std::vector<MatmulOut> outs;
+    for (int i = 0; i < 3; ++i) {
+      fused[i].resize(static_cast<size_t>(n * ws[i]->rows));
+      single[i].resize(fused[i].size());
+      outs.push_back(MatmulOut{ws[i], fused[i].data()});
+      matmul(*ws[i], x.data(), n, single[i].data(), pool, isa);
+    }
+    matmul_fused(outs, x.data(), n, pool, isa);
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(fused[i], single[i]) << isa_name(isa) << " output " << i;
+  }
+}
+
+// Ember's own Q4_K quantizer: every weight within half a quant step of its float (its sub-block's
+// range / 15, plus the 6-bit grids' rounding), on gaussian rows with outliers and an all-zero
+// super-block, rows not a multiple of the group; quantize() refuses partial super-blocks and the
+// K-quants it has no quantizer for.
+TEST(KQuant, QuantizeQ4KRoundTrip) {
+  ThreadPool pool(2);
+  std::mt19937 rng(15);
+  const int64_t rows = 21, cols = 3 * kQK_K;
+  std::vector<float> f = random_acts(rows, cols, rng);
+  std::fill_n(f.begin() + 2 * cols + kQK_K, kQK_K, 0.0f);
+  const QuantizedMatrix q = quantize(WeightMatrix{f.data(), DType::F32, rows, cols}, QType::Q4_K, pool);
+  EXPECT_EQ(q.view().qtype, QType::Q4_K);
+  EXPECT_EQ(q.bytes(), kquant_bytes(QType::Q4_K, rows, cols));
+  std::vector<float> row(static_cast<size_t>(cols));
+  double err2 = 0, x2 = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    copy_row(q.view(), r, row.data());
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      float lo = 0, hi = 0, amax = 0;  // of the sub-block; amax of its super-block
+      for (int64_t k = 0; k < 32; ++k) {
+        const float v = f[r * cols + 32 * b + k];
+        lo = std::min(lo, v), hi = std::max(hi, v);
+      }
+      for (int64_t k = 0; k < kQK_K; ++k) amax = std::max(amax, std::fabs(f[r * cols + b / 8 * kQK_K + k]));
+      for (int64_t k = 0; k < 32; ++k) {
+        const int64_t c = 32 * b + k;
+        // Half a step of the sub-block's range, plus the 6-bit grids' rounding up.
+        ASSERT_LE(std::fabs(row[c] - f[r * cols + c]), 0.5f * (hi - lo) / 15.0f + amax / 100.0f + 1e-6f) << "r=" << r << " c=" << c;
+        err2 += (row[c] - f[r * cols + c]) * (row[c] - f[r * cols + c]);
+        x2 += f[r * cols + c] * f[r * cols + c];
+      }
+    }
+  }
+  EXPECT_LT(std::sqrt(err2 / x2), 0.15);  // 4-bit quants of gaussian values: about 0.1 relative error
+  std::vector<float> zero(static_cast<size_t>(cols));
+  copy_row(q.view(), 2, zero.data());
+  for (int64_t c = kQK_K; c < 2 * kQK_K; ++c) ASSERT_EQ(zero[c], 0.0f) << c;
+  std::vector<float> narrow(4 * 128);
+  EXPECT_THROW(quantize(WeightMatrix{narrow.data(), DType::F32, 4, 128}, QType::Q4_K, pool), Error);
+  EXPECT_THROW(quantize(WeightMatrix{f.data(), DType::F32, rows, cols}, QType::Q6_K, pool), Error);
+}
+
+TEST(KQuant, RejectsPartialSuperBlocks) {
+  ThreadPool pool(1);
+  std::vector<uint8_t> bytes(1024);
+  EXPECT_THROW(from_ggml_blocks(GgmlType::Q4_K, bytes.data(), 1, 128, pool), Error);
+  try {
+    from_ggml_blocks(GgmlType::Q3_K, bytes.data(), 1, 256, pool);
+    FAIL() << "Q3_K has no kernel";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("Q3_K"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace ember::kernels
