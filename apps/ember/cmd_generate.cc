@@ -5,6 +5,7 @@
 
 #include "apps/ember/commands.h"
 #include "apps/ember/generation_stats.h"
+#include "apps/ember/grammar_options.h"
 #include "apps/ember/model_options.h"
 #include "base/error.h"
 #include "engine/beam_generate.h"
@@ -18,6 +19,7 @@ namespace {
 struct GenerateOpts {
   ModelOptions model;
   SamplingOptions sampling;
+  GrammarOptions grammar;
   std::string prompt;
   bool no_bos = false;
   std::optional<int32_t> beams, num_return;
@@ -57,6 +59,7 @@ Run add_generate_command(CLI::App& app) {
   o->model.add_to(*cmd);
   o->sampling.add_to(*cmd);
   cmd->add_option("-p,--prompt", o->prompt, "Text to continue")->required();
+  o->grammar.add_to(*cmd);
   cmd->add_flag("--no-special", o->no_bos, "Do not add the tokenizer's special tokens (BOS) to the prompt");
   cmd->add_option("--beams", o->beams, "Beam search with B beams (1: greedy or sampling)")->check(CLI::Range(1, 64));
   cmd->add_option("--length-penalty", o->length_penalty,
@@ -64,12 +67,14 @@ Run add_generate_command(CLI::App& app) {
   cmd->add_option("--num-return-sequences", o->num_return, "Beam search: print the best N beams (N <= B)")
       ->check(CLI::PositiveNumber);
   return [o] {
+    std::shared_ptr<const grammar::Grammar> grammar = o->grammar.compile();  // before the model: fail fast
     auto [model, tok, params] = load_model(o->model, &o->sampling);
     if (!params.max_new_tokens && !params.max_length) params.max_new_tokens = 256;
     const std::vector<int32_t> prompt = tok.encode(o->prompt, !o->no_bos);
     if (o->beams) {
       // --beams asks for beam search, not beam sampling: the model's own do_sample yields to it.
       if (o->sampling.any_warper()) throw Error("--beams cannot be combined with sampling flags (beam sampling is not supported)");
+      if (grammar) throw Error("--beams cannot be combined with --json-schema or --grammar");
       params.num_beams = *o->beams;
       params.do_sample = false;
     }
@@ -81,7 +86,11 @@ Run add_generate_command(CLI::App& app) {
     std::cout << o->prompt << std::flush;
     engine::GenerationCallbacks cb;
     cb.on_text = [](std::string_view t) { std::cout << t << std::flush; };
-    const engine::GenerationResult r = session.generate(prompt, params, cb);
+    engine::GenerationRequest request;
+    request.prompt = prompt;
+    request.params = params;
+    request.grammar = constraint_for(std::move(grammar), tok);
+    const engine::GenerationResult r = session.generate(std::move(request), cb);
     std::cout << '\n' << std::flush;
     if (!o->model.quiet)
       std::fprintf(stderr,

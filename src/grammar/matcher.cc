@@ -1,0 +1,210 @@
+#include "grammar/matcher.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "base/error.h"
+
+namespace ember::grammar {
+
+namespace {
+constexpr uint32_t kAcceptPos = 0xFFFFFFFFu;
+constexpr size_t kMaxStates = 8192;  // × 1 KiB of transitions each
+constexpr size_t kMaxMasks = 64;
+
+std::string state_key(uint32_t cp, uint8_t need, uint8_t len, const std::vector<uint32_t>& stacks) {
+  std::string k(6 + 4 * stacks.size(), '\0');
+  std::memcpy(k.data(), &cp, 4);
+  k[4] = static_cast<char>(need);
+  k[5] = static_cast<char>(len);
+  if (!stacks.empty()) std::memcpy(k.data() + 6, stacks.data(), 4 * stacks.size());
+  return k;
+}
+}  // namespace
+
+Matcher::Matcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocab)
+    : g_(std::move(grammar)), vocab_(std::move(vocab)) {
+  frames_.push_back({kAcceptPos, -1});
+  walk_stack_.resize(vocab_->max_depth() + 1);
+  current_ = start_state();
+}
+
+uint32_t Matcher::frame(uint32_t pos, int32_t parent) {
+  const uint64_t key = (static_cast<uint64_t>(pos) << 32) | static_cast<uint32_t>(parent + 1);
+  const auto [it, fresh] = frame_ids_.try_emplace(key, static_cast<uint32_t>(frames_.size()));
+  if (fresh) frames_.push_back({pos, parent});
+  return it->second;
+}
+
+void Matcher::expand(uint32_t pos, int32_t parent, std::vector<uint32_t>& out) {
+  if (!seen_.insert((static_cast<uint64_t>(pos) << 32) | static_cast<uint32_t>(parent + 1)).second) return;
+  const auto& elems = g_->elements();
+  const Element e = elems[pos];
+  switch (e.kind) {
+    case Element::kEnd:
+      if (parent < 0) {
+        out.push_back(0);
+      } else {
+        const Frame f = frames_[static_cast<size_t>(parent)];
+        expand(f.pos, f.parent, out);
+      }
+      return;
+    case Element::kChars: out.push_back(frame(pos, parent)); return;
+    case Element::kRef: {
+      // A rule that ends its alternative returns straight to our caller: no frame (tail call), so
+      // right recursion (repetition) does not grow the stack.
+      const int32_t back = elems[pos + 1].kind == Element::kEnd ? parent : static_cast<int32_t>(frame(pos + 1, parent));
+      for (const uint32_t alt : g_->rules()[e.index].alternatives) expand(alt, back, out);
+      return;
+    }
+  }
+}
+
+int32_t Matcher::intern(State s) {
+  std::sort(s.stacks.begin(), s.stacks.end());
+  s.stacks.erase(std::unique(s.stacks.begin(), s.stacks.end()), s.stacks.end());
+  if (s.stacks.empty()) return kDead;
+  std::string key = state_key(s.cp, s.need, s.len, s.stacks);
+  const auto [it, fresh] = state_ids_.try_emplace(std::move(key), static_cast<int32_t>(states_.size()));
+  if (fresh) {
+    states_.push_back(std::move(s));
+    trans_.resize(trans_.size() + 256, kUnknown);
+    mask_of_.push_back(-1);
+  }
+  return it->second;
+}
+
+int32_t Matcher::start_state() {
+  State s{0, 0, 0, {}};
+  seen_.clear();
+  for (const uint32_t alt : g_->rules()[g_->root()].alternatives) expand(alt, -1, s.stacks);
+  const int32_t id = intern(std::move(s));
+  if (id == kDead) fail("grammar", "the root rule matches nothing");
+  return id;
+}
+
+int32_t Matcher::compute(int32_t state, uint8_t b) {
+  const State& from = states_[static_cast<size_t>(state)];
+  uint32_t cp = 0;
+  uint8_t need = 0xFF, len = 0;  // need 0xFF: not UTF-8
+  int32_t result = kDead;
+  if (from.need == 0) {
+    if (b < 0x80) cp = b, need = 0, len = 1;
+    else if ((b >> 5) == 0x6) cp = b & 0x1F, need = 1, len = 2;
+    else if ((b >> 4) == 0xE) cp = b & 0x0F, need = 2, len = 3;
+    else if ((b >> 3) == 0x1E) cp = b & 0x07, need = 3, len = 4;
+  } else if ((b >> 6) == 2) {
+    cp = (from.cp << 6) | (b & 0x3F), need = static_cast<uint8_t>(from.need - 1), len = from.len;
+  }
+  if (need != 0xFF) {
+    State to{cp, need, len, {}};
+    const auto& elems = g_->elements();
+    const auto& sets = g_->sets();
+    // The code points this character can still become: no overlong form, no surrogate.
+    static constexpr char32_t kMinOfLength[5] = {0, 0, 0x80, 0x800, 0x10000};
+    const char32_t lo = std::max<char32_t>(cp << (6 * need), kMinOfLength[len]);
+    const char32_t hi = std::min<char32_t>((cp << (6 * need)) | ((1u << (6 * need)) - 1), 0x10FFFF);
+    const auto viable = [&](const CharSet& set) {
+      if (lo > hi) return false;
+      if (hi < 0xD800 || lo > 0xDFFF) return set.intersects(lo, hi);
+      return (lo < 0xD800 && set.intersects(lo, 0xD7FF)) || (hi > 0xDFFF && set.intersects(0xE000, hi));
+    };
+    if (need > 0) {  // keep the stacks whose class holds some character with this prefix
+      for (const uint32_t st : from.stacks)
+        if (st != 0 && viable(sets[elems[frames_[st].pos].index])) to.stacks.push_back(st);
+    } else if (viable(CharSet{{{0, 0x10FFFF}}, false})) {
+      seen_.clear();
+      // `from` may move while frames and states grow: copy the stacks first.
+      const std::vector<uint32_t> stacks = from.stacks;
+      for (const uint32_t st : stacks) {
+        if (st == 0) continue;
+        const Frame f = frames_[st];
+        if (sets[elems[f.pos].index].contains(cp)) expand(f.pos + 1, f.parent, to.stacks);
+      }
+    }
+    result = intern(std::move(to));
+  }
+  trans_[static_cast<size_t>(state) * 256 + b] = result;
+  return result;
+}
+
+int32_t Matcher::walk(int32_t state, std::string_view bytes) {
+  for (const char c : bytes) {
+    state = next(state, static_cast<uint8_t>(c));
+    if (state < 0) return kDead;
+  }
+  return state;
+}
+
+void Matcher::reset_caches() {
+  if (states_.size() <= kMaxStates) return;
+  State cur = states_[static_cast<size_t>(current_)];
+  states_.clear();
+  state_ids_.clear();
+  trans_.clear();
+  mask_of_.clear();
+  masks_.clear();
+  current_ = intern(std::move(cur));
+}
+
+bool Matcher::accept_bytes(std::string_view bytes) {
+  reset_caches();
+  const int32_t s = walk(current_, bytes);
+  if (s < 0) return false;
+  current_ = s;
+  return true;
+}
+
+bool Matcher::can_accept(std::string_view bytes) { return walk(current_, bytes) >= 0; }
+
+bool Matcher::accept_token(int32_t id) {
+  if (id < 0 || static_cast<size_t>(id) >= vocab_->size() || !vocab_->usable(id)) return false;
+  return accept_bytes(vocab_->bytes(id));
+}
+
+bool Matcher::complete() const {
+  const State& s = states_[static_cast<size_t>(current_)];
+  return s.need == 0 && s.stacks.front() == 0;
+}
+
+bool Matcher::can_continue() const {
+  const State& s = states_[static_cast<size_t>(current_)];
+  return s.stacks.back() != 0;
+}
+
+const std::vector<uint64_t>& Matcher::allowed() {
+  reset_caches();
+  const int32_t cached = mask_of_[static_cast<size_t>(current_)];
+  if (cached >= 0) return masks_[static_cast<size_t>(cached)];
+  if (masks_.size() >= kMaxMasks) {
+    masks_.clear();
+    std::fill(mask_of_.begin(), mask_of_.end(), -1);
+  }
+  std::vector<uint64_t> mask((vocab_->size() + 63) / 64, 0);
+  const size_t n = vocab_->nodes();
+  const uint8_t* byte = vocab_->node_byte();
+  const uint16_t* depth = vocab_->node_depth();
+  const uint32_t* skip = vocab_->node_skip();
+  const uint32_t* off = vocab_->node_token_offsets();
+  const int32_t* toks = vocab_->node_tokens();
+  int32_t* st = walk_stack_.data();
+  st[0] = current_;
+  for (size_t i = 0; i < n;) {
+    const int32_t t = next(st[depth[i] - 1], byte[i]);
+    if (t < 0) {
+      i = skip[i];
+      continue;
+    }
+    st[depth[i]] = t;
+    for (uint32_t k = off[i]; k < off[i + 1]; ++k) {
+      const auto id = static_cast<uint32_t>(toks[k]);
+      mask[id >> 6] |= uint64_t{1} << (id & 63);
+    }
+    ++i;
+  }
+  mask_of_[static_cast<size_t>(current_)] = static_cast<int32_t>(masks_.size());
+  masks_.push_back(std::move(mask));
+  return masks_.back();
+}
+
+}  // namespace ember::grammar
