@@ -33,6 +33,17 @@ bool CharSet::intersects(char32_t lo, char32_t hi) const {
   return true;
 }
 
+bool CharSet::covers(char32_t lo, char32_t hi) const {
+  if (negated) {
+    for (const auto& [a, b] : ranges)
+      if (a <= hi && b >= lo) return false;
+    return true;
+  }
+  for (const auto& [a, b] : ranges)  // merged: a covered range lies inside one of them
+    if (a <= lo && b >= hi) return true;
+  return false;
+}
+
 uint32_t Grammar::add_set(CharSet s) {
   std::sort(s.ranges.begin(), s.ranges.end());
   std::vector<std::pair<char32_t, char32_t>> merged;

@@ -17,6 +17,8 @@ struct CharSet {
   bool contains(char32_t c) const;
   // True if some code point in [lo, hi] is in the set (a partial UTF-8 character's possible range).
   bool intersects(char32_t lo, char32_t hi) const;
+  // True if every code point in [lo, hi] is in the set.
+  bool covers(char32_t lo, char32_t hi) const;
 };
 
 struct Element {

@@ -11,6 +11,7 @@ namespace {
 constexpr uint32_t kAcceptPos = 0xFFFFFFFFu;
 constexpr size_t kMaxStates = 8192;  // × 1 KiB of transitions each
 constexpr size_t kMaxMasks = 64;
+constexpr uint32_t kAnyCp = 0xFFFFFFFFu;  // a partial character whose exact bits no longer matter
 
 std::string state_key(uint32_t cp, uint8_t need, uint8_t len, const std::vector<uint32_t>& stacks) {
   std::string k(6 + 4 * stacks.size(), '\0');
@@ -94,7 +95,8 @@ int32_t Matcher::compute(int32_t state, uint8_t b) {
     else if ((b >> 4) == 0xE) cp = b & 0x0F, need = 2, len = 3;
     else if ((b >> 3) == 0x1E) cp = b & 0x07, need = 3, len = 4;
   } else if ((b >> 6) == 2) {
-    cp = (from.cp << 6) | (b & 0x3F), need = static_cast<uint8_t>(from.need - 1), len = from.len;
+    cp = from.cp == kAnyCp ? kAnyCp : (from.cp << 6) | (b & 0x3F);
+    need = static_cast<uint8_t>(from.need - 1), len = from.len;
   }
   if (need != 0xFF) {
     State to{cp, need, len, {}};
@@ -103,15 +105,33 @@ int32_t Matcher::compute(int32_t state, uint8_t b) {
     // The code points this character can still become: no overlong form, no surrogate.
     static constexpr char32_t kMinOfLength[5] = {0, 0, 0x80, 0x800, 0x10000};
     const char32_t lo = std::max<char32_t>(cp << (6 * need), kMinOfLength[len]);
-    const char32_t hi = std::min<char32_t>((cp << (6 * need)) | ((1u << (6 * need)) - 1), 0x10FFFF);
+    const char32_t hi_raw = (cp << (6 * need)) | ((1u << (6 * need)) - 1);
+    const char32_t hi = std::min<char32_t>(hi_raw, 0x10FFFF);
     const auto viable = [&](const CharSet& set) {
       if (lo > hi) return false;
       if (hi < 0xD800 || lo > 0xDFFF) return set.intersects(lo, hi);
       return (lo < 0xD800 && set.intersects(lo, 0xD7FF)) || (hi > 0xDFFF && set.intersects(0xE000, hi));
     };
-    if (need > 0) {  // keep the stacks whose class holds some character with this prefix
+    if (cp == kAnyCp) {  // every completion is valid for every stack (see below)
+      if (need > 0) {
+        to.stacks = from.stacks;
+      } else {
+        seen_.clear();
+        const std::vector<uint32_t> stacks = from.stacks;
+        for (const uint32_t st : stacks) expand(frames_[st].pos + 1, frames_[st].parent, to.stacks);
+      }
+    } else if (need > 0) {  // keep the stacks whose class holds some character with this prefix
+      bool all_cover = true;
       for (const uint32_t st : from.stacks)
-        if (st != 0 && viable(sets[elems[frames_[st].pos].index])) to.stacks.push_back(st);
+        if (st != 0 && viable(sets[elems[frames_[st].pos].index])) {
+          to.stacks.push_back(st);
+          all_cover = all_cover && sets[elems[frames_[st].pos].index].covers(cp << (6 * need), hi_raw);
+        }
+      // When every completion of the prefix is a valid character that every stack takes, the prefix
+      // itself no longer matters: one state for all of them keeps the number of states small.
+      const char32_t lo_raw = cp << (6 * need);
+      if (all_cover && lo_raw >= kMinOfLength[len] && hi_raw <= 0x10FFFF && (hi_raw < 0xD800 || lo_raw > 0xDFFF))
+        to.cp = kAnyCp;
     } else if (viable(CharSet{{{0, 0x10FFFF}}, false})) {
       seen_.clear();
       // `from` may move while frames and states grow: copy the stacks first.
