@@ -157,6 +157,14 @@ class StripDecoder final : public Decoder {
   StripDecoder(char32_t content, size_t start, size_t stop) : content_(content), start_(start), stop_(stop) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (auto& t : tokens) {
+      if (content_ < 0x80) {  // an ASCII content strips bytes: bytes that are not UTF-8 stay as they are
+        const char c = static_cast<char>(content_);
+        size_t begin = 0, end = t.size();
+        while (begin < start_ && begin < t.size() && t[begin] == c) ++begin;
+        for (size_t i = 0; i < stop_ && end > begin && t[end - 1] == c; ++i) --end;
+        t = t.substr(begin, end - begin);
+        continue;
+      }
       const auto chars = chars_of(t);
       size_t begin = 0, end = chars.size();
       while (begin < start_ && begin < chars.size() && chars[begin] == content_) ++begin;

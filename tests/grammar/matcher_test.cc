@@ -96,6 +96,19 @@ TEST(VocabularyTest, TokenBytesAreTheDecodedBytes) {
   }
 }
 
+// SentencePiece byte-fallback tokens ("<0x81>") are their byte, through Replace, Fuse and Strip too.
+TEST(VocabularyTest, ByteFallbackTokensAreTheirByte) {
+  const auto tok = tokenizer::Tokenizer::from_folder(ember::test::shared_path("tokenizers", "tinyllama-1.1b-chat"));
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    const auto id = tok.token_to_id(name);
+    ASSERT_TRUE(id) << name;
+    EXPECT_EQ(tok.token_bytes(*id), std::string(1, static_cast<char>(b))) << name;
+  }
+  EXPECT_EQ(tok.token_bytes(*tok.token_to_id("\xE2\x96\x81the")), " the");  // no leading space stripped
+}
+
 TEST(VocabularyTest, TrieHoldsEveryUsableTokenOnce) {
   const LoadedVocab& lv = vocab_of("qwen3");
   const Vocabulary& v = *lv.vocab;

@@ -13,6 +13,7 @@ Usage: schema_outputs_test.py EMBER_BINARY SOURCE_DIR SHARED_DIR [SUITE_DIR]"""
 import concurrent.futures
 import json
 import pathlib
+import random
 import subprocess
 import sys
 import tempfile
@@ -65,8 +66,8 @@ def random_bf16(count, rng_bytes):
 
 
 def make_model(tiny, tokenizer, eos, out):
-    """tiny's config and tensor names with the tokenizer's vocabulary and random weights."""
-    import os
+    """tiny's config and tensor names with the tokenizer's vocabulary and random weights (fixed seed)."""
+    rng = random.Random(tiny)
     out.mkdir()
     tok_dir = shared / "tokenizers" / tokenizer
     tok_json = json.loads((tok_dir / "tokenizer.json").read_text())
@@ -87,7 +88,7 @@ def make_model(tiny, tokenizer, eos, out):
         count = 1
         for d in shape:
             count *= d
-        blobs.append(random_bf16(count, os.urandom))
+        blobs.append(random_bf16(count, rng.randbytes))
         new_header[name] = {"dtype": "BF16", "shape": shape, "data_offsets": [offset, offset + 2 * count]}
         offset += 2 * count
     text = json.dumps(new_header).encode()
