@@ -1,8 +1,8 @@
 // Constrained decoding speed: the token mask per step for five JSON schemas on the Qwen3 vocabulary
 // (151,669 tokens), walked by a random decoder (a uniformly random allowed token each step, as a
 // random-weight model would), and the decode tokens/s of a synthetic 1B model (llama-1b shape with
-// the Llama-3.2 vocabulary) with and without a schema. A plain program: its numbers are printed.
-//   grammar_bench [--steps N] [--decode-tokens N] [--threads T] [--no-model]
+// the Llama-3.2 vocabulary: llama-1b-128k) with and without a schema. A plain program: its numbers are printed.
+//   grammar_bench [--steps N] [--decode-tokens N] [--threads T] [--no-model] [--shared DIR] [--schemas DIR]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -34,8 +34,10 @@ std::string read_text(const std::string& path) {
   return ss.str();
 }
 
+std::string g_schemas = EMBER_SCHEMA_CORPUS;  // set once by main (--schemas)
+
 std::shared_ptr<const grammar::Grammar> schema_grammar(const std::string& name) {
-  const std::string path = std::string(EMBER_SCHEMA_CORPUS) + "/" + name + ".json";
+  const std::string path = g_schemas + "/" + name + ".json";
   return std::make_shared<const grammar::Grammar>(
       grammar::Grammar::from_gbnf(grammar::json_schema_to_gbnf(nlohmann::ordered_json::parse(read_text(path)))));
 }
@@ -78,16 +80,19 @@ double percentile(std::vector<double> v, double p) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines appear as they are measured
   size_t steps = 300, decode_tokens = 48;
   int threads = 0;
   bool model = true;
+  std::string shared = EMBER_SHARED_DIR;  // its tokenizers/qwen3 and tokenizers/llama-3.2
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--steps") && i + 1 < argc) steps = std::stoul(argv[++i]);
     else if (!std::strcmp(argv[i], "--decode-tokens") && i + 1 < argc) decode_tokens = std::stoul(argv[++i]);
     else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) threads = std::stoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--no-model")) model = false;
+    else if (!std::strcmp(argv[i], "--shared") && i + 1 < argc) shared = argv[++i];
+    else if (!std::strcmp(argv[i], "--schemas") && i + 1 < argc) g_schemas = argv[++i];
   }
-  const std::string shared = EMBER_SHARED_DIR;
   auto t0 = Clock::now();
   const auto qwen = tokenizer::Tokenizer::from_folder(shared + "/tokenizers/qwen3");
   t0 = Clock::now();
@@ -109,7 +114,7 @@ int main(int argc, char** argv) {
   const auto llama_tok = tokenizer::Tokenizer::from_folder(shared + "/tokenizers/llama-3.2");
   model::LoadOptions opt;
   opt.threads = threads;
-  auto m = model::make_synthetic_model("llama-1b", DType::BF16, opt);
+  auto m = model::make_synthetic_model("llama-1b-128k", DType::BF16, opt);
   const auto constraint = engine::GrammarConstraint{schema_grammar("openai_strict"), engine::grammar_vocabulary(llama_tok)};
   const std::vector<int32_t> prompt = llama_tok.encode("Answer in JSON: what is 2 + 2?", true);
   for (int with : {0, 1, 0, 1}) {

@@ -379,6 +379,7 @@ class SchemaConverter {
   std::string typed(const json& s, const std::string& type, const std::string& ptr) {
     if (type == "any") return primitive("value");
     if (type == "object") return object(s, ptr);
+    if (type == "json_object") return primitive("object");  // OpenAI's response_format: any JSON object
     if (type == "array") return array(s, ptr);
     if (type == "string") return string(s, ptr);
     if (type == "integer" || type == "number") return number(s, type == "integer", ptr);

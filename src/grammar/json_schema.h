@@ -4,7 +4,7 @@
 // strings (enum, const, minLength, maxLength, formats date, time, date-time, uuid, ipv4), integers with
 // exact bounds, numbers with bounds (their integer part), boolean, null, enum/const of any value,
 // anyOf, oneOf (branches that cannot overlap), $ref to local pointers ($defs, definitions, "#"),
-// type arrays. Whitespace between tokens is bounded so a model cannot spin in it forever.
+// type arrays, and {"type": "json_object"} (any object). Whitespace between tokens is bounded so a model cannot spin in it forever.
 #include <nlohmann/json.hpp>
 #include <string>
 

@@ -13,13 +13,10 @@ constexpr size_t kMaxStates = 8192;  // × 1 KiB of transitions each
 constexpr size_t kMaxMasks = 64;
 constexpr uint32_t kAnyCp = 0xFFFFFFFFu;  // a partial character whose exact bits no longer matter
 
-std::string state_key(uint32_t cp, uint8_t need, uint8_t len, const std::vector<uint32_t>& stacks) {
-  std::string k(6 + 4 * stacks.size(), '\0');
-  std::memcpy(k.data(), &cp, 4);
-  k[4] = static_cast<char>(need);
-  k[5] = static_cast<char>(len);
-  if (!stacks.empty()) std::memcpy(k.data() + 6, stacks.data(), 4 * stacks.size());
-  return k;
+uint64_t state_hash(uint32_t cp, uint8_t need, uint8_t len, const std::vector<uint32_t>& stacks) {
+  uint64_t h = (static_cast<uint64_t>(cp) << 16) ^ (static_cast<uint64_t>(need) << 8) ^ len;
+  for (const uint32_t st : stacks) h = (h ^ st) * 0x9E3779B97F4A7C15ull, h ^= h >> 29;
+  return h;
 }
 }  // namespace
 
@@ -38,7 +35,7 @@ uint32_t Matcher::frame(uint32_t pos, int32_t parent) {
 }
 
 void Matcher::expand(uint32_t pos, int32_t parent, std::vector<uint32_t>& out) {
-  if (!seen_.insert((static_cast<uint64_t>(pos) << 32) | static_cast<uint32_t>(parent + 1)).second) return;
+  if (!seen_.insert((static_cast<uint64_t>(pos + 1) << 32) | static_cast<uint32_t>(parent + 1))) return;
   const auto& elems = g_->elements();
   const Element e = elems[pos];
   switch (e.kind) {
@@ -61,18 +58,45 @@ void Matcher::expand(uint32_t pos, int32_t parent, std::vector<uint32_t>& out) {
   }
 }
 
+bool Matcher::VisitedPairs::insert(uint64_t key) {
+  if (used.size() * 2 >= slots.size()) {  // grow: rehash the keys in use
+    std::vector<uint64_t> keys;
+    for (const uint32_t i : used) keys.push_back(slots[i]);
+    slots.assign(slots.size() * 2, 0);
+    used.clear();
+    for (const uint64_t k : keys) insert(k);
+  }
+  const size_t mask = slots.size() - 1;
+  for (size_t i = (key * 0x9E3779B97F4A7C15ull) >> 40 & mask;; i = (i + 1) & mask) {
+    if (slots[i] == key) return false;
+    if (slots[i] == 0) {
+      slots[i] = key;
+      used.push_back(static_cast<uint32_t>(i));
+      return true;
+    }
+  }
+}
+
+void Matcher::VisitedPairs::clear() {
+  for (const uint32_t i : used) slots[i] = 0;
+  used.clear();
+}
+
 int32_t Matcher::intern(State s) {
   std::sort(s.stacks.begin(), s.stacks.end());
   s.stacks.erase(std::unique(s.stacks.begin(), s.stacks.end()), s.stacks.end());
   if (s.stacks.empty()) return kDead;
-  std::string key = state_key(s.cp, s.need, s.len, s.stacks);
-  const auto [it, fresh] = state_ids_.try_emplace(std::move(key), static_cast<int32_t>(states_.size()));
-  if (fresh) {
-    states_.push_back(std::move(s));
-    trans_.resize(trans_.size() + 256, kUnknown);
-    mask_of_.push_back(-1);
+  const uint64_t h = state_hash(s.cp, s.need, s.len, s.stacks);
+  for (auto [it, last] = state_ids_.equal_range(h); it != last; ++it) {
+    const State& o = states_[static_cast<size_t>(it->second)];
+    if (o.cp == s.cp && o.need == s.need && o.len == s.len && o.stacks == s.stacks) return it->second;
   }
-  return it->second;
+  const auto id = static_cast<int32_t>(states_.size());
+  state_ids_.emplace(h, id);
+  states_.push_back(std::move(s));
+  trans_.resize(trans_.size() + 256, kUnknown);
+  mask_of_.push_back(-1);
+  return id;
 }
 
 int32_t Matcher::start_state() {
@@ -116,9 +140,8 @@ int32_t Matcher::compute(int32_t state, uint8_t b) {
       if (need > 0) {
         to.stacks = from.stacks;
       } else {
-        seen_.clear();
-        const std::vector<uint32_t> stacks = from.stacks;
-        for (const uint32_t st : stacks) expand(frames_[st].pos + 1, frames_[st].parent, to.stacks);
+        seen_.clear();  // expand grows frames_, never states_: `from` stays valid
+        for (const uint32_t st : from.stacks) expand(frames_[st].pos + 1, frames_[st].parent, to.stacks);
       }
     } else if (need > 0) {  // keep the stacks whose class holds some character with this prefix
       bool all_cover = true;
@@ -134,9 +157,7 @@ int32_t Matcher::compute(int32_t state, uint8_t b) {
         to.cp = kAnyCp;
     } else if (viable(CharSet{{{0, 0x10FFFF}}, false})) {
       seen_.clear();
-      // `from` may move while frames and states grow: copy the stacks first.
-      const std::vector<uint32_t> stacks = from.stacks;
-      for (const uint32_t st : stacks) {
+      for (const uint32_t st : from.stacks) {
         if (st == 0) continue;
         const Frame f = frames_[st];
         if (sets[elems[f.pos].index].contains(cp)) expand(f.pos + 1, f.parent, to.stacks);

@@ -9,7 +9,6 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "grammar/grammar.h"
@@ -66,12 +65,19 @@ class Matcher {
   std::vector<Frame> frames_;
   std::unordered_map<uint64_t, uint32_t> frame_ids_;
   std::vector<State> states_;
-  std::unordered_map<std::string, int32_t> state_ids_;
+  std::unordered_multimap<uint64_t, int32_t> state_ids_;  // by hash of the state
   std::vector<int32_t> trans_;        // states × 256
   std::vector<int32_t> mask_of_;      // per state: index into masks_, or -1
   std::vector<std::vector<uint64_t>> masks_;
   std::vector<int32_t> walk_stack_;   // per trie depth
-  std::unordered_set<uint64_t> seen_; // expand's visited (pos, parent) pairs
+  // expand's visited (pos, parent) pairs: open addressing, cleared through the slots it used.
+  struct VisitedPairs {
+    std::vector<uint64_t> slots = std::vector<uint64_t>(256, 0);
+    std::vector<uint32_t> used;
+    bool insert(uint64_t key);  // key != 0; false if present
+    void clear();
+  };
+  VisitedPairs seen_;
   int32_t current_;
 };
 

@@ -130,6 +130,9 @@ TEST(JsonSchemaTest, EnumsConstsAnyOfAndFormats) {
   EXPECT_FALSE(accepts(rec, "[[],[],[]]"));
   EXPECT_TRUE(accepts(test::compile(json_object_gbnf()), R"({"a": [1, {"b": null}], "c": "d"})"));
   EXPECT_FALSE(accepts(test::compile(json_object_gbnf()), R"([1])"));
+  const auto jo = from_schema(R"({"type":"json_object"})");
+  EXPECT_TRUE(accepts(jo, R"({"x": [true]})"));
+  EXPECT_FALSE(accepts(jo, R"("x")"));
 }
 
 TEST(JsonSchemaTest, WhitespaceIsBounded) {
