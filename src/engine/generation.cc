@@ -66,6 +66,7 @@ Generation::Generation(const tokenizer::Tokenizer& tokenizer, GenerationRequest 
     if (!g->grammar || !g->vocabulary) throw Error("a grammar constraint needs both a grammar and a vocabulary");
     matcher_.emplace(g->grammar, g->vocabulary);
     grammar_on_ = !(request_.split_reasoning && request_.starts_in_reasoning);
+    if (request_.split_reasoning && grammar_on_) think_open_ = tokenizer.token_to_id("<think>");
   }
 }
 
@@ -76,7 +77,9 @@ bool Generation::mask(std::span<const float> logits) {
   masked_.assign(logits.begin(), logits.end());
   bool any = false;
   for (size_t i = 0; i < masked_.size(); ++i) {
-    const bool ok = is_eos(static_cast<int32_t>(i)) ? complete : i < known && ((allowed[i >> 6] >> (i & 63)) & 1);
+    bool ok = is_eos(static_cast<int32_t>(i)) ? complete : i < known && ((allowed[i >> 6] >> (i & 63)) & 1);
+    if (!ok && think_open_ && static_cast<int32_t>(i) == *think_open_ && context_.size() == request_.prompt.size())
+      ok = true;  // a thought may open the reply; the grammar then waits for its end
     if (!ok) masked_[i] = -std::numeric_limits<float>::infinity();
     any = any || ok;
   }
@@ -132,7 +135,9 @@ GenerationStep Generation::step(std::span<const float> logits) {
   }
   const int32_t tok = sampler_.sample(constrained ? std::span<const float>(masked_) : logits, context_,
                                       request_.prompt.size());
-  if (constrained && !is_eos(tok) && !matcher_->accept_token(tok))
+  if (constrained && think_open_ && tok == *think_open_ && context_.size() == request_.prompt.size())
+    grammar_on_ = false;
+  else if (constrained && !is_eos(tok) && !matcher_->accept_token(tok))
     throw Error("internal: the sampler chose token " + std::to_string(tok) + ", which the grammar forbids");
   const sampling::TokenLogprobs* lp = want_logprobs_ ? sampler_.last_logprobs() : nullptr;
   out.tokens.push_back({tok, lp ? std::optional<sampling::TokenLogprobs>(*lp) : std::nullopt});

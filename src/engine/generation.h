@@ -46,8 +46,9 @@ struct GenerationRequest {
   bool split_reasoning = false;      // route the text through a <think> parser
   bool starts_in_reasoning = false;  // the prompt leaves a <think> open
   std::optional<chat::ThinkingBudget> think_budget;
-  // The output must follow this grammar (after the thought, when the prompt opens one): tokens that
-  // would leave it are masked out before sampling, end tokens only once it is complete.
+  // The output must follow this grammar (after the thought, when the prompt opens one or, with
+  // split_reasoning, the reply's first token does): tokens that would leave it are masked out
+  // before sampling, end tokens only once it is complete.
   std::optional<GrammarConstraint> grammar;
 };
 
@@ -101,6 +102,7 @@ class Generation {
   std::vector<int32_t> context_;  // prompt + generated
   std::optional<grammar::Matcher> matcher_;
   bool grammar_on_ = false;     // false inside a thought: the grammar starts after it
+  std::optional<int32_t> think_open_;  // a split-reasoning reply may open a thought as its first token
   std::vector<float> masked_;  // the masked logits of the step
   bool want_logprobs_, done_ = false;
 };

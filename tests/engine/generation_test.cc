@@ -186,6 +186,32 @@ TEST_F(GenerationTest, GrammarWithoutEndTokenStopsWhenNothingCanFollow) {
   EXPECT_TRUE(second.tokens.empty());
 }
 
+TEST_F(GenerationTest, GrammarLetsTheReplyOpenAThoughtFirst) {
+  const int32_t open = tok_->token_to_id("<think>").value(), close = tok_->token_to_id("</think>").value();
+  for (const bool opens : {true, false}) {
+    GenerationRequest r = request();
+    r.split_reasoning = true;
+    r.grammar = grammar_of(*tok_, "root ::= \"ok\"");
+    Generation g(*tok_, std::move(r), 64, tok_->vocab_size());
+    std::string reasoning, content;
+    const auto run = [&](int32_t t) {
+      const GenerationStep s = g.step(pick(t));
+      reasoning += s.reasoning;
+      content += s.content;
+    };
+    if (opens) {
+      run(open);
+      run(id("zebra"));
+      run(close);
+    } else {
+      run(id("zebra"));  // the reply starts without a thought: from now on <think> is masked too
+    }
+    for (int i = 0; i < 5 && !g.done(); ++i) run(opens ? id("zebra") : open);
+    EXPECT_EQ(reasoning, opens ? text_of(id("zebra")) : "");
+    EXPECT_EQ(content, "ok");
+  }
+}
+
 TEST_F(GenerationTest, GrammarStartsAfterTheThought) {
   const int32_t close = tok_->token_to_id("</think>").value();
   GenerationRequest r = request();
