@@ -186,11 +186,15 @@ TEST_F(GenerationTest, GrammarWithoutEndTokenStopsWhenNothingCanFollow) {
   EXPECT_TRUE(second.tokens.empty());
 }
 
-TEST_F(GenerationTest, GrammarLetsTheReplyOpenAThoughtFirst) {
+// The grammar starts after the thought: one the prompt opens, or one the reply opens as its first
+// token; a reply that starts without one cannot open it later.
+TEST_F(GenerationTest, GrammarStartsAfterTheThought) {
   const int32_t open = tok_->token_to_id("<think>").value(), close = tok_->token_to_id("</think>").value();
-  for (const bool opens : {true, false}) {
+  enum Mode { kPromptOpens, kReplyOpens, kNoThought };
+  for (const Mode mode : {kPromptOpens, kReplyOpens, kNoThought}) {
     GenerationRequest r = request();
     r.split_reasoning = true;
+    r.starts_in_reasoning = mode == kPromptOpens;
     r.grammar = grammar_of(*tok_, "root ::= \"ok\"");
     Generation g(*tok_, std::move(r), 64, tok_->vocab_size());
     std::string reasoning, content;
@@ -199,39 +203,14 @@ TEST_F(GenerationTest, GrammarLetsTheReplyOpenAThoughtFirst) {
       reasoning += s.reasoning;
       content += s.content;
     };
-    if (opens) {
-      run(open);
-      run(id("zebra"));
-      run(close);
-    } else {
-      run(id("zebra"));  // the reply starts without a thought: from now on <think> is masked too
-    }
-    for (int i = 0; i < 5 && !g.done(); ++i) run(opens ? id("zebra") : open);
-    EXPECT_EQ(reasoning, opens ? text_of(id("zebra")) : "");
-    EXPECT_EQ(content, "ok");
+    if (mode == kReplyOpens) run(open);
+    run(id("zebra"));  // inside a thought: no mask; else masked to the grammar
+    if (mode != kNoThought) run(close);
+    for (int i = 0; i < 5 && !g.done(); ++i) run(mode == kNoThought ? open : id("zebra"));  // <think> masked now
+    EXPECT_EQ(reasoning, mode == kNoThought ? "" : text_of(id("zebra"))) << mode;
+    EXPECT_EQ(content, "ok") << mode;
+    EXPECT_TRUE(g.done());
   }
-}
-
-TEST_F(GenerationTest, GrammarStartsAfterTheThought) {
-  const int32_t close = tok_->token_to_id("</think>").value();
-  GenerationRequest r = request();
-  r.split_reasoning = true;
-  r.starts_in_reasoning = true;
-  r.grammar = grammar_of(*tok_, "root ::= \"ok\"");
-  Generation g(*tok_, std::move(r), 64, tok_->vocab_size());
-  std::string reasoning, content;
-  const auto run = [&](int32_t t) {
-    const GenerationStep s = g.step(pick(t));
-    reasoning += s.reasoning;
-    content += s.content;
-    return s;
-  };
-  run(id("zebra"));  // inside the thought: no mask
-  run(close);
-  for (int i = 0; i < 5 && !g.done(); ++i) run(id("zebra"));
-  EXPECT_EQ(reasoning, text_of(id("zebra")));
-  EXPECT_EQ(content, "ok");
-  EXPECT_TRUE(g.done());
 }
 
 }  // namespace
