@@ -4,6 +4,7 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config git python3
       nlohmann-json3-dev libpcre2-dev libutf8proc-dev libcpp-httplib-dev libcli11-dev
       libssl-dev zlib1g-dev libbrotli-dev libedit-dev
+      json-schema-test-suite python3-jsonschema  # grammar tests: the suite's schemas, an independent validator
       googletest libgtest-dev libgmock-dev libbenchmark-dev
       chromium
       nginx-light

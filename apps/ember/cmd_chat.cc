@@ -11,6 +11,7 @@
 
 #include "apps/ember/commands.h"
 #include "apps/ember/generation_stats.h"
+#include "apps/ember/grammar_options.h"
 #include "apps/ember/jsonl.h"
 #include "apps/ember/model_options.h"
 #include "base/error.h"
@@ -30,6 +31,7 @@ extern "C" void on_sigint(int) { g_interrupted.store(true); }
 struct ChatOpts {
   ModelOptions model;
   SamplingOptions sampling;
+  GrammarOptions grammar;
   std::string system;
   bool think = false, no_think = false, show_think = false, json = false, verbose = false;
   int64_t think_budget = -1;
@@ -45,8 +47,9 @@ ordered_json read_messages(const std::string& path) {
 
 class ChatApp {
  public:
-  explicit ChatApp(const ChatOpts& o)
+  ChatApp(const ChatOpts& o, std::shared_ptr<const grammar::Grammar> grammar)
       : o_(o), m_(load_model(o.model, &o.sampling)), chat_(*m_.model, m_.tokenizer, o.model.dir, planned_context(*m_.model, o.model)) {
+    options_.grammar = constraint_for(std::move(grammar), m_.tokenizer);
     if (o.think) options_.enable_thinking = true;
     if (o.no_think) options_.enable_thinking = false;
     options_.think_budget = o.think_budget;
@@ -198,12 +201,14 @@ Run add_chat_command(CLI::App& app) {
   cmd->add_option("--messages", o->messages_file, "One-shot: reply to the conversation in FILE (JSON array)");
   cmd->add_flag("--json", o->json, "With --messages: print {\"content\", \"reasoning_content\"}");
   cmd->add_flag("-v,--verbose", o->verbose, "Print tokens prefilled and generated per turn to stderr");
+  o->grammar.add_to(*cmd);
   return [o] {
     if (o->json && o->messages_file.empty()) throw Error("--json needs --messages FILE");
     if (o->json) o->model.quiet = true;
-    if (o->messages_file.empty()) return ChatApp(*o).loop();
-    const ordered_json messages = read_messages(o->messages_file);  // before the model loads: fail fast
-    return ChatApp(*o).one_shot(messages);
+    auto grammar = o->grammar.compile();  // before the model loads: fail fast
+    if (o->messages_file.empty()) return ChatApp(*o, std::move(grammar)).loop();
+    const ordered_json messages = read_messages(o->messages_file);
+    return ChatApp(*o, std::move(grammar)).one_shot(messages);
   };
 }
 

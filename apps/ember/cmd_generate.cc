@@ -5,6 +5,7 @@
 
 #include "apps/ember/commands.h"
 #include "apps/ember/generation_stats.h"
+#include "apps/ember/grammar_options.h"
 #include "apps/ember/model_options.h"
 #include "base/error.h"
 #include "engine/beam_generate.h"
@@ -18,6 +19,7 @@ namespace {
 struct GenerateOpts {
   ModelOptions model;
   SamplingOptions sampling;
+  GrammarOptions grammar;
   std::string prompt;
   bool no_bos = false;
   std::optional<int32_t> beams, num_return;
@@ -57,39 +59,56 @@ Run add_generate_command(CLI::App& app) {
   o->model.add_to(*cmd);
   o->sampling.add_to(*cmd);
   cmd->add_option("-p,--prompt", o->prompt, "Text to continue")->required();
+  o->grammar.add_to(*cmd);
   cmd->add_flag("--no-special", o->no_bos, "Do not add the tokenizer's special tokens (BOS) to the prompt");
   cmd->add_option("--beams", o->beams, "Beam search with B beams (1: greedy or sampling)")->check(CLI::Range(1, 64));
   cmd->add_option("--length-penalty", o->length_penalty,
                   "Beam search: score = log-probability / length^P (default: generation_config, else 1)");
-  cmd->add_option("--num-return-sequences", o->num_return, "Beam search: print the best N beams (N <= B)")
+  cmd->add_option("--num-return-sequences", o->num_return,
+                  "Beam search: print the best N beams (N <= B); sampling: N samples, seeds S, S+1, ... (--seed S)")
       ->check(CLI::PositiveNumber);
   return [o] {
+    std::shared_ptr<const grammar::Grammar> grammar = o->grammar.compile();  // before the model: fail fast
     auto [model, tok, params] = load_model(o->model, &o->sampling);
     if (!params.max_new_tokens && !params.max_length) params.max_new_tokens = 256;
     const std::vector<int32_t> prompt = tok.encode(o->prompt, !o->no_bos);
     if (o->beams) {
       // --beams asks for beam search, not beam sampling: the model's own do_sample yields to it.
       if (o->sampling.any_warper()) throw Error("--beams cannot be combined with sampling flags (beam sampling is not supported)");
+      if (grammar) throw Error("--beams cannot be combined with --json-schema or --grammar");
       params.num_beams = *o->beams;
       params.do_sample = false;
     }
     if (o->length_penalty) params.length_penalty = *o->length_penalty;
-    if (o->num_return) params.num_return_sequences = *o->num_return;
     const int64_t context = planned_context(*model, o->model);
-    if (params.num_beams > 1) return run_beams(*model, tok, prompt, params, *o, context);
+    if (params.num_beams > 1) {
+      if (o->num_return) params.num_return_sequences = *o->num_return;
+      return run_beams(*model, tok, prompt, params, *o, context);
+    }
+    const int32_t samples = o->num_return.value_or(1);
+    if (samples > 1 && !params.do_sample) throw Error("--num-return-sequences without --beams needs sampling (e.g. --temperature 1)");
+    const std::optional<engine::GrammarConstraint> constraint = constraint_for(std::move(grammar), tok);
     engine::Session session(*model, tok, context);
-    std::cout << o->prompt << std::flush;
-    engine::GenerationCallbacks cb;
-    cb.on_text = [](std::string_view t) { std::cout << t << std::flush; };
-    const engine::GenerationResult r = session.generate(prompt, params, cb);
-    std::cout << '\n' << std::flush;
-    if (!o->model.quiet)
-      std::fprintf(stderr,
-                   "prompt: %lld tokens, prefill %.1f tokens/s; generated %zu tokens (%lld by decode steps), decode %.1f "
-                   "tokens/s; stop: %s\n",
-                   static_cast<long long>(r.prompt_tokens), prefill_tokens_per_second(r), r.tokens.size(),
-                   static_cast<long long>(decode_tokens(r)), decode_tokens_per_second(r),
-                   engine::finish_reason_name(r.finish));
+    for (int32_t i = 0; i < samples; ++i) {
+      engine::GenerationRequest request;
+      request.prompt = prompt;
+      request.params = params;
+      if (params.seed && i > 0) request.params.seed = *params.seed + static_cast<uint64_t>(i);
+      request.grammar = constraint;
+      if (samples > 1) std::cout << "--- sample " << i + 1 << '\n';
+      std::cout << o->prompt << std::flush;
+      engine::GenerationCallbacks cb;
+      cb.on_text = [](std::string_view t) { std::cout << t << std::flush; };
+      const engine::GenerationResult r = session.generate(std::move(request), cb);
+      std::cout << '\n' << std::flush;
+      if (!o->model.quiet)
+        std::fprintf(stderr,
+                     "prompt: %lld tokens, prefill %.1f tokens/s; generated %zu tokens (%lld by decode steps), decode %.1f "
+                     "tokens/s; stop: %s\n",
+                     static_cast<long long>(r.prompt_tokens), prefill_tokens_per_second(r), r.tokens.size(),
+                     static_cast<long long>(decode_tokens(r)), decode_tokens_per_second(r),
+                     engine::finish_reason_name(r.finish));
+    }
     return 0;
   };
 }

@@ -21,6 +21,7 @@ struct ChatOptions {
   int64_t think_budget = -1;            // < 0: unlimited
   nlohmann::ordered_json extra_variables = nlohmann::ordered_json::object();  // chat_template_kwargs
   nlohmann::ordered_json tools;         // null: none
+  std::optional<GrammarConstraint> grammar;  // the reply follows it (after the thought)
 };
 
 struct ChatPrompt {

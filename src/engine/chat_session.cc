@@ -16,6 +16,7 @@ std::vector<int32_t> ChatSession::render_prompt(const nlohmann::ordered_json& me
 ChatReply ChatSession::reply(const nlohmann::ordered_json& messages, const sampling::SamplingParams& params,
                              const ChatOptions& options, const ChatCallbacks& cb) {
   GenerationRequest request = chat_request(prompts_.build(messages, options), params);
+  request.grammar = options.grammar;
   GenerationCallbacks gcb;
   gcb.on_text = cb.on_content;
   gcb.on_reasoning = cb.on_reasoning;

@@ -1,6 +1,7 @@
 #include "engine/generation.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "base/error.h"
 
@@ -61,6 +62,28 @@ Generation::Generation(const tokenizer::Tokenizer& tokenizer, GenerationRequest 
       context_(request_.prompt),
       want_logprobs_(request_.params.logprobs || request_.params.top_logprobs > 0) {
   check_prompt_fits(prompt_tokens(), context);
+  if (const auto& g = request_.grammar) {
+    if (!g->grammar || !g->vocabulary) throw Error("a grammar constraint needs both a grammar and a vocabulary");
+    matcher_.emplace(g->grammar, g->vocabulary);
+    grammar_on_ = !(request_.split_reasoning && request_.starts_in_reasoning);
+    if (request_.split_reasoning && grammar_on_) think_open_ = tokenizer.token_to_id("<think>");
+  }
+}
+
+bool Generation::mask(std::span<const float> logits) {
+  const std::vector<uint64_t>& allowed = matcher_->allowed();
+  const bool complete = matcher_->complete();
+  const size_t known = matcher_->vocabulary().size();
+  masked_.assign(logits.begin(), logits.end());
+  bool any = false;
+  for (size_t i = 0; i < masked_.size(); ++i) {
+    bool ok = is_eos(static_cast<int32_t>(i)) ? complete : i < known && ((allowed[i >> 6] >> (i & 63)) & 1);
+    if (!ok && think_open_ && static_cast<int32_t>(i) == *think_open_ && context_.size() == request_.prompt.size())
+      ok = true;  // a thought may open the reply; the grammar then waits for its end
+    if (!ok) masked_[i] = -std::numeric_limits<float>::infinity();
+    any = any || ok;
+  }
+  return any;
 }
 
 bool Generation::is_eos(int32_t t) const {
@@ -105,7 +128,17 @@ GenerationStep Generation::step(std::span<const float> logits) {
     end(FinishReason::kLength, out);
     return out;
   }
-  const int32_t tok = sampler_.sample(logits, context_, request_.prompt.size());
+  const bool constrained = matcher_ && grammar_on_;
+  if (constrained && !mask(logits)) {  // the grammar allows nothing more (and no end token is known)
+    end(FinishReason::kEos, out);
+    return out;
+  }
+  const int32_t tok = sampler_.sample(constrained ? std::span<const float>(masked_) : logits, context_,
+                                      request_.prompt.size());
+  if (constrained && think_open_ && tok == *think_open_ && context_.size() == request_.prompt.size())
+    grammar_on_ = false;
+  else if (constrained && !is_eos(tok) && !matcher_->accept_token(tok))
+    throw Error("internal: the sampler chose token " + std::to_string(tok) + ", which the grammar forbids");
   const sampling::TokenLogprobs* lp = want_logprobs_ ? sampler_.last_logprobs() : nullptr;
   out.tokens.push_back({tok, lp ? std::optional<sampling::TokenLogprobs>(*lp) : std::nullopt});
   if (request_.think_budget && !is_eos(tok))
@@ -132,6 +165,7 @@ GenerationStep Generation::step(std::span<const float> logits) {
     }
   }
   route(std::move(text), out);
+  if (matcher_ && !grammar_on_ && !parser_.in_reasoning()) grammar_on_ = true;  // the thought is closed
   // The cache holds every token but the ones to feed; those must fit too. A sequence at its length
   // limit ends now, so that no forward pass computes logits nobody samples.
   if (static_cast<int64_t>(context_.size()) >= context_limit_) end(FinishReason::kContext, out);

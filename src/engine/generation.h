@@ -13,6 +13,8 @@
 
 #include "chat/reasoning.h"
 #include "chat/thinking_budget.h"
+#include "engine/grammar_constraint.h"
+#include "grammar/matcher.h"
 #include "model/config.h"
 #include "sampling/generation_config.h"
 #include "sampling/sampler.h"
@@ -44,6 +46,10 @@ struct GenerationRequest {
   bool split_reasoning = false;      // route the text through a <think> parser
   bool starts_in_reasoning = false;  // the prompt leaves a <think> open
   std::optional<chat::ThinkingBudget> think_budget;
+  // The output must follow this grammar (after the thought, when the prompt opens one or, with
+  // split_reasoning, the reply's first token does): tokens that would leave it are masked out
+  // before sampling, end tokens only once it is complete.
+  std::optional<GrammarConstraint> grammar;
 };
 
 struct GeneratedToken {
@@ -82,6 +88,8 @@ class Generation {
 
  private:
   bool is_eos(int32_t t) const;
+  // The logits with every token the grammar forbids at -inf; false when it allows none.
+  bool mask(std::span<const float> logits);
   void route(std::string text, GenerationStep& out);  // to content, or through the reasoning parser
   void end(FinishReason reason, GenerationStep& out);
 
@@ -92,6 +100,10 @@ class Generation {
   tokenizer::StreamDecoder decoder_;
   chat::ReasoningParser parser_;
   std::vector<int32_t> context_;  // prompt + generated
+  std::optional<grammar::Matcher> matcher_;
+  bool grammar_on_ = false;     // false inside a thought: the grammar starts after it
+  std::optional<int32_t> think_open_;  // a split-reasoning reply may open a thought as its first token
+  std::vector<float> masked_;  // the masked logits of the step
   bool want_logprobs_, done_ = false;
 };
 

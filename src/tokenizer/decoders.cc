@@ -39,6 +39,9 @@ class SequenceDecoder final : public Decoder {
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (const auto& p : parts_) p->decode_chain(tokens);
   }
+  void decode_chain_bytes(std::vector<std::string>& tokens) const override {
+    for (const auto& p : parts_) p->decode_chain_bytes(tokens);
+  }
   bool groups_bytes() const override {
     for (const auto& p : parts_)
       if (p->groups_bytes()) return true;
@@ -59,6 +62,10 @@ class ByteLevelDecoder final : public Decoder {
     }
   }
   void decode_chain(std::vector<std::string>& tokens) const override {
+    decode_chain_bytes(tokens);
+    tokens[0] = utf8::sanitize(tokens[0]);
+  }
+  void decode_chain_bytes(std::vector<std::string>& tokens) const override {
     std::string bytes;
     for (const auto& t : tokens) {
       const size_t mark = bytes.size();
@@ -72,7 +79,7 @@ class ByteLevelDecoder final : public Decoder {
       }
       if (!ok) bytes.resize(mark), bytes += t;  // a token outside the byte alphabet stays as it is
     }
-    tokens.assign(1, utf8::sanitize(bytes));
+    tokens.assign(1, std::move(bytes));
   }
 
  private:
@@ -105,13 +112,18 @@ class MetaspaceDecoder final : public Decoder {
 
 class ByteFallbackDecoder final : public Decoder {
  public:
-  void decode_chain(std::vector<std::string>& tokens) const override {
+  void decode_chain(std::vector<std::string>& tokens) const override { run(tokens, false); }
+  void decode_chain_bytes(std::vector<std::string>& tokens) const override { run(tokens, true); }
+  bool groups_bytes() const override { return true; }
+
+ private:
+  static void run(std::vector<std::string>& tokens, bool keep_bytes) {
     std::vector<std::string> out;
     out.reserve(tokens.size());
     std::string pending;
     auto flush = [&] {
       if (pending.empty()) return;
-      if (utf8::is_valid(pending))
+      if (keep_bytes || utf8::is_valid(pending))
         out.push_back(pending);
       else
         for (size_t i = 0; i < pending.size(); ++i) out.push_back(kReplacementChar);
@@ -129,7 +141,6 @@ class ByteFallbackDecoder final : public Decoder {
     flush();
     tokens = std::move(out);
   }
-  bool groups_bytes() const override { return true; }
 };
 
 class FuseDecoder final : public Decoder {
@@ -146,6 +157,14 @@ class StripDecoder final : public Decoder {
   StripDecoder(char32_t content, size_t start, size_t stop) : content_(content), start_(start), stop_(stop) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (auto& t : tokens) {
+      if (content_ < 0x80) {  // an ASCII content strips bytes: bytes that are not UTF-8 stay as they are
+        const char c = static_cast<char>(content_);
+        size_t begin = 0, end = t.size();
+        while (begin < start_ && begin < t.size() && t[begin] == c) ++begin;
+        for (size_t i = 0; i < stop_ && end > begin && t[end - 1] == c; ++i) --end;
+        t = t.substr(begin, end - begin);
+        continue;
+      }
       const auto chars = chars_of(t);
       size_t begin = 0, end = chars.size();
       while (begin < start_ && begin < chars.size() && chars[begin] == content_) ++begin;

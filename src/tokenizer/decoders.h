@@ -13,6 +13,9 @@ class Decoder {
   virtual ~Decoder() = default;
   // Rewrites the token strings (Hugging Face decode_chain); the result is their concatenation.
   virtual void decode_chain(std::vector<std::string>& tokens) const = 0;
+  // The same, but bytes that are not valid UTF-8 on their own stay as they are (no U+FFFD): a
+  // token's exact bytes, for grammars that may see a character split across tokens.
+  virtual void decode_chain_bytes(std::vector<std::string>& tokens) const { decode_chain(tokens); }
   // True if this decoder (or a part of it) groups "<0xNN>" byte tokens.
   virtual bool groups_bytes() const { return false; }
 };

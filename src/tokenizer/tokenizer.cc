@@ -150,6 +150,19 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
   return impl_->decode(ids, skip_special_tokens);
 }
 
+std::optional<std::string> Tokenizer::token_bytes(int32_t id) const {
+  const Impl& im = *impl_;
+  const std::string* t = im.token_of(id);
+  if (!t) return std::nullopt;
+  if (im.added.find(id) || !im.decoder) return *t;
+  // Behind a plain "a", decoders that strip or rewrite the start of a text leave the token alone.
+  std::vector<std::string> parts{"a", *t};
+  im.decoder->decode_chain_bytes(parts);
+  std::string out;
+  for (const auto& p : parts) out += p;
+  return out.substr(1);
+}
+
 int32_t Tokenizer::vocab_size() const { return impl_->vocab_size; }
 
 std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {

@@ -33,6 +33,11 @@ class Tokenizer {
   // Raw Hugging Face decode (no clean_up_tokenization_spaces). Throws ember::Error for an unknown id.
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens) const;
 
+  // The exact bytes token `id` adds to a text after other tokens (no leading space stripped), kept
+  // even when they are not valid UTF-8 alone (a character split over tokens). An added token gives
+  // its content. Empty for an id the vocabulary does not have.
+  std::optional<std::string> token_bytes(int32_t id) const;
+
   int32_t vocab_size() const;  // including added tokens (max id + 1)
   std::optional<int32_t> token_to_id(std::string_view token) const;
   std::string id_to_token(int32_t id) const;  // throws ember::Error for an unknown id

@@ -145,5 +145,23 @@ TEST(CliChat, ContextEndIsReportedWithReset) {
   EXPECT_NE(o.out.find("/reset"), std::string::npos) << o.out;
 }
 
+// --grammar and --json-schema: the output follows them; a bad file is a clear error and exit 1.
+TEST(CliGenerate, GrammarAndSchemaFlags) {
+  const std::string gen = ember_binary() + " generate -m " + model_dir("chat-skills") + " -q -p 'Once upon a time' ";
+  const std::string gbnf = tmp_file("g.gbnf", "root ::= \", there was a \" (\"cat\" | \"dog\") \".\"\n");
+  const Output g = run(gen + "--grammar " + gbnf + " --temperature 1 --seed 4");
+  EXPECT_EQ(g.status, 0);
+  EXPECT_TRUE(g.out == "Once upon a time, there was a cat.\n" || g.out == "Once upon a time, there was a dog.\n") << g.out;
+  const std::string bad = tmp_file("bad.gbnf", "root ::= \"a\" | (\"b\"\n");
+  const Output b = run(gen + "--grammar " + bad + " 2>&1");
+  EXPECT_NE(b.status, 0);
+  EXPECT_NE(b.out.find(bad + ": grammar: line 2, column 1: expected ')'"), std::string::npos) << b.out;
+  const std::string schema = tmp_file("s.json", R"({"type": "object", "properties": {"a": {"type": "string", "pattern": "x"}}})");
+  const Output s = run(ember_binary() + " chat -m " + model_dir("chat-skills") + " --json-schema " + schema + " 2>&1");
+  EXPECT_NE(s.status, 0);
+  EXPECT_NE(s.out.find("unsupported keyword \"pattern\" at /properties/a/pattern"), std::string::npos) << s.out;
+  for (const auto& f : {gbnf, bad, schema}) std::filesystem::remove(f);
+}
+
 }  // namespace
 }  // namespace ember::test

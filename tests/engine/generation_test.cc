@@ -150,5 +150,68 @@ TEST_F(GenerationTest, ZeroBudgetClosesAThoughtAsItOpens) {
   EXPECT_TRUE(g.thought_forced_closed());
 }
 
+// A grammar masks the logits before sampling: a row that prefers a forbidden token still yields
+// text of the grammar, and the end token comes (allowed only then) once the grammar is complete.
+GrammarConstraint grammar_of(const tokenizer::Tokenizer& tok, const std::string& gbnf) {
+  return {std::make_shared<const grammar::Grammar>(grammar::Grammar::from_gbnf(gbnf)), grammar_vocabulary(tok)};
+}
+
+TEST_F(GenerationTest, GrammarMasksBeforeSamplingAndEndsWhenComplete) {
+  GenerationRequest r = request();
+  r.grammar = grammar_of(*tok_, "root ::= \"ab\" [c-d]");
+  Generation g(*tok_, std::move(r), 64, tok_->vocab_size());
+  std::string content;
+  GenerationStep s;
+  for (int i = 0; i < 10 && !g.done(); ++i) {
+    s = g.step(pick(id("zebra")));  // never allowed: the best allowed token is sampled instead
+    content += s.content;
+  }
+  ASSERT_TRUE(g.done());
+  EXPECT_EQ(s.finished, FinishReason::kEos);
+  EXPECT_EQ(g.generated().back(), tok_->token_to_id("<|im_end|>").value());
+  ASSERT_EQ(content.size(), 3u);
+  EXPECT_EQ(content.substr(0, 2), "ab");
+  EXPECT_TRUE(content[2] == 'c' || content[2] == 'd');
+}
+
+TEST_F(GenerationTest, GrammarWithoutEndTokenStopsWhenNothingCanFollow) {
+  GenerationRequest r = request();
+  r.params.eos_token_ids.clear();
+  r.grammar = grammar_of(*tok_, "root ::= \"a\"");
+  Generation g(*tok_, std::move(r), 64, tok_->vocab_size());
+  const GenerationStep first = g.step(pick(id("zebra")));
+  EXPECT_EQ(first.content, "a");
+  const GenerationStep second = g.step(pick(id("zebra")));
+  EXPECT_EQ(second.finished, FinishReason::kEos);
+  EXPECT_TRUE(second.tokens.empty());
+}
+
+// The grammar starts after the thought: one the prompt opens, or one the reply opens as its first
+// token; a reply that starts without one cannot open it later.
+TEST_F(GenerationTest, GrammarStartsAfterTheThought) {
+  const int32_t open = tok_->token_to_id("<think>").value(), close = tok_->token_to_id("</think>").value();
+  enum Mode { kPromptOpens, kReplyOpens, kNoThought };
+  for (const Mode mode : {kPromptOpens, kReplyOpens, kNoThought}) {
+    GenerationRequest r = request();
+    r.split_reasoning = true;
+    r.starts_in_reasoning = mode == kPromptOpens;
+    r.grammar = grammar_of(*tok_, "root ::= \"ok\"");
+    Generation g(*tok_, std::move(r), 64, tok_->vocab_size());
+    std::string reasoning, content;
+    const auto run = [&](int32_t t) {
+      const GenerationStep s = g.step(pick(t));
+      reasoning += s.reasoning;
+      content += s.content;
+    };
+    if (mode == kReplyOpens) run(open);
+    run(id("zebra"));  // inside a thought: no mask; else masked to the grammar
+    if (mode != kNoThought) run(close);
+    for (int i = 0; i < 5 && !g.done(); ++i) run(mode == kNoThought ? open : id("zebra"));  // <think> masked now
+    EXPECT_EQ(reasoning, mode == kNoThought ? "" : text_of(id("zebra"))) << mode;
+    EXPECT_EQ(content, "ok") << mode;
+    EXPECT_TRUE(g.done());
+  }
+}
+
 }  // namespace
 }  // namespace ember::engine

@@ -99,5 +99,35 @@ TEST(Session, StopsAtMaxTokensContextAndStopStrings) {
   EXPECT_EQ(r.finish, FinishReason::kContext);
 }
 
+// A chat reply under a grammar, sampled: the reply is a sentence of the grammar and ends by the end
+// token, for several seeds; the answer is constrained, the thought before it is not.
+TEST(Session, ChatReplyFollowsTheGrammar) {
+  const std::string dir = test::model_dir("chat-skills");
+  auto model = model::Model::load(dir, {.threads = 2, .progress = {}});
+  const auto tok = tokenizer::Tokenizer::from_folder(dir);
+  auto params = sampling::from_generation_config(dir);
+  params.do_sample = true;
+  params.temperature = 1.0f;
+  params.max_new_tokens = 120;
+  ChatSession chat(*model, tok, dir);
+  ChatOptions opts;
+  opts.grammar = GrammarConstraint{
+      std::make_shared<const grammar::Grammar>(grammar::Grammar::from_gbnf("root ::= (\"yes\" | \"no\") \", \" [a-z]{1,8} \".\"")),
+      grammar_vocabulary(tok)};
+  for (const bool think : {false, true}) {
+    opts.enable_thinking = think;
+    for (uint64_t seed = 1; seed <= 3; ++seed) {
+      params.seed = seed;
+      const ordered_json messages = ordered_json::array({{{"role", "user"}, {"content", "Is the sky blue?"}}});
+      const ChatReply r = chat.reply(messages, params, opts);
+      SCOPED_TRACE(r.content);
+      EXPECT_TRUE(r.content.rfind("yes, ", 0) == 0 || r.content.rfind("no, ", 0) == 0);
+      EXPECT_EQ(r.content.back(), '.');
+      EXPECT_EQ(r.generation.finish, FinishReason::kEos);
+      EXPECT_EQ(r.reasoning_content.empty(), !think);  // the thought itself was free text
+    }
+  }
+}
+
 }  // namespace
 }  // namespace ember::engine

@@ -6,10 +6,12 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 
 #include "../engine/chat_skills_eval.h"
 #include "base/error.h"
 #include "engine/chat_prompt.h"
+#include "engine/grammar_constraint.h"
 #include "engine/scheduler.h"
 
 namespace ember::engine {
@@ -101,6 +103,37 @@ TEST_F(SchedulerTest, BatchedChunkedGenerationEqualsSession) {
     EXPECT_EQ(s.requests_finished, static_cast<int64_t>(ps.size()));
     EXPECT_EQ(s.running, 0);
     EXPECT_EQ(s.kv_blocks_held_by_running, 0);
+  }
+}
+
+// Sequences batched together each follow their own grammar (each Generation keeps its own state).
+TEST_F(SchedulerTest, EachSequenceFollowsItsOwnGrammar) {
+  const std::vector<std::pair<std::string, std::string>> grammars = {  // GBNF, the same as a regex
+      {R"(root ::= ("yes" | "no") ".")", "(yes|no)\\."},
+      {"root ::= [0-9]{3}", "[0-9]{3}"},
+      {R"(root ::= "a" [b-c]{2,4} " " [a-z]{1,6} "!")", "a[b-c]{2,4} [a-z]{1,6}!"},
+      {R"(root ::= "The end.")", "The end\\."}};
+  const auto vocab = grammar_vocabulary(*tok_);
+  Scheduler sched(*model_, *tok_, {.max_parallel = 4, .prefill_chunk = 8});
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (size_t i = 0; i < 2 * grammars.size(); ++i) {
+    GenerationRequest g;
+    g.prompt = tok_->encode("Once upon a time", true);
+    g.params = params(40);
+    g.params.do_sample = true;
+    g.params.temperature = 1.0f;
+    g.params.seed = i;
+    g.grammar = GrammarConstraint{std::make_shared<const grammar::Grammar>(
+                                      grammar::Grammar::from_gbnf(grammars[i % grammars.size()].first)),
+                                  vocab};
+    streams.push_back(sched.submit(std::move(g)));
+  }
+  for (size_t i = 0; i < streams.size(); ++i) {
+    const Collected c = drain(*streams[i]);
+    ASSERT_TRUE(c.last.finished);
+    EXPECT_TRUE(c.last.error.empty()) << c.last.error;
+    EXPECT_EQ(c.last.finish, FinishReason::kEos) << i;
+    EXPECT_TRUE(std::regex_match(c.content, std::regex(grammars[i % grammars.size()].second))) << i << ": " << c.content;
   }
 }
 

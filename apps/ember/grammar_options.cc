@@ -1,0 +1,34 @@
+#include "apps/ember/grammar_options.h"
+
+#include "apps/ember/jsonl.h"
+#include "base/error.h"
+#include "grammar/json_schema.h"
+
+namespace ember::app {
+
+void GrammarOptions::add_to(CLI::App& cmd) {
+  auto* schema = cmd.add_option("--json-schema", json_schema_file, "The output is JSON valid for the JSON Schema in FILE");
+  cmd.add_option("--grammar", grammar_file, "The output follows the GBNF grammar in FILE (llama.cpp's format)")
+      ->excludes(schema);
+}
+
+std::shared_ptr<const grammar::Grammar> GrammarOptions::compile() const {
+  const std::string& path = !json_schema_file.empty() ? json_schema_file : grammar_file;
+  if (path.empty()) return nullptr;
+  try {
+    const std::string gbnf = !json_schema_file.empty() ? grammar::json_schema_to_gbnf(read_json_file(path)) : read_file(path);
+    return std::make_shared<const grammar::Grammar>(grammar::Grammar::from_gbnf(gbnf));
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.rfind(path, 0) == 0) throw;  // already names the file
+    fail(path, what);
+  }
+}
+
+std::optional<engine::GrammarConstraint> constraint_for(std::shared_ptr<const grammar::Grammar> grammar,
+                                                        const tokenizer::Tokenizer& tokenizer) {
+  if (!grammar) return std::nullopt;
+  return engine::GrammarConstraint{std::move(grammar), engine::grammar_vocabulary(tokenizer)};
+}
+
+}  // namespace ember::app
