@@ -616,4 +616,60 @@ std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema) { return S
 
 std::string json_object_gbnf() { return SchemaConverter(nlohmann::ordered_json::object()).any_object(); }
 
+namespace {
+
+// `gbnf` with every rule it defines renamed to prefix + name (references included; string literals,
+// character classes and comments untouched), so that several grammars can share one text.
+std::string prefix_rules(const std::string& gbnf, const std::string& prefix) {
+  std::set<std::string> defined;
+  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'; };
+  for (size_t at = 0; at < gbnf.size();) {
+    const size_t end = std::min(gbnf.find('\n', at), gbnf.size());
+    size_t k = at;
+    while (k < end && ident(gbnf[k])) ++k;
+    if (k > at && gbnf.find("::=", k) < end) defined.insert(gbnf.substr(at, k - at));
+    at = end + 1;
+  }
+  std::string out;
+  for (size_t i = 0; i < gbnf.size();) {
+    const char c = gbnf[i];
+    if (c == '"' || c == '[') {  // a literal or a class: copied with its escapes
+      const char close = c == '"' ? '"' : ']';
+      size_t j = i + 1;
+      while (j < gbnf.size() && gbnf[j] != close) j += gbnf[j] == '\\' ? 2 : 1;
+      out.append(gbnf, i, j + 1 - i);
+      i = j + 1;
+    } else if (c == '#') {
+      const size_t j = std::min(gbnf.find('\n', i), gbnf.size());
+      out.append(gbnf, i, j - i);
+      i = j;
+    } else if (ident(c)) {
+      size_t j = i;
+      while (j < gbnf.size() && ident(gbnf[j])) ++j;
+      const std::string word = gbnf.substr(i, j - i);
+      out += defined.count(word) ? prefix + word : word;
+      i = j;
+    } else {
+      out += c;
+      ++i;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string framed_schemas_to_gbnf(const std::vector<FramedSchema>& shapes) {
+  if (shapes.empty()) throw Error("framed_schemas_to_gbnf: no shape");
+  std::string root = "root ::= ", rules;
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const std::string p = "s" + std::to_string(i) + "-";
+    root += (i ? " | " : "") + p + "frame";
+    auto lit = [](const std::string& t) { return t.empty() ? std::string() : gbnf_literal(t) + " "; };
+    rules += p + "frame ::= " + lit(shapes[i].prefix) + p + "root " + lit(shapes[i].suffix) + "\n";
+    rules += prefix_rules(json_schema_to_gbnf(shapes[i].schema), p);
+  }
+  return root + "\n" + rules;
+}
+
 }  // namespace ember::grammar

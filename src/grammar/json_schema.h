@@ -7,6 +7,7 @@
 // type arrays, and {"type": "json_object"} (any object). Whitespace between tokens is bounded so a model cannot spin in it forever.
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 namespace ember::grammar {
 
@@ -14,5 +15,16 @@ namespace ember::grammar {
 std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema);
 // Any JSON object (response_format {"type": "json_object"}).
 std::string json_object_gbnf();
+
+// One JSON value matching `schema` between two literal texts: a shape of forced output, such as a
+// tool call in a model family's format.
+struct FramedSchema {
+  std::string prefix;
+  nlohmann::ordered_json schema;
+  std::string suffix;
+};
+// The alternation of the shapes (each one's rules renamed apart). Throws as json_schema_to_gbnf, or
+// for an empty list.
+std::string framed_schemas_to_gbnf(const std::vector<FramedSchema>& shapes);
 
 }  // namespace ember::grammar

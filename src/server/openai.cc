@@ -47,11 +47,12 @@ bool boolean(const ordered_json& body, const char* name) {
 
 // Fills the sampling fields shared by /v1/chat/completions and /v1/completions.
 // OpenAI fields Ember does not implement: a 400 naming the field, never a reply that ignored it.
-void refuse_unsupported(const ordered_json& body) {
+void refuse_unsupported(const ordered_json& body, bool chat) {
   for (const char* name : {"audio", "modalities", "prediction", "functions", "function_call", "web_search_options",
                            "response_format"}) {
     const ordered_json* v = field(body, name);
     if (v == nullptr) continue;
+    if (chat && std::string_view(name) == "response_format") continue;  // parse_chat_request reads it
     // The values that ask for what Ember does anyway.
     if (std::string_view(name) == "response_format" && v->is_object() && v->value("type", "") == "text") continue;
     if (std::string_view(name) == "modalities" && *v == ordered_json::array({"text"})) continue;
@@ -60,8 +61,8 @@ void refuse_unsupported(const ordered_json& body) {
 }
 
 void parse_common(const ordered_json& body, const sampling::SamplingParams& defaults, size_t vocab_size,
-                  CompletionRequest& r) {
-  refuse_unsupported(body);
+                  CompletionRequest& r, bool chat) {
+  refuse_unsupported(body, chat);
   sampling::SamplingParams& p = r.params;
   if (field(body, "model")) {
     if (!body["model"].is_string()) bad("model", "must be a string");
@@ -209,7 +210,7 @@ ordered_json parse_body(const std::string& text) {
 
 ChatRequest parse_chat_request(const ordered_json& body, const sampling::SamplingParams& defaults, size_t vocab_size) {
   ChatRequest r;
-  parse_common(body, defaults, vocab_size, r);
+  parse_common(body, defaults, vocab_size, r, /*chat=*/true);
   parse_logprobs(body, r, /*chat=*/true);
   const auto* msgs = field(body, "messages");
   if (msgs == nullptr) bad("messages", "is required");
@@ -254,6 +255,28 @@ ChatRequest parse_chat_request(const ordered_json& body, const sampling::Samplin
       bad("tool_choice", "needs tools");
   }
   if (field(body, "parallel_tool_calls")) r.parallel_tool_calls = boolean(body, "parallel_tool_calls");
+  if (const auto* rf = field(body, "response_format")) {
+    using Kind = ResponseFormat::Kind;
+    const std::string type = rf->is_object() ? rf->value("type", "") : "";
+    if (type == "text") r.response_format.kind = Kind::kText;
+    else if (type == "json_object") r.response_format.kind = Kind::kJsonObject;
+    else if (type == "json_schema") {
+      const auto it = rf->find("json_schema");
+      if (it == rf->end() || !it->is_object()) bad("response_format", "of type json_schema needs a json_schema object");
+      if (!it->value("name", ordered_json()).is_string()) bad("response_format", "json_schema needs a string name");
+      const auto schema = it->find("schema");
+      if (schema != it->end() && !schema->is_object() && !schema->is_boolean())
+        bad("response_format", "json_schema.schema must be a JSON Schema object");
+      r.response_format.kind = Kind::kJsonSchema;
+      r.response_format.name = (*it)["name"].get<std::string>();
+      r.response_format.schema = schema != it->end() ? *schema : ordered_json::object();
+    } else {
+      bad("response_format", "must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or {\"type\": \"json_schema\", ...}");
+    }
+  }
+  if (r.response_format.kind != ResponseFormat::Kind::kText &&
+      (r.tool_choice.mode == ToolChoice::Mode::kRequired || r.tool_choice.mode == ToolChoice::Mode::kFunction))
+    bad("response_format", "cannot be combined with a tool_choice that forces a call");
   try {
     r.messages = chat::messages_for_template(r.messages);
   } catch (const Error& e) {
@@ -264,7 +287,7 @@ ChatRequest parse_chat_request(const ordered_json& body, const sampling::Samplin
 
 TextRequest parse_text_request(const ordered_json& body, const sampling::SamplingParams& defaults, size_t vocab_size) {
   TextRequest r;
-  parse_common(body, defaults, vocab_size, r);
+  parse_common(body, defaults, vocab_size, r, /*chat=*/false);
   parse_logprobs(body, r, /*chat=*/false);
   const auto* prompt = field(body, "prompt");
   if (prompt == nullptr) bad("prompt", "is required");

@@ -44,11 +44,19 @@ struct ToolChoice {
   std::string function;  // kFunction's name
 };
 
+// OpenAI's response_format: text, any JSON object, or JSON matching a schema.
+struct ResponseFormat {
+  enum class Kind { kText, kJsonObject, kJsonSchema } kind = Kind::kText;
+  std::string name;
+  ordered_json schema;  // kJsonSchema's
+};
+
 struct ChatRequest : CompletionRequest {
   ordered_json messages;  // as the template reads them (tool call arguments parsed into objects)
   engine::ChatOptions options;
   ToolChoice tool_choice;  // "auto" when tools are given and tool_choice is not
   bool parallel_tool_calls = true;
+  ResponseFormat response_format;
 };
 
 // Choices per prompt the API accepts (OpenAI allows 128; each choice is a sequence in the batch).

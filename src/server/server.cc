@@ -16,7 +16,9 @@
 #include <thread>
 
 #include "base/error.h"
+#include "chat/forced_tool_call.h"
 #include "chat/tool_call_parser.h"
+#include "grammar/json_schema.h"
 #include "server/web_assets.h"
 
 namespace ember::server {
@@ -527,13 +529,43 @@ void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
     if (!tool_format)
       throw ApiError(400, "'tools': this model's chat template writes tool calls in no format Ember knows "
                           "(unknown tool-call format), so its calls could not be returned", "tools");
-    if (cr.tool_choice.mode != ToolChoice::Mode::kAuto)
-      throw ApiError(400, "'tool_choice' other than \"auto\" or \"none\" is not supported yet", "tool_choice",
-                     "unsupported_parameter");
   }
   std::vector<engine::GenerationRequest> gens;
   gens.push_back(engine::chat_request(std::move(prompt), cr.params));
+  gens.back().grammar = output_grammar(cr, tool_format);
   respond(req, res, std::move(gens), /*chat=*/true, cr, tool_format);
+}
+
+std::optional<engine::GrammarConstraint> Server::output_grammar(const ChatRequest& cr,
+                                                                std::optional<chat::ToolCallFormat> format) {
+  using Mode = ToolChoice::Mode;
+  using Kind = ResponseFormat::Kind;
+  std::string gbnf;
+  const char* param = "response_format";
+  try {
+    if (cr.tool_choice.mode == Mode::kRequired || cr.tool_choice.mode == Mode::kFunction) {
+      param = "tool_choice";
+      std::vector<grammar::FramedSchema> shapes;
+      for (auto& s : chat::forced_tool_calls(*format, cr.options.tools, cr.tool_choice.function, cr.parallel_tool_calls))
+        shapes.push_back({std::move(s.prefix), std::move(s.body_schema), std::move(s.suffix)});
+      gbnf = grammar::framed_schemas_to_gbnf(shapes);
+    } else if (cr.response_format.kind == Kind::kJsonObject) {
+      gbnf = grammar::json_object_gbnf();
+    } else if (cr.response_format.kind == Kind::kJsonSchema) {
+      gbnf = grammar::json_schema_to_gbnf(cr.response_format.schema);
+    } else {
+      return std::nullopt;
+    }
+  } catch (const Error& e) {
+    throw ApiError(400, std::string("'") + param + "': " + e.what(), param);
+  }
+  std::shared_ptr<const grammar::Vocabulary> vocab;
+  {
+    std::lock_guard lock(vocab_mu_);
+    if (!grammar_vocab_) grammar_vocab_ = engine::grammar_vocabulary(tokenizer_);
+    vocab = grammar_vocab_;
+  }
+  return engine::GrammarConstraint{std::make_shared<const grammar::Grammar>(grammar::Grammar::from_gbnf(gbnf)), vocab};
 }
 
 // llama-server's utility routes, with its request and response shapes.

@@ -83,6 +83,10 @@ class Server {
   sampling::SamplingParams defaults_;
   size_t vocab_size_;  // the model's: logits have this many entries
   engine::ChatPromptBuilder prompts_;
+  // The grammar of a request's structured output or forced tool call; nullopt for free text.
+  std::optional<engine::GrammarConstraint> output_grammar(const ChatRequest& cr, std::optional<chat::ToolCallFormat> format);
+  std::mutex vocab_mu_;
+  std::shared_ptr<const grammar::Vocabulary> grammar_vocab_;  // built on the first constrained request
   std::unique_ptr<engine::Scheduler> scheduler_;
   std::unique_ptr<httplib::Server> http_;
   std::atomic<bool> draining_{false};

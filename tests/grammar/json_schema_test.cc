@@ -200,3 +200,27 @@ TEST(JsonSchemaTest, TestSuiteSchemasNeverAcceptInvalidInstances) {
 
 }  // namespace
 }  // namespace ember::grammar
+
+namespace ember::grammar {
+namespace {
+
+// Shapes between literal texts (forced tool calls): each shape's rules are renamed apart, so two
+// shapes whose schemas would define the same rule names still accept exactly their own texts.
+TEST(JsonSchemaTest, FramedSchemasAlternate) {
+  const std::vector<FramedSchema> shapes = {
+      {"<call>", ordered_json::parse(R"({"type":"object","properties":{"a":{"type":"integer"}},"required":["a"]})"),
+       "</call>"},
+      {"TOOL b: ", ordered_json::parse(R"({"type":"object","properties":{"a":{"type":"string"}},"required":["a"]})"), ""},
+      {"", ordered_json::parse(R"({"enum":["root", "space"]})"), "."}};  // names of the converter's own rules
+  const auto g = test::compile(framed_schemas_to_gbnf(shapes));
+  EXPECT_TRUE(accepts(g, R"(<call>{"a": 5}</call>)"));
+  EXPECT_TRUE(accepts(g, R"(TOOL b: {"a": "x"})"));
+  EXPECT_TRUE(accepts(g, R"("space".)"));
+  EXPECT_FALSE(accepts(g, R"(<call>{"a": "x"}</call>)"));  // shape 0's a is an integer
+  EXPECT_FALSE(accepts(g, R"(TOOL b: {"a": 5})"));
+  EXPECT_FALSE(accepts(g, R"({"a": 5})"));
+  EXPECT_THROW(framed_schemas_to_gbnf({}), Error);
+}
+
+}  // namespace
+}  // namespace ember::grammar

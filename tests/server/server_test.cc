@@ -583,8 +583,8 @@ TEST_F(ServeTest, ModelsRetrieveAndUnsupportedFields) {
            {"audio", {{"voice", "alloy"}, {"format", "wav"}}},
            {"modalities", {"text", "audio"}},
            {"prediction", {{"type", "content"}, {"content", "x"}}},
-           {"response_format", {{"type", "json_object"}}},
-           {"tool_choice", "auto"}}) {
+           {"response_format", {{"type", "xml"}}},
+           {"tool_choice", "auto"}}) {  // tool_choice without tools
     ordered_json body = chat_body(refs(1).front(), false);
     body[name] = value;
     auto res = post(c, "/v1/chat/completions", body);
@@ -593,6 +593,25 @@ TEST_F(ServeTest, ModelsRetrieveAndUnsupportedFields) {
     const ordered_json e = ordered_json::parse(res->body)["error"];
     EXPECT_EQ(e["param"], name) << res->body;
     EXPECT_NE(e["message"].get<std::string>().find(name), std::string::npos) << res->body;
+  }
+  {  // a schema keyword the converter does not implement is named with its pointer
+    ordered_json body = chat_body(refs(1).front(), false);
+    body["response_format"] = ordered_json::parse(
+        R"({"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "string", "pattern": "^a+$"}}})");
+    auto res = post(c, "/v1/chat/completions", body);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 400) << res->body;
+    EXPECT_EQ(ordered_json::parse(res->body)["error"]["param"], "response_format");
+    EXPECT_NE(res->body.find("pattern"), std::string::npos) << res->body;
+  }
+  {  // chat-skills' template shows no tool-call format: tools are a 400, not calls lost in the content
+    ordered_json body = chat_body(refs(1).front(), false);
+    body["tools"] = ordered_json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])");
+    auto res = post(c, "/v1/chat/completions", body);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 400) << res->body;
+    EXPECT_EQ(ordered_json::parse(res->body)["error"]["param"], "tools");
+    EXPECT_NE(res->body.find("unknown tool-call format"), std::string::npos) << res->body;
   }
   ordered_json fine = chat_body(refs(1).front(), false);  // values that ask for what Ember does anyway
   fine["response_format"] = {{"type", "text"}};

@@ -56,8 +56,8 @@ await check("models.retrieve", async () => {
 await check("unsupported field is a 400 naming it", async () => {
   await assert.rejects(
     client.chat.completions.create({ model: "chat-skills", messages: cases[0].messages, max_tokens: 4,
-                                     response_format: { type: "json_object" } }),
-    (e) => e.status === 400 && e.param === "response_format");
+                                     prediction: { type: "content", content: "x" } }),
+    (e) => e.status === 400 && e.param === "prediction");
 });
 
 for (const [i, c] of cases.entries()) {
