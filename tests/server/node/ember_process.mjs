@@ -1,5 +1,6 @@
 // Running the ember binary from the node tests: `ember serve` on a free port, `ember chat --messages`.
 import { spawn, execFileSync } from "node:child_process";
+import { createRequire } from "node:module";
 import fs from "node:fs";
 import path from "node:path";
 
@@ -24,4 +25,15 @@ export function cliChat(ember, model, file, messages, args = []) {
   fs.writeFileSync(file, JSON.stringify(messages));
   const out = execFileSync(ember, ["chat", "-m", model, "--messages", file, "--json", "-q", ...args], { encoding: "utf8" });
   return JSON.parse(out.trim().split("\n").pop());
+}
+
+// `name` from the packages tests/server/node/setup.sh installed in EMBER_NODE_DIR; exits 77 (the
+// test is skipped) when they are not installed.
+export function nodePackage(name) {
+  const nodeDir = process.env.EMBER_NODE_DIR;
+  if (!nodeDir || !fs.existsSync(path.join(nodeDir, "node_modules", name))) {
+    console.log(`${name} package not installed in ${nodeDir}: run tests/server/node/setup.sh`);
+    process.exit(77);
+  }
+  return createRequire(path.join(nodeDir, "package.json"))(name);
 }

@@ -3,21 +3,14 @@
 // chat with n: 2, models.retrieve; SIGTERM exits 0.
 // Env: EMBER_BINARY, EMBER_SHARED_DIR, EMBER_NODE_DIR (where setup.sh installed the packages).
 // Exit 77 (skipped) when the packages are not installed.
-import { createRequire } from "node:module";
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import assert from "node:assert/strict";
-import { startServer, cliChat as runCliChat } from "./ember_process.mjs";
+import { nodePackage, startServer, cliChat as runCliChat } from "./ember_process.mjs";
 
-const nodeDir = process.env.EMBER_NODE_DIR;
-if (!nodeDir || !fs.existsSync(path.join(nodeDir, "node_modules", "openai"))) {
-  console.log(`openai package not installed in ${nodeDir}: run tests/server/node/setup.sh`);
-  process.exit(77);
-}
-const require = createRequire(path.join(nodeDir, "package.json"));
-const OpenAI = require("openai");
+const OpenAI = nodePackage("openai");
 
 const ember = process.env.EMBER_BINARY;
 const model = path.join(process.env.EMBER_SHARED_DIR, "models", "chat-skills");

@@ -4,21 +4,14 @@
 // random-weight one with tiny-qwen3's shapes, the real Qwen3 tokenizer and Qwen3's chat template.
 // Env: EMBER_BINARY, EMBER_WRITE_MODEL_FOLDER, EMBER_SHARED_DIR, EMBER_NODE_DIR. Exit 77 (skipped)
 // when the packages are not installed.
-import { createRequire } from "node:module";
 import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import assert from "node:assert/strict";
-import { startServer } from "./ember_process.mjs";
+import { nodePackage, startServer } from "./ember_process.mjs";
 
-const nodeDir = process.env.EMBER_NODE_DIR;
-if (!nodeDir || !fs.existsSync(path.join(nodeDir, "node_modules", "openai"))) {
-  console.log(`openai package not installed in ${nodeDir}: run tests/server/node/setup.sh`);
-  process.exit(77);
-}
-const require = createRequire(path.join(nodeDir, "package.json"));
-const OpenAI = require("openai");
+const OpenAI = nodePackage("openai");
 const shared = process.env.EMBER_SHARED_DIR;
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "ember-openai-tools-"));
 
