@@ -15,8 +15,8 @@
 
 #include "engine/grammar_constraint.h"
 #include "engine/session.h"
-#include "grammar/json_schema.h"
-#include "grammar/matcher.h"
+#include "sampling/json_schema.h"
+#include "sampling/grammar_matcher.h"
 #include "model/synthetic.h"
 #include "tokenizer/tokenizer.h"
 

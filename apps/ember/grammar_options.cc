@@ -2,7 +2,7 @@
 
 #include "apps/ember/jsonl.h"
 #include "base/error.h"
-#include "grammar/json_schema.h"
+#include "sampling/json_schema.h"
 
 namespace ember::app {
 

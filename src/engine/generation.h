@@ -14,7 +14,7 @@
 #include "chat/reasoning.h"
 #include "chat/thinking_budget.h"
 #include "engine/grammar_constraint.h"
-#include "grammar/matcher.h"
+#include "sampling/grammar_matcher.h"
 #include "model/config.h"
 #include "sampling/generation_config.h"
 #include "sampling/sampler.h"

@@ -3,8 +3,8 @@
 // both immutable and shared by every sequence that uses them.
 #include <memory>
 
-#include "grammar/grammar.h"
-#include "grammar/vocabulary.h"
+#include "sampling/grammar.h"
+#include "sampling/grammar_vocabulary.h"
 #include "tokenizer/tokenizer.h"
 
 namespace ember::engine {

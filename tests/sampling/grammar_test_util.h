@@ -4,9 +4,9 @@
 #include <string>
 #include <string_view>
 
-#include "grammar/grammar.h"
-#include "grammar/matcher.h"
-#include "grammar/vocabulary.h"
+#include "sampling/grammar.h"
+#include "sampling/grammar_matcher.h"
+#include "sampling/grammar_vocabulary.h"
 
 namespace ember::grammar::test {
 

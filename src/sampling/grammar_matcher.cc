@@ -1,4 +1,4 @@
-#include "grammar/matcher.h"
+#include "sampling/grammar_matcher.h"
 
 #include <algorithm>
 #include <cstring>

@@ -11,8 +11,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "grammar/grammar.h"
-#include "grammar/vocabulary.h"
+#include "sampling/grammar.h"
+#include "sampling/grammar_vocabulary.h"
 
 namespace ember::grammar {
 

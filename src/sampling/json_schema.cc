@@ -1,4 +1,4 @@
-#include "grammar/json_schema.h"
+#include "sampling/json_schema.h"
 
 #include <algorithm>
 #include <cctype>
@@ -103,17 +103,16 @@ std::string integer_range(int64_t lo, int64_t hi) {
 
 class SchemaConverter {
  public:
-  explicit SchemaConverter(const json& root) : root_(root) {}
-
-  std::string convert() {
-    const std::string top = visit(root_, "");
-    return "root ::= " + top + "\n" + rules_text();
+  // The expression of one value matching `schema` (its "#..." references resolve within it). Several
+  // schemas may go through one converter: their rules share names and bodies without clashing.
+  std::string value(const json& schema) {
+    root_ = &schema;
+    refs_.clear();
+    return visit(schema, "");
   }
-
-  std::string any_object() {
-    const std::string top = primitive("object");
-    return "root ::= " + top + "\n" + rules_text();
-  }
+  std::string any_object() { return primitive("object"); }
+  // The grammar text: root, then every rule made so far.
+  std::string grammar(const std::string& root_body) const { return "root ::= " + root_body + "\n" + rules_text(); }
 
  private:
   std::string rules_text() const {
@@ -359,7 +358,7 @@ class SchemaConverter {
     const std::string r = target.get<std::string>();
     if (r.empty() || r[0] != '#') unsupported("$ref", ptr + " (only local references \"#...\" are supported, got \"" + r + "\")");
     try {
-      return root_.at(json::json_pointer(r.substr(1)));
+      return root_->at(json::json_pointer(r.substr(1)));
     } catch (const std::exception&) {
       bad("$ref \"" + r + "\" points at nothing", ptr);
     }
@@ -604,7 +603,7 @@ class SchemaConverter {
     return body + " \"}\" " + sp;
   }
 
-  const json& root_;
+  const json* root_ = nullptr;  // the schema being converted (references resolve in it)
   std::map<std::string, std::string> rules_;
   std::map<std::string, std::string> by_body_;
   std::map<std::string, std::string> refs_;
@@ -612,64 +611,25 @@ class SchemaConverter {
 
 }  // namespace
 
-std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema) { return SchemaConverter(schema).convert(); }
-
-std::string json_object_gbnf() { return SchemaConverter(nlohmann::ordered_json::object()).any_object(); }
-
-namespace {
-
-// `gbnf` with every rule it defines renamed to prefix + name (references included; string literals,
-// character classes and comments untouched), so that several grammars can share one text.
-std::string prefix_rules(const std::string& gbnf, const std::string& prefix) {
-  std::set<std::string> defined;
-  auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_'; };
-  for (size_t at = 0; at < gbnf.size();) {
-    const size_t end = std::min(gbnf.find('\n', at), gbnf.size());
-    size_t k = at;
-    while (k < end && ident(gbnf[k])) ++k;
-    if (k > at && gbnf.find("::=", k) < end) defined.insert(gbnf.substr(at, k - at));
-    at = end + 1;
-  }
-  std::string out;
-  for (size_t i = 0; i < gbnf.size();) {
-    const char c = gbnf[i];
-    if (c == '"' || c == '[') {  // a literal or a class: copied with its escapes
-      const char close = c == '"' ? '"' : ']';
-      size_t j = i + 1;
-      while (j < gbnf.size() && gbnf[j] != close) j += gbnf[j] == '\\' ? 2 : 1;
-      out.append(gbnf, i, j + 1 - i);
-      i = j + 1;
-    } else if (c == '#') {
-      const size_t j = std::min(gbnf.find('\n', i), gbnf.size());
-      out.append(gbnf, i, j - i);
-      i = j;
-    } else if (ident(c)) {
-      size_t j = i;
-      while (j < gbnf.size() && ident(gbnf[j])) ++j;
-      const std::string word = gbnf.substr(i, j - i);
-      out += defined.count(word) ? prefix + word : word;
-      i = j;
-    } else {
-      out += c;
-      ++i;
-    }
-  }
-  return out;
+std::string json_schema_to_gbnf(const nlohmann::ordered_json& schema) {
+  SchemaConverter c;
+  return c.grammar(c.value(schema));
 }
 
-}  // namespace
+std::string json_object_gbnf() {
+  SchemaConverter c;
+  return c.grammar(c.any_object());
+}
 
 std::string framed_schemas_to_gbnf(const std::vector<FramedSchema>& shapes) {
   if (shapes.empty()) throw Error("framed_schemas_to_gbnf: no shape");
-  std::string root = "root ::= ", rules;
-  for (size_t i = 0; i < shapes.size(); ++i) {
-    const std::string p = "s" + std::to_string(i) + "-";
-    root += (i ? " | " : "") + p + "frame";
-    auto lit = [](const std::string& t) { return t.empty() ? std::string() : gbnf_literal(t) + " "; };
-    rules += p + "frame ::= " + lit(shapes[i].prefix) + p + "root " + lit(shapes[i].suffix) + "\n";
-    rules += prefix_rules(json_schema_to_gbnf(shapes[i].schema), p);
-  }
-  return root + "\n" + rules;
+  auto lit = [](const std::string& t) { return t.empty() ? std::string() : gbnf_literal(t) + " "; };
+  SchemaConverter c;
+  std::string alternatives;
+  for (const FramedSchema& shape : shapes)
+    alternatives += (alternatives.empty() ? "" : " | ") + ("(" + lit(shape.prefix) + "(" + c.value(shape.schema) + ") " +
+                                                           lit(shape.suffix) + ")");
+  return c.grammar(alternatives);
 }
 
 }  // namespace ember::grammar

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Every output of `ember generate --json-schema` from random-weight models, sampled at temperature 1
 with 5 seeds, must be JSON that validates against its schema, checked by an independent validator
-(python3-jsonschema, formats included). The schemas: tests/grammar/schemas/*.json and the draft 7
+(python3-jsonschema, formats included). The schemas: tests/sampling/schemas/*.json and the draft 7
 schemas of the JSON-Schema-Test-Suite that Ember's converter supports (the others are refused with
 an "unsupported keyword" error; a substantial number must be supported).
 
@@ -117,7 +117,7 @@ def run(schema_path, model, limit):
 with tempfile.TemporaryDirectory() as tmp:
     models = [make_model(t, k, e, pathlib.Path(tmp) / t) for t, k, e in pairs]
     cases = []  # (name, schema, path)
-    for f in sorted((src / "tests" / "grammar" / "schemas").glob("*.json")):
+    for f in sorted((src / "tests" / "sampling" / "schemas").glob("*.json")):
         cases.append((f.name, json.loads(f.read_text()), f))
     corpus = len(cases)
     suite_files = sorted(suite.rglob("*.json"))

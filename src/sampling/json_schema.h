@@ -23,8 +23,8 @@ struct FramedSchema {
   nlohmann::ordered_json schema;
   std::string suffix;
 };
-// The alternation of the shapes (each one's rules renamed apart). Throws as json_schema_to_gbnf, or
-// for an empty list.
+// The alternation of the shapes (one converter for all: their rules never clash). Throws as
+// json_schema_to_gbnf, or for an empty list.
 std::string framed_schemas_to_gbnf(const std::vector<FramedSchema>& shapes);
 
 }  // namespace ember::grammar

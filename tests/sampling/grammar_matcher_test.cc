@@ -5,7 +5,7 @@
 
 #include "base/utf8.h"
 #include "engine/grammar_constraint.h"
-#include "grammar/json_schema.h"
+#include "sampling/json_schema.h"
 #include "grammar_test_util.h"
 #include "test_paths.h"
 #include "tokenizer/tokenizer.h"

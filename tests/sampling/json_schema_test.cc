@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "base/error.h"
-#include "grammar/json_schema.h"
+#include "sampling/json_schema.h"
 #include "grammar_test_util.h"
 
 namespace ember::grammar {
@@ -204,7 +204,7 @@ TEST(JsonSchemaTest, TestSuiteSchemasNeverAcceptInvalidInstances) {
 namespace ember::grammar {
 namespace {
 
-// Shapes between literal texts (forced tool calls): each shape's rules are renamed apart, so two
+// Shapes between literal texts (forced tool calls): one converter names all shapes' rules, so two
 // shapes whose schemas would define the same rule names still accept exactly their own texts.
 TEST(JsonSchemaTest, FramedSchemasAlternate) {
   const std::vector<FramedSchema> shapes = {

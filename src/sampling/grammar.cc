@@ -1,4 +1,4 @@
-#include "grammar/grammar.h"
+#include "sampling/grammar.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "grammar/vocabulary.h"
+#include "sampling/grammar_vocabulary.h"
 
 #include <algorithm>
 

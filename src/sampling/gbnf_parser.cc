@@ -4,7 +4,7 @@
 #include <optional>
 
 #include "base/error.h"
-#include "grammar/grammar.h"
+#include "sampling/grammar.h"
 
 namespace ember::grammar {
 
