@@ -18,7 +18,7 @@
 #include "base/error.h"
 #include "chat/forced_tool_call.h"
 #include "chat/tool_call_parser.h"
-#include "grammar/json_schema.h"
+#include "sampling/json_schema.h"
 #include "server/web_assets.h"
 
 namespace ember::server {
@@ -189,11 +189,9 @@ struct Server::Stream {
   ordered_json whole_choice(const tokenizer::Tokenizer& tok, size_t i) {
     engine::StreamUpdate u = choices[i].all;
     if (!choices[i].tools) return choice(tok, i, u, false);
-    chat::ToolCallDelta d = choices[i].tools->push(u.content);
-    const chat::ToolCallDelta rest = choices[i].tools->flush();
     chat::ParsedReply reply;
-    chat::append_delta(reply, d);
-    chat::append_delta(reply, rest);
+    chat::append_delta(reply, choices[i].tools->push(u.content));
+    chat::append_delta(reply, choices[i].tools->flush());
     u.content = reply.content;
     return choice(tok, i, u, false, reply.tool_calls.empty() ? ordered_json(nullptr) : chat::tool_calls_json(reply.tool_calls));
   }
@@ -205,17 +203,8 @@ struct Server::Stream {
     engine::StreamUpdate text = u;
     text.finished = false;
     if (choices[i].tools) {
-      chat::ToolCallDelta d = choices[i].tools->push(u.content);
-      if (u.finished) {
-        const chat::ToolCallDelta rest = choices[i].tools->flush();
-        if (!rest.content.empty() && !d.tool_calls.empty()) {  // content after a call: its own chunk
-          out += chunk_of(tok, i, text, d);
-          d = chat::ToolCallDelta{};
-        }
-        d.content += rest.content;
-        d.tool_calls.insert(d.tool_calls.end(), rest.tool_calls.begin(), rest.tool_calls.end());
-      }
-      out += chunk_of(tok, i, text, d);
+      out += chunk_of(tok, i, text, choices[i].tools->push(u.content));
+      if (u.finished) out += chunk_of(tok, i, engine::StreamUpdate{}, choices[i].tools->flush());  // what it held back
     } else if (!text.content.empty() || !text.reasoning.empty() || (logprobs && !text.tokens.empty())) {
       out += choice_chunk(tok, i, text);
     }
