@@ -17,8 +17,9 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import urllib.request
+
+from serve_process import start_serve, stop
 
 ember, writer, src, shared = sys.argv[1:5]
 MODELS = [("llama-3.2-1b-instruct", "llama-3.2", "llama3.2-instruct.jinja"),
@@ -39,21 +40,9 @@ def gb(text, pattern):
 
 
 def serve_and_chat(folder, name):
-    proc = subprocess.Popen([ember, "serve", "-m", str(folder), "--port", "0"], stderr=subprocess.PIPE, text=True)
+    proc, url, lines = start_serve(ember, folder)
     try:
-        plan, url, lines = None, None, []
-        deadline = time.time() + 300
-        while url is None:
-            assert time.time() < deadline, "ember serve did not start: " + "".join(lines)
-            line = proc.stderr.readline()
-            assert line, f"ember serve exited ({proc.wait()}): " + "".join(lines)
-            lines.append(line)
-            if line.startswith("memory plan:"):
-                plan = line
-            m = re.match(r"ember serve: (http://\S+/)", line)
-            if m:
-                url = m.group(1)
-        threading.Thread(target=proc.stderr.read, daemon=True).start()  # keep the pipe drained
+        plan = next((l for l in lines if l.startswith("memory plan:")), None)
         assert plan is not None, "no memory plan line: " + "".join(lines)
         print(name, plan.strip())
         context = int(re.search(r"KV cache f16, (\d+) tokens", plan).group(1))
@@ -92,11 +81,7 @@ def serve_and_chat(folder, name):
         # Four short chats touch a few MB of the pool: resident memory is the weights plus that.
         assert now <= 1.10 * weights + 300e6, "resident memory follows the pool's size, not its use"
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
 
 
 with tempfile.TemporaryDirectory(prefix="ember-real-models-") as tmp:

@@ -11,16 +11,15 @@ On the Hermes template also: response_format json_schema and json_object give JS
 Usage: serve_tools_test.py EMBER WRITE_MODEL_FOLDER SHARED_DIR"""
 import json
 import pathlib
-import re
 import subprocess
 import sys
 import tempfile
-import threading
-import time
 import urllib.error
 import urllib.request
 
 import jsonschema
+
+from serve_process import start_serve, stop
 
 ember, writer, shared = sys.argv[1], sys.argv[2], pathlib.Path(sys.argv[3])
 # Templates of ../shared that render tool calls, and the finish expected of each (all of them).
@@ -85,21 +84,6 @@ def reassemble(chunks):
     return [calls[i] for i in sorted(calls)], finish
 
 
-def serve(folder):
-    proc = subprocess.Popen([ember, "serve", "-m", str(folder), "--port", "0", "--ctx", "4096"],
-                            stderr=subprocess.PIPE, text=True)
-    err, deadline = "", time.time() + 120
-    while True:
-        assert time.time() < deadline, "ember serve did not start: " + err
-        line = proc.stderr.readline()
-        assert line, f"ember serve exited: {err}"
-        err += line
-        m = re.match(r"ember serve: (http://\S+/)", line)
-        if m:
-            threading.Thread(target=proc.stderr.read, daemon=True).start()
-            return proc, m.group(1)
-
-
 NO_THOUGHT = {}  # logit_bias banning <think>: the templates' models do not think (only Qwen3's tokenizer has it)
 
 
@@ -129,7 +113,7 @@ with tempfile.TemporaryDirectory(prefix="ember-tools-") as tmp:
         subprocess.run([writer, str(tmp / "src"), str(shared / "tokenizers/qwen3/tokenizer.json"),
                         str(shared / "tokenizers/qwen3/tokenizer_config.json"), str(shared / "chat_templates" / template),
                         str(folder)], check=True, stderr=subprocess.DEVNULL)
-        proc, url = serve(folder)
+        proc, url, _ = start_serve(ember, folder, ["--ctx", "4096"], timeout=120)
         try:
             def required():
                 r = post(url, base_body(user, tools=TOOLS, tool_choice="required"))
@@ -177,7 +161,6 @@ with tempfile.TemporaryDirectory(prefix="ember-tools-") as tmp:
                 check("response_format json_schema", schema_format)
                 check("response_format json_object", object_format)
         finally:
-            proc.terminate()
-            proc.wait(timeout=30)
+            stop(proc)
 print(f"{len(failures)} failed" if failures else "all passed")
 sys.exit(1 if failures else 0)

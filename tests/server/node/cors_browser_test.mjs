@@ -4,26 +4,14 @@
 // Chromium blocks it.
 // Env: EMBER_BINARY, EMBER_SHARED_DIR, EMBER_NODE_DIR, EMBER_CHROMIUM. Exit 77 (skipped) only when
 // chromium is not installed.
-import { createRequire } from "node:module";
 import fs from "node:fs";
 import http from "node:http";
 import os from "node:os";
 import path from "node:path";
 import assert from "node:assert/strict";
-import { startServer } from "./ember_process.mjs";
+import { browserForTests, startServer } from "./ember_process.mjs";
 
-const chromiumPath = process.env.EMBER_CHROMIUM || "/usr/bin/chromium";
-if (!fs.existsSync(chromiumPath)) {
-  console.log(`${chromiumPath} is not installed (scripts/install-deps.sh installs Debian's chromium): skipped`);
-  process.exit(77);
-}
-const nodeDir = process.env.EMBER_NODE_DIR;
-if (!nodeDir || !fs.existsSync(path.join(nodeDir, "node_modules", "playwright-core"))) {
-  console.log(`FAIL: playwright-core is not installed in ${nodeDir}: run tests/server/node/setup.sh`);
-  process.exit(1);
-}
-const require = createRequire(path.join(nodeDir, "package.json"));
-const { chromium } = require("playwright-core");
+const { chromium, chromiumPath } = browserForTests();
 const ember = process.env.EMBER_BINARY;
 const model = path.join(process.env.EMBER_SHARED_DIR, "models", "chat-skills");
 

@@ -37,3 +37,19 @@ export function nodePackage(name) {
   }
   return createRequire(path.join(nodeDir, "package.json"))(name);
 }
+
+// Debian's chromium and setup.sh's playwright-core for the browser tests: { chromium, chromiumPath }.
+// Exits 77 (skipped) only when chromium is not installed; a missing playwright-core is a failure.
+export function browserForTests() {
+  const chromiumPath = process.env.EMBER_CHROMIUM || "/usr/bin/chromium";
+  if (!fs.existsSync(chromiumPath)) {
+    console.log(`${chromiumPath} is not installed (scripts/install-deps.sh installs Debian's chromium): skipped`);
+    process.exit(77);
+  }
+  const nodeDir = process.env.EMBER_NODE_DIR;
+  if (!nodeDir || !fs.existsSync(path.join(nodeDir, "node_modules", "playwright-core"))) {
+    console.log(`FAIL: playwright-core is not installed in ${nodeDir}: run tests/server/node/setup.sh`);
+    process.exit(1);
+  }
+  return { chromium: createRequire(path.join(nodeDir, "package.json"))("playwright-core").chromium, chromiumPath };
+}
