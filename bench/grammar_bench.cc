@@ -45,16 +45,20 @@ std::shared_ptr<const grammar::Grammar> schema_grammar(const std::string& name) 
 struct MaskStats {
   std::vector<double> ms;
   size_t tokens = 0, sequences = 0;
+  size_t first_sequence_tokens = 0;  // the masks computed with nothing cached yet come first
 };
 
 // Random decoding under the grammar: mask, pick an allowed token, feed it; a complete sentence ends
-// (as an end token would) with probability 1/2 per step.
+// (as an end token would) with probability 1/2 per step. The sequences share one mask cache, as the
+// requests of one schema do in a server.
 void random_decode(const std::shared_ptr<const grammar::Grammar>& g,
                    const std::shared_ptr<const grammar::Vocabulary>& v, size_t steps, MaskStats& st) {
   std::mt19937_64 rng(7);
   std::vector<int32_t> allowed;
+  const auto cache = std::make_shared<grammar::MaskCache>();
   while (st.tokens < steps) {
-    grammar::Matcher m(g, v);
+    if (st.sequences == 1) st.first_sequence_tokens = st.tokens;
+    grammar::Matcher m(g, v, cache);
     ++st.sequences;
     for (size_t i = 0; i < 400 && st.tokens < steps; ++i) {
       const auto t0 = Clock::now();
@@ -99,14 +103,19 @@ int main(int argc, char** argv) {
   const auto vocab = engine::grammar_vocabulary(qwen);
   std::printf("Qwen3 vocabulary: %d tokens, trie of %zu nodes built in %.0f ms\n", qwen.vocab_size(), vocab->nodes(),
               ms_since(t0));
-  std::printf("%-18s %8s %9s %9s %9s %9s %9s\n", "schema", "tokens", "mean ms", "p50 ms", "p99 ms", "max ms", "first ms");
+  std::printf("mean ms: over all sequences (sharing one mask cache); cold ms: the first sequence's mean\n");
+  std::printf("%-18s %8s %5s %9s %9s %9s %9s %9s %9s\n", "schema", "tokens", "seqs", "mean ms", "cold ms", "p50 ms",
+              "p99 ms", "max ms", "first ms");
   for (const char* name : {"person", "openai_strict", "array_of_objects", "nested", "unicode_strings"}) {
     const auto g = schema_grammar(name);
     MaskStats st;
     random_decode(g, vocab, steps, st);
-    double sum = 0;
-    for (double x : st.ms) sum += x;
-    std::printf("%-18s %8zu %9.3f %9.3f %9.3f %9.3f %9.3f\n", name, st.tokens, sum / static_cast<double>(st.ms.size()),
+    if (st.sequences == 1) st.first_sequence_tokens = st.tokens;
+    double sum = 0, cold = 0;
+    for (size_t i = 0; i < st.ms.size(); ++i) (i < st.first_sequence_tokens ? cold : sum) += st.ms[i];
+    sum += cold;
+    std::printf("%-18s %8zu %5zu %9.3f %9.3f %9.3f %9.3f %9.3f %9.3f\n", name, st.tokens, st.sequences,
+                sum / static_cast<double>(st.ms.size()), cold / static_cast<double>(st.first_sequence_tokens),
                 percentile(st.ms, 0.5), percentile(st.ms, 0.99), percentile(st.ms, 1.0), st.ms.front());
   }
   if (!model) return 0;

@@ -64,7 +64,7 @@ Generation::Generation(const tokenizer::Tokenizer& tokenizer, GenerationRequest 
   check_prompt_fits(prompt_tokens(), context);
   if (const auto& g = request_.grammar) {
     if (!g->grammar || !g->vocabulary) throw Error("a grammar constraint needs both a grammar and a vocabulary");
-    matcher_.emplace(g->grammar, g->vocabulary);
+    matcher_.emplace(g->grammar, g->vocabulary, g->masks);
     grammar_on_ = !(request_.split_reasoning && request_.starts_in_reasoning);
     if (request_.split_reasoning && grammar_on_) think_open_ = tokenizer.token_to_id("<think>");
   }

@@ -1,9 +1,11 @@
 #pragma once
 // What a generation needs to follow a grammar: the compiled grammar and the vocabulary it masks,
-// both immutable and shared by every sequence that uses them.
+// both immutable, and the masks already computed for them; all shared by every sequence (and
+// every copy of the constraint) that uses them.
 #include <memory>
 
 #include "sampling/grammar.h"
+#include "sampling/grammar_matcher.h"
 #include "sampling/grammar_vocabulary.h"
 #include "tokenizer/tokenizer.h"
 
@@ -12,6 +14,7 @@ namespace ember::engine {
 struct GrammarConstraint {
   std::shared_ptr<const grammar::Grammar> grammar;
   std::shared_ptr<const grammar::Vocabulary> vocabulary;  // from grammar_vocabulary(tokenizer)
+  std::shared_ptr<grammar::MaskCache> masks = std::make_shared<grammar::MaskCache>();
 };
 
 // The tokenizer's tokens as byte strings; special tokens are control tokens no grammar allows.

@@ -8,9 +8,17 @@
 namespace ember::grammar {
 
 namespace {
-constexpr uint32_t kAcceptPos = 0xFFFFFFFFu;
+constexpr uint32_t kAcceptPos = 0xFFFFFFFFu, kBoundaryPos = 0xFFFFFFFEu;
+// Frame 0: the root rule has ended. Frame 1: a cut stack's boundary (what lies below is unknown).
+constexpr uint32_t kAcceptFrame = 0, kBoundaryFrame = 1;
+constexpr int32_t kBoundaryParent = -2;  // the parent of a cut stack's lowest frame
+// Frames a cut stack keeps: deep enough that a string, a number or a list item stays inside
+// them (the boundary is rarely reached), shallow enough that stacks deeper in the same kind of
+// value share their cut.
+constexpr int kTopFrames = 4;
 constexpr size_t kMaxStates = 8192;  // × 1 KiB of transitions each
 constexpr size_t kMaxMasks = 64;
+constexpr size_t kMaxCutMasks = 1024;  // × one bit per token each: 19 MB on a 150k vocabulary
 constexpr uint32_t kAnyCp = 0xFFFFFFFFu;  // a partial character whose exact bits no longer matter
 
 uint64_t state_hash(uint32_t cp, uint8_t need, uint8_t len, const std::vector<uint32_t>& stacks) {
@@ -20,9 +28,35 @@ uint64_t state_hash(uint32_t cp, uint8_t need, uint8_t len, const std::vector<ui
 }
 }  // namespace
 
-Matcher::Matcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocab)
-    : g_(std::move(grammar)), vocab_(std::move(vocab)) {
+std::shared_ptr<const MaskCache::Entry> MaskCache::find(const std::vector<uint32_t>& key) {
+  std::lock_guard lock(mu_);
+  const auto it = entries_.find(key);
+  return it == entries_.end() ? nullptr : it->second;
+}
+
+void MaskCache::insert(const std::vector<uint32_t>& key, std::shared_ptr<const Entry> entry) {
+  std::lock_guard lock(mu_);
+  if (entries_.size() >= kMaxCutMasks) entries_.clear();  // matchers keep the entries they hold
+  entries_.emplace(key, std::move(entry));
+}
+
+size_t MaskCache::size() {
+  std::lock_guard lock(mu_);
+  return entries_.size();
+}
+
+Matcher::Matcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocab,
+                 std::shared_ptr<MaskCache> cache)
+    : g_(std::move(grammar)), vocab_(std::move(vocab)), cache_(cache ? std::move(cache) : std::make_shared<MaskCache>()) {
   frames_.push_back({kAcceptPos, -1});
+  frames_.push_back({kBoundaryPos, -1});
+  // ASCII bytes that every character class of the grammar treats alike lead to the same state.
+  std::map<std::vector<bool>, uint8_t> rep_of;
+  for (uint32_t b = 0; b < 0x80; ++b) {
+    std::vector<bool> in;
+    for (const CharSet& set : g_->sets()) in.push_back(set.contains(b));
+    ascii_rep_[b] = rep_of.try_emplace(std::move(in), static_cast<uint8_t>(b)).first->second;
+  }
   walk_stack_.resize(vocab_->max_depth() + 1);
   current_ = start_state();
 }
@@ -40,8 +74,10 @@ void Matcher::expand(uint32_t pos, int32_t parent, std::vector<uint32_t>& out) {
   const Element e = elems[pos];
   switch (e.kind) {
     case Element::kEnd:
-      if (parent < 0) {
-        out.push_back(0);
+      if (parent == -1) {
+        out.push_back(kAcceptFrame);
+      } else if (parent == kBoundaryParent) {
+        out.push_back(kBoundaryFrame);
       } else {
         const Frame f = frames_[static_cast<size_t>(parent)];
         expand(f.pos, f.parent, out);
@@ -96,6 +132,8 @@ int32_t Matcher::intern(State s) {
   states_.push_back(std::move(s));
   trans_.resize(trans_.size() + 256, kUnknown);
   mask_of_.push_back(-1);
+  const std::vector<uint32_t>& st = states_.back().stacks;
+  at_boundary_.push_back(std::binary_search(st.begin(), st.end(), kBoundaryFrame) ? 1 : 0);
   return id;
 }
 
@@ -109,6 +147,11 @@ int32_t Matcher::start_state() {
 }
 
 int32_t Matcher::compute(int32_t state, uint8_t b) {
+  if (b < 0x80 && ascii_rep_[b] != b && states_[static_cast<size_t>(state)].need == 0) {
+    const int32_t same = next(state, ascii_rep_[b]);
+    trans_[static_cast<size_t>(state) * 256 + b] = same;
+    return same;
+  }
   const State& from = states_[static_cast<size_t>(state)];
   uint32_t cp = 0;
   uint8_t need = 0xFF, len = 0;  // need 0xFF: not UTF-8
@@ -146,7 +189,7 @@ int32_t Matcher::compute(int32_t state, uint8_t b) {
     } else if (need > 0) {  // keep the stacks whose class holds some character with this prefix
       bool all_cover = true;
       for (const uint32_t st : from.stacks)
-        if (st != 0 && viable(sets[elems[frames_[st].pos].index])) {
+        if (st > kBoundaryFrame && viable(sets[elems[frames_[st].pos].index])) {
           to.stacks.push_back(st);
           all_cover = all_cover && sets[elems[frames_[st].pos].index].covers(cp << (6 * need), hi_raw);
         }
@@ -158,7 +201,7 @@ int32_t Matcher::compute(int32_t state, uint8_t b) {
     } else if (viable(CharSet{{{0, 0x10FFFF}}, false})) {
       seen_.clear();
       for (const uint32_t st : from.stacks) {
-        if (st == 0) continue;
+        if (st <= kBoundaryFrame) continue;  // neither takes a byte
         const Frame f = frames_[st];
         if (sets[elems[f.pos].index].contains(cp)) expand(f.pos + 1, f.parent, to.stacks);
       }
@@ -184,6 +227,7 @@ void Matcher::reset_caches() {
   state_ids_.clear();
   trans_.clear();
   mask_of_.clear();
+  at_boundary_.clear();
   masks_.clear();
   current_ = intern(std::move(cur));
 }
@@ -213,26 +257,24 @@ bool Matcher::can_continue() const {
   return s.stacks.back() != 0;
 }
 
-const std::vector<uint64_t>& Matcher::allowed() {
-  reset_caches();
-  const int32_t cached = mask_of_[static_cast<size_t>(current_)];
-  if (cached >= 0) return masks_[static_cast<size_t>(cached)];
-  if (masks_.size() >= kMaxMasks) {
-    masks_.clear();
-    std::fill(mask_of_.begin(), mask_of_.end(), -1);
-  }
-  std::vector<uint64_t> mask((vocab_->size() + 63) / 64, 0);
-  const size_t n = vocab_->nodes();
+void Matcher::walk_trie(int32_t state, uint32_t begin, uint32_t end, std::vector<uint64_t>& mask,
+                        std::vector<uint32_t>* roots) {
+  if (begin >= end) return;
   const uint8_t* byte = vocab_->node_byte();
   const uint16_t* depth = vocab_->node_depth();
   const uint32_t* skip = vocab_->node_skip();
   const uint32_t* off = vocab_->node_token_offsets();
   const int32_t* toks = vocab_->node_tokens();
   int32_t* st = walk_stack_.data();
-  st[0] = current_;
-  for (size_t i = 0; i < n;) {
+  st[depth[begin] - 1] = state;
+  for (uint32_t i = begin; i < end;) {
     const int32_t t = next(st[depth[i] - 1], byte[i]);
     if (t < 0) {
+      i = skip[i];
+      continue;
+    }
+    if (roots && at_boundary_[static_cast<size_t>(t)]) {
+      roots->push_back(i);
       i = skip[i];
       continue;
     }
@@ -243,7 +285,75 @@ const std::vector<uint64_t>& Matcher::allowed() {
     }
     ++i;
   }
-  mask_of_[static_cast<size_t>(current_)] = static_cast<int32_t>(masks_.size());
+}
+
+uint32_t Matcher::cut(uint32_t st) {
+  uint32_t pos[kTopFrames];
+  int n = 0;
+  auto f = static_cast<int32_t>(st);
+  for (; f >= 0 && n < kTopFrames; f = frames_[static_cast<size_t>(f)].parent) pos[n++] = frames_[static_cast<size_t>(f)].pos;
+  if (f < 0) return st;  // no deeper than the cut: the mask is exact
+  int32_t below = kBoundaryParent;
+  while (n > 0) below = static_cast<int32_t>(frame(pos[--n], below));
+  return static_cast<uint32_t>(below);
+}
+
+std::shared_ptr<const MaskCache::Entry> Matcher::cut_mask(uint32_t cut_frame) {
+  if (const auto it = cut_masks_.find(cut_frame); it != cut_masks_.end()) return it->second;
+  std::vector<uint32_t> key;
+  int32_t f = static_cast<int32_t>(cut_frame);
+  for (; f >= 0; f = frames_[static_cast<size_t>(f)].parent) key.push_back(frames_[static_cast<size_t>(f)].pos);
+  key.push_back(f == kBoundaryParent ? kBoundaryPos : kAcceptPos);
+  std::shared_ptr<const MaskCache::Entry> entry = cache_->find(key);
+  if (!entry) {
+    MaskCache::Entry e{std::vector<uint64_t>((vocab_->size() + 63) / 64, 0), {}};
+    const int32_t from = intern(State{0, 0, 0, {cut_frame}});
+    walk_trie(from, 0, static_cast<uint32_t>(vocab_->nodes()), e.accepted, &e.roots);
+    entry = std::make_shared<const MaskCache::Entry>(std::move(e));
+    cache_->insert(key, entry);
+  }
+  if (cut_masks_.size() >= kMaxCutMasks) cut_masks_.clear();
+  cut_masks_.emplace(cut_frame, entry);
+  return entry;
+}
+
+void Matcher::add_stack_mask(uint32_t st, std::vector<uint64_t>& mask) {
+  const std::shared_ptr<const MaskCache::Entry> top = cut_mask(cut(st));
+  for (size_t w = 0; w < mask.size(); ++w) mask[w] |= top->accepted[w];
+  if (top->roots.empty()) return;
+  // The boundary subtrees, against the whole stack: the bytes down to each root's parent, then the
+  // subtree. Any token under a root starts with the root's path.
+  const std::vector<uint32_t>& roots = top->roots;
+  const int32_t whole = intern(State{0, 0, 0, {st}});
+  const uint16_t* depth = vocab_->node_depth();
+  const uint32_t* skip = vocab_->node_skip();
+  for (const uint32_t r : roots) {
+    const std::string& path = vocab_->bytes(vocab_->node_tokens()[vocab_->node_token_offsets()[r]]);
+    const int32_t s = walk(whole, std::string_view(path).substr(0, depth[r] - 1u));
+    if (s >= 0) walk_trie(s, r, skip[r], mask, nullptr);
+  }
+}
+
+const std::vector<uint64_t>& Matcher::allowed() {
+  reset_caches();
+  const int32_t cached = mask_of_[static_cast<size_t>(current_)];
+  if (cached >= 0) return masks_[static_cast<size_t>(cached)];
+  if (masks_.size() >= kMaxMasks) {
+    masks_.clear();
+    std::fill(mask_of_.begin(), mask_of_.end(), -1);
+  }
+  std::vector<uint64_t> mask((vocab_->size() + 63) / 64, 0);
+  const int32_t here = current_;
+  if (vocab_->nodes() > 0) {
+    if (states_[static_cast<size_t>(here)].need != 0) {
+      walk_trie(here, 0, static_cast<uint32_t>(vocab_->nodes()), mask, nullptr);  // inside a character: rare
+    } else {
+      const std::vector<uint32_t> stacks = states_[static_cast<size_t>(here)].stacks;  // interning moves states_
+      for (const uint32_t st : stacks)
+        if (st != kAcceptFrame) add_stack_mask(st, mask);
+    }
+  }
+  mask_of_[static_cast<size_t>(here)] = static_cast<int32_t>(masks_.size());
   masks_.push_back(std::move(mask));
   return masks_.back();
 }

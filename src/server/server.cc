@@ -548,13 +548,18 @@ std::optional<engine::GrammarConstraint> Server::output_grammar(const ChatReques
   } catch (const Error& e) {
     throw ApiError(400, std::string("'") + param + "': " + e.what(), param);
   }
-  std::shared_ptr<const grammar::Vocabulary> vocab;
-  {
-    std::lock_guard lock(vocab_mu_);
-    if (!grammar_vocab_) grammar_vocab_ = engine::grammar_vocabulary(tokenizer_);
-    vocab = grammar_vocab_;
-  }
-  return engine::GrammarConstraint{std::make_shared<const grammar::Grammar>(grammar::Grammar::from_gbnf(gbnf)), vocab};
+  constexpr size_t kRecentGrammars = 16;
+  std::lock_guard lock(vocab_mu_);
+  for (auto it = recent_grammars_.begin(); it != recent_grammars_.end(); ++it)
+    if (it->first == gbnf) {
+      std::rotate(it, it + 1, recent_grammars_.end());
+      return recent_grammars_.back().second;
+    }
+  if (!grammar_vocab_) grammar_vocab_ = engine::grammar_vocabulary(tokenizer_);
+  engine::GrammarConstraint c{std::make_shared<const grammar::Grammar>(grammar::Grammar::from_gbnf(gbnf)), grammar_vocab_};
+  if (recent_grammars_.size() >= kRecentGrammars) recent_grammars_.erase(recent_grammars_.begin());
+  recent_grammars_.emplace_back(std::move(gbnf), c);
+  return c;
 }
 
 // llama-server's utility routes, with its request and response shapes.

@@ -85,8 +85,11 @@ class Server {
   engine::ChatPromptBuilder prompts_;
   // The grammar of a request's structured output or forced tool call; nullopt for free text.
   std::optional<engine::GrammarConstraint> output_grammar(const ChatRequest& cr, std::optional<chat::ToolCallFormat> format);
-  std::mutex vocab_mu_;
+  std::mutex vocab_mu_;  // guards the two below
   std::shared_ptr<const grammar::Vocabulary> grammar_vocab_;  // built on the first constrained request
+  // The last grammars used, by GBNF text, most recent last: requests with the same schema or tools
+  // (an agent's loop) share their compiled grammar and its computed masks.
+  std::vector<std::pair<std::string, engine::GrammarConstraint>> recent_grammars_;
   std::unique_ptr<engine::Scheduler> scheduler_;
   std::unique_ptr<httplib::Server> http_;
   std::atomic<bool> draining_{false};

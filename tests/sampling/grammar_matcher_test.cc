@@ -130,13 +130,15 @@ TEST(VocabularyTest, TrieHoldsEveryUsableTokenOnce) {
 }
 
 // Feeds `text` byte by byte and, at each of the given cuts, compares the mask with the reference.
+// The matchers made at each cut share one mask cache, filled in other contexts by the cuts before.
 void check_masks(const std::string& tokenizer, const std::string& gbnf, const std::string& text) {
   const LoadedVocab& lv = vocab_of(tokenizer);
   const auto g = compile(gbnf);
   Matcher m(g, lv.vocab);  // fed along, its caches filled by every mask before
+  const auto shared = std::make_shared<MaskCache>();
   size_t allowed_total = 0, fed_to = 0;
   for (size_t cut = 0; cut <= text.size(); cut += 1 + cut / 3) {
-    Matcher fed(g, lv.vocab), ref(g, lv.vocab);
+    Matcher fed(g, lv.vocab, shared), ref(g, lv.vocab);
     ASSERT_TRUE(fed.accept_bytes(text.substr(0, cut))) << "cut " << cut;
     ASSERT_TRUE(ref.accept_bytes(text.substr(0, cut)));
     const std::vector<uint64_t>& mask = fed.allowed();
@@ -166,6 +168,19 @@ TEST(MaskTest, MatchesBruteForceOnQwen3) {
   check_masks("qwen3", kWordsGrammar, "hellish day is over.");
   check_masks("qwen3", kCyrillicGrammar, "\xD0\xBF\xD1\x80\xD0\xB8\xD0\xB2\xD0\xB5\xD1\x82 \xD0\xBC\xD0\xB8\xD1\x80!");
   check_masks("qwen3", json_object_gbnf(), R"({"a": [1, 2.5e3, null, true], "b": {"c": "\u00e9"}})");
+}
+
+// Stacks deeper than the cut masks' top frames: values nested in objects and lists, where a cut
+// top is reused under different stacks and its boundary subtrees decide.
+TEST(MaskTest, DeepStacksMatchBruteForce) {
+  const std::string schema = R"({"type":"object","properties":{"a":{"type":"array","items":{"type":"object",
+    "properties":{"b":{"type":"array","items":{"type":"array","items":{"type":"string","maxLength":4}},"maxItems":2},
+    "c":{"anyOf":[{"type":"integer"},{"type":"object","properties":{"d":{"type":"boolean"}}}]}},"required":["b"]}},
+    "e":{"type":"string"}},"required":["a"]})";
+  check_masks("qwen3", json_schema_to_gbnf(nlohmann::ordered_json::parse(schema)),
+              R"({"a": [{"b": [["ab", "cd"], ["e\"f"]], "c": {"d": true}}, {"b": [], "c": -12}], "e": "x,y"})");
+  check_masks("qwen3", R"g(root ::= item
+item ::= "(" item ")" | "[" item "]" | [a-z]+)g", "(([[((abc))]]))");
 }
 
 TEST(MaskTest, MatchesBruteForceOnLlama32) {
