@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""`ember serve` against llama.cpp's `llama-server` on the same weights, threads and slots: C
+concurrent streaming chat clients per run (end tokens banned, so every reply is --tokens long),
+aggregate generated tokens/s and the median and 90th-percentile time to first token. The engines run
+one after the other, each alone on the machine. llama-server gets a GGUF file; Ember the Hugging Face
+folder it was made from (a GGUF written by convert_hf_to_gguf may lack the chat template), with
+--quantize for a quantized file, as `llama-peer.sh compare` does.
+
+  bench/serve_compare.py --model /tmp/llama32-1b --quantize q4_0 \
+      --gguf ~/.cache/ember-peer/compare/llama32-1b/q4_0.gguf --eos 128001,128008,128009 \
+      [--clients 4,16] [--tokens 64] [--threads 2] [--parallel 16] [--ctx 512]
+
+llama-server comes from ../shared/peer/llama-peer.sh (built once with `llama-peer.sh build`)."""
+import argparse
+import http.client
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import threading
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_ready(port, proc, path, timeout=600):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited with {proc.returncode}")
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            c.request("GET", path)
+            if c.getresponse().status == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise SystemExit("server did not become ready")
+
+
+def stream_chat(port, body, out):
+    t0 = time.time()
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
+    c.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
+    r = c.getresponse()
+    ttft, tokens, buf = None, 0, b""
+    if r.status != 200:
+        out.append({"ok": False, "error": f"HTTP {r.status}: {r.read()[:200]!r}"})
+        return
+    while True:
+        chunk = r.read1(65536)
+        if not chunk:
+            break
+        buf += chunk
+        while b"\n\n" in buf:
+            ev, buf = buf.split(b"\n\n", 1)
+            if not ev.startswith(b"data: {"):
+                continue
+            j = json.loads(ev[6:])
+            if j.get("usage"):
+                tokens = j["usage"]["completion_tokens"]
+            for ch in j.get("choices", []):
+                if ttft is None and ch.get("delta", {}).get("content"):
+                    ttft = time.time() - t0
+    out.append({"ok": tokens > 0, "tokens": tokens, "ttft": ttft if ttft is not None else time.time() - t0})
+
+
+def stop(proc):
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+    except ProcessLookupError:
+        pass
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def load(port, clients, tokens, extra):
+    results, threads = [], []
+    t0 = time.time()
+    for i in range(clients):
+        body = {"messages": [{"role": "user", "content": f"Tell me a story about a cat number {i}."}],
+                "max_tokens": tokens, "stream": True, "stream_options": {"include_usage": True}, **extra}
+        threads.append(threading.Thread(target=stream_chat, args=(port, body, results)))
+        threads[-1].start()
+    for t in threads:
+        t.join()
+    wall = time.time() - t0
+    bad = [r for r in results if not r["ok"]]
+    if bad:
+        raise SystemExit(f"{len(bad)} requests failed: {bad[0]}")
+    ttfts = sorted(r["ttft"] for r in results)
+    return {"tokens_per_s": sum(r["tokens"] for r in results) / wall, "ttft_p50": statistics.median(ttfts),
+            "ttft_p90": ttfts[min(len(ttfts) - 1, int(0.9 * len(ttfts)))]}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--gguf", required=True, help="the weights llama-server runs")
+    ap.add_argument("--model", required=True, help="the same weights for Ember: a folder or GGUF file")
+    ap.add_argument("--quantize", help="Ember's --quantize (q8_0, q4_0, q4_k) for a quantized GGUF")
+    ap.add_argument("--eos", required=True, help="end token ids, comma-separated (banned in Ember's requests)")
+    ap.add_argument("--clients", default="4,16")
+    ap.add_argument("--tokens", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--parallel", type=int, default=16)
+    ap.add_argument("--ctx", type=int, default=512, help="tokens per sequence")
+    ap.add_argument("--ember", default=os.path.join(ROOT, "build/release/apps/ember/ember"))
+    ap.add_argument("--peer", default=os.path.join(ROOT, "../shared/peer/llama-peer.sh"))
+    a = ap.parse_args()
+    clients = [int(c) for c in a.clients.split(",")]
+    engines = {
+        "llama-server": ([a.peer, "server", "-m", a.gguf, "-t", str(a.threads), "-np", str(a.parallel),
+                          "-c", str(a.ctx * a.parallel), "--host", "127.0.0.1"], "/health", {"ignore_eos": True}),
+        "ember": ([a.ember, "serve", "-m", a.model, "-t", str(a.threads), "--parallel", str(a.parallel),
+                   "--ctx", str(a.ctx), "-q"] + (["--quantize", a.quantize] if a.quantize else []), "/v1/models",
+                  {"logit_bias": {e: -100 for e in a.eos.split(",")}}),
+    }
+    table = {}
+    for name, (cmd, ready, extra) in engines.items():
+        port = free_port()
+        # Its own process group: the peer script runs llama-server as a child, and both must stop.
+        proc = subprocess.Popen(cmd + ["--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        try:
+            wait_ready(port, proc, ready)
+            load(port, 1, 8, extra)  # warm-up
+            for c in clients:
+                table[(name, c)] = load(port, c, a.tokens, extra)
+                r = table[(name, c)]
+                print(f"{name:12} clients {c:3}: {r['tokens_per_s']:7.2f} tok/s  ttft p50 {r['ttft_p50']:6.2f} s"
+                      f"  p90 {r['ttft_p90']:6.2f} s", flush=True)
+        finally:
+            stop(proc)
+    for c in clients:
+        e, l = table[("ember", c)], table[("llama-server", c)]
+        print(f"clients {c:3}: ember / llama-server tokens/s {e['tokens_per_s'] / l['tokens_per_s']:.2f}, "
+              f"ttft p50 {e['ttft_p50']:.2f} s vs {l['ttft_p50']:.2f} s")
+
+
+if __name__ == "__main__":
+    main()
