@@ -47,14 +47,16 @@ class ThreadPool {
   void note_wait(Clock::duration own, uint32_t own_chunks, Clock::duration wait, Clock::time_point now);
 
   std::vector<std::thread> workers_;
+  // Each shared word on its own cache line: claims and completions would otherwise take the line
+  // from the threads spinning on generation_ (and from each other) at every chunk.
   // (generation << 32) | (chunk count << 16) | next chunk: one word, so a late claim of a finished
   // loop's chunk fails its generation check.
-  std::atomic<uint64_t> claim_{0};
-  std::atomic<uint32_t> generation_{0};  // bumped per loop; workers sleep on it
-  std::atomic<uint32_t> done_{0};        // chunks finished in the current loop; the caller sleeps on it
-  std::atomic<bool> stop_{false};
+  alignas(64) std::atomic<uint64_t> claim_{0};
+  alignas(64) std::atomic<uint32_t> generation_{0};  // bumped per loop; workers sleep on it
+  std::atomic<bool> stop_{false};                     // read with generation_
+  alignas(64) std::atomic<uint32_t> done_{0};        // chunks finished in the current loop; the caller sleeps on it
   // The current loop; written before generation_ is bumped, read only by holders of a claimed chunk.
-  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  alignas(64) const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0, chunk_ = 1;
   uint32_t n_chunks_ = 0;
   // Stall back-off, touched by the calling thread only.

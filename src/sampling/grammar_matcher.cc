@@ -260,26 +260,20 @@ bool Matcher::can_continue() const {
 void Matcher::walk_trie(int32_t state, uint32_t begin, uint32_t end, std::vector<uint64_t>& mask,
                         std::vector<uint32_t>* roots) {
   if (begin >= end) return;
-  const uint8_t* byte = vocab_->node_byte();
-  const uint16_t* depth = vocab_->node_depth();
-  const uint32_t* skip = vocab_->node_skip();
-  const uint32_t* off = vocab_->node_token_offsets();
+  const Vocabulary::Node* node = vocab_->node_data();
   const int32_t* toks = vocab_->node_tokens();
   int32_t* st = walk_stack_.data();
-  st[depth[begin] - 1] = state;
+  st[node[begin].depth - 1] = state;
   for (uint32_t i = begin; i < end;) {
-    const int32_t t = next(st[depth[i] - 1], byte[i]);
-    if (t < 0) {
-      i = skip[i];
+    const Vocabulary::Node& nd = node[i];
+    const int32_t t = next(st[nd.depth - 1], nd.byte);
+    if (t < 0 || (roots && at_boundary_[static_cast<size_t>(t)])) {
+      if (t >= 0) roots->push_back(i);
+      i = nd.skip;
       continue;
     }
-    if (roots && at_boundary_[static_cast<size_t>(t)]) {
-      roots->push_back(i);
-      i = skip[i];
-      continue;
-    }
-    st[depth[i]] = t;
-    for (uint32_t k = off[i]; k < off[i + 1]; ++k) {
+    st[nd.depth] = t;
+    for (uint32_t k = nd.tokens, e = node[i + 1].tokens; k < e; ++k) {
       const auto id = static_cast<uint32_t>(toks[k]);
       mask[id >> 6] |= uint64_t{1} << (id & 63);
     }
@@ -325,12 +319,11 @@ void Matcher::add_stack_mask(uint32_t st, std::vector<uint64_t>& mask) {
   // subtree. Any token under a root starts with the root's path.
   const std::vector<uint32_t>& roots = top->roots;
   const int32_t whole = intern(State{0, 0, 0, {st}});
-  const uint16_t* depth = vocab_->node_depth();
-  const uint32_t* skip = vocab_->node_skip();
+  const Vocabulary::Node* node = vocab_->node_data();
   for (const uint32_t r : roots) {
-    const std::string& path = vocab_->bytes(vocab_->node_tokens()[vocab_->node_token_offsets()[r]]);
-    const int32_t s = walk(whole, std::string_view(path).substr(0, depth[r] - 1u));
-    if (s >= 0) walk_trie(s, r, skip[r], mask, nullptr);
+    const std::string& path = vocab_->bytes(vocab_->node_tokens()[node[r].tokens]);
+    const int32_t s = walk(whole, std::string_view(path).substr(0, node[r].depth - 1u));
+    if (s >= 0) walk_trie(s, r, node[r].skip, mask, nullptr);
   }
 }
 

@@ -27,27 +27,24 @@ Vocabulary::Vocabulary(std::vector<std::string> token_bytes, const std::vector<b
       tokens_.push_back(id);
       continue;
     }
-    for (size_t d = common + 1; d <= s.size(); ++d) {
-      byte_.push_back(static_cast<uint8_t>(s[d - 1]));
-      depth_.push_back(static_cast<uint16_t>(d));
-      token_off_.push_back(static_cast<uint32_t>(tokens_.size()));
-    }
+    for (size_t d = common + 1; d <= s.size(); ++d)
+      nodes_.push_back({0, static_cast<uint32_t>(tokens_.size()), static_cast<uint16_t>(d), static_cast<uint8_t>(s[d - 1])});
     tokens_.push_back(id);
     max_depth_ = std::max(max_depth_, s.size());
     prev = &s;
   }
-  token_off_.push_back(static_cast<uint32_t>(tokens_.size()));
+  const auto n = static_cast<uint32_t>(nodes_.size());
+  nodes_.push_back({n, static_cast<uint32_t>(tokens_.size()), 0, 0});
   // skip: the next node at the same depth or above.
-  const size_t n = byte_.size();
-  skip_.assign(n, static_cast<uint32_t>(n));
   std::vector<uint32_t> open;  // nodes whose subtree has not ended, by depth
   for (uint32_t i = 0; i < n; ++i) {
-    while (!open.empty() && depth_[open.back()] >= depth_[i]) {
-      skip_[open.back()] = i;
+    while (!open.empty() && nodes_[open.back()].depth >= nodes_[i].depth) {
+      nodes_[open.back()].skip = i;
       open.pop_back();
     }
     open.push_back(i);
   }
+  for (const uint32_t i : open) nodes_[i].skip = n;
 }
 
 }  // namespace ember::grammar

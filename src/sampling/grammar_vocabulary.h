@@ -18,21 +18,23 @@ class Vocabulary {
   const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
   bool usable(int32_t id) const { return usable_[static_cast<size_t>(id)] != 0; }
 
-  // The trie, one entry per node in preorder; the root (the empty prefix) is implicit.
-  size_t nodes() const { return byte_.size(); }
-  const uint8_t* node_byte() const { return byte_.data(); }
-  const uint16_t* node_depth() const { return depth_.data(); }  // 1 for the root's children
-  const uint32_t* node_skip() const { return skip_.data(); }    // first node after the subtree
-  const uint32_t* node_token_offsets() const { return token_off_.data(); }  // nodes() + 1 entries
-  const int32_t* node_tokens() const { return tokens_.data(); }  // the ids ending at each node
+  // The trie, one entry per node in preorder; the root (the empty prefix) is implicit. One array of
+  // small records: a mask walks it front to back, so each node is one sequential read.
+  struct Node {
+    uint32_t skip;    // first node after the subtree
+    uint32_t tokens;  // the ids ending here are node_tokens()[tokens, next node's tokens)
+    uint16_t depth;   // 1 for the root's children
+    uint8_t byte;
+  };
+  size_t nodes() const { return nodes_.size() - 1; }
+  const Node* node_data() const { return nodes_.data(); }  // nodes() + 1 entries: a last one ends the tokens
+  const int32_t* node_tokens() const { return tokens_.data(); }
   size_t max_depth() const { return max_depth_; }
 
  private:
   std::vector<std::string> bytes_;
   std::vector<uint8_t> usable_;
-  std::vector<uint8_t> byte_;
-  std::vector<uint16_t> depth_;
-  std::vector<uint32_t> skip_, token_off_;
+  std::vector<Node> nodes_;
   std::vector<int32_t> tokens_;
   size_t max_depth_ = 0;
 };

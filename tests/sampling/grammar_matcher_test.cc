@@ -115,10 +115,11 @@ TEST(VocabularyTest, TrieHoldsEveryUsableTokenOnce) {
   std::vector<int> seen(v.size(), 0);
   std::vector<std::string> prefix(v.max_depth() + 1);
   for (size_t i = 0; i < v.nodes(); ++i) {
-    const size_t d = v.node_depth()[i];
-    prefix[d] = prefix[d - 1] + static_cast<char>(v.node_byte()[i]);
-    ASSERT_GT(v.node_skip()[i], i);
-    for (uint32_t k = v.node_token_offsets()[i]; k < v.node_token_offsets()[i + 1]; ++k) {
+    const Vocabulary::Node& nd = v.node_data()[i];
+    const size_t d = nd.depth;
+    prefix[d] = prefix[d - 1] + static_cast<char>(nd.byte);
+    ASSERT_GT(nd.skip, i);
+    for (uint32_t k = nd.tokens; k < v.node_data()[i + 1].tokens; ++k) {
       const int32_t id = v.node_tokens()[k];
       ASSERT_EQ(v.bytes(id), prefix[d]);
       ++seen[static_cast<size_t>(id)];
