@@ -14,9 +14,10 @@ namespace ember::kernels::detail {
 
 namespace {
 
-// Tokens per tile: 4 x NT accumulators (two sub-blocks' integer sums, the super-block's and the
-// total float sums) and the unpacked weights stay in the 32 registers.
-constexpr int kKqTileTokens512 = 4;
+// Tokens per tile: the 2 x NT integer sums of a sub-block pair and the NT float sums of a super-block
+// stay in registers with the unpacked weights; the totals, touched once per super-block, may spill.
+// 8 measured faster than 4 and 6 (kernels_bench, q4_k / q5_k / q6_k at 16 and 64 tokens).
+constexpr int kKqTileTokens512 = 8;
 
 // The 16 rows' float values of one byte per row (a scale or min of sub-block j), signed for Q6_K.
 template <QType Q>
