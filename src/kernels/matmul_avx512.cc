@@ -16,17 +16,14 @@ namespace {
 // Tokens per tile: 2 x NT accumulators (a block's integer sums, the float sums) plus a weight vector
 // stay in the 32 registers.
 constexpr int kTileTokens512 = 12;
-#ifndef PF
-#define PF 8
-#endif
-constexpr int64_t kPrefetchBlocks = PF;
 // Each vpdpbusd adds one unit (4 products) per row, so a block takes this many of them.
 constexpr int kUnitsPerBlock = kQBlock / kQUnit;
 
 // A tile's activations repacked so that the kernel reads them at fixed offsets from one pointer
-// (12 token rows would need 12 address registers) and each broadcast folds into vpdpbusd's {1to16}
-// operand. Per block of a tile of nt tokens: the 4-quant units as int32s [unit][token], then per
-// token the accumulator's start -offset * sum(x quants), then the activation scale's float bits.
+// (12 token rows would need 12 address registers, which spilled) and every broadcast, the offset
+// start's too, is a plain load (vpbroadcastd m32: no shuffle-port uop). Per block of a tile of nt
+// tokens: each token's 32 quants, then per token the accumulator's start -offset * sum(x quants),
+// then the activation scale's float bits.
 constexpr int64_t kPackedPerToken = kUnitsPerBlock + 2;  // int32s per token and block
 // The packed tile of tokens [t, t + nt) starts at t * n_blocks * kPackedPerToken: tiles lie in token order.
 template <QType Q>
@@ -39,7 +36,7 @@ void pack_acts(const QuantizedActs& a, std::vector<int32_t>& out) {
       const int8_t* xq = a.q.data() + (t0 + t) * a.cols;
       for (int64_t b = 0; b < nb; ++b) {
         int32_t* blk = tile + b * nt * kPackedPerToken;
-        for (int64_t j = 0; j < kUnitsPerBlock; ++j) std::memcpy(blk + j * nt + t, xq + b * kQBlock + j * kQUnit, kQUnit);
+        std::memcpy(blk + t * kUnitsPerBlock, xq + b * kQBlock, kQBlock);
         blk[kUnitsPerBlock * nt + t] = -quant_offset(Q) * a.s[(t0 + t) * nb + b];
         std::memcpy(blk + (kUnitsPerBlock + 1) * nt + t, &a.d[(t0 + t) * nb + b], sizeof(float));
       }
@@ -80,7 +77,7 @@ void quant_tile512(const uint8_t* tiles, const uint16_t* scales, int64_t nb, con
     for (int j = 0; j < kUnitsPerBlock; ++j) {
       const __m512i wv = weight_unit<Q>(tile, j);
       #pragma GCC unroll 16
-      for (int t = 0; t < NT; ++t) s[t] = _mm512_dpbusd_epi32(s[t], wv, _mm512_set1_epi32(xp[j * NT + t]));
+      for (int t = 0; t < NT; ++t) s[t] = _mm512_dpbusd_epi32(s[t], wv, _mm512_set1_epi32(xp[t * kUnitsPerBlock + j]));
     }
     const __m512 sw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + b * kQGroupRows)));
     const auto* xd = reinterpret_cast<const float*>(xp + (kUnitsPerBlock + 1) * NT);
