@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/matmul_impl.h"
 
@@ -12,77 +13,95 @@ namespace ember::kernels::detail {
 
 namespace {
 
-// Tokens per tile: NT accumulators plus the 8 weight vectors of a block stay in registers.
-constexpr int kTileTokens512 = 8;
+// Tokens per tile: 2 x NT accumulators (a block's integer sums, the float sums) plus a weight vector
+// stay in the 32 registers.
+constexpr int kTileTokens512 = 12;
 // Each vpdpbusd adds one unit (4 products) per row, so a block takes this many of them.
 constexpr int kUnitsPerBlock = kQBlock / kQUnit;
 
-inline __m512i bcast4(const int8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, kQUnit);
-  return _mm512_set1_epi32(v);
+// A tile's activations repacked so that the kernel reads them at fixed offsets from one pointer
+// (12 token rows would need 12 address registers, which spilled) and every broadcast, the offset
+// start's too, is a plain load (vpbroadcastd m32: no shuffle-port uop). Per block of a tile of nt
+// tokens: each token's 32 quants, then per token the accumulator's start -offset * sum(x quants),
+// then the activation scale's float bits.
+constexpr int64_t kPackedPerToken = kUnitsPerBlock + 2;  // int32s per token and block
+// The packed tile of tokens [t, t + nt) starts at t * n_blocks * kPackedPerToken: tiles lie in token order.
+template <QType Q>
+void pack_acts(const QuantizedActs& a, std::vector<int32_t>& out) {
+  const int64_t nb = a.n_blocks;
+  out.resize(static_cast<size_t>(a.n * nb * kPackedPerToken));
+  for_each_token_tile(a.n, kTileTokens512, [&](int64_t t0, int64_t nt) {
+    int32_t* tile = out.data() + t0 * nb * kPackedPerToken;
+    for (int64_t t = 0; t < nt; ++t) {
+      const int8_t* xq = a.q.data() + (t0 + t) * a.cols;
+      for (int64_t b = 0; b < nb; ++b) {
+        int32_t* blk = tile + b * nt * kPackedPerToken;
+        std::memcpy(blk + t * kUnitsPerBlock, xq + b * kQBlock, kQBlock);
+        blk[kUnitsPerBlock * nt + t] = -quant_offset(Q) * a.s[(t0 + t) * nb + b];
+        std::memcpy(blk + (kUnitsPerBlock + 1) * nt + t, &a.d[(t0 + t) * nb + b], sizeof(float));
+      }
+    }
+  });
+}
+
+// Unit j of a block's weights, unsigned (q8: q + 128 by flipping the sign bit; q4: nibble = q + 8).
+template <QType Q>
+inline __m512i weight_unit(const uint8_t* tile, int j) {
+  if constexpr (Q == QType::Q8_0) {
+    return _mm512_xor_si512(_mm512_loadu_si512(tile + j * kQUnitRowBytes), _mm512_set1_epi8(static_cast<char>(0x80)));
+  } else {  // a byte's low nibbles are units [0, 4), its high nibbles units [4, 8)
+    constexpr int half = kUnitsPerBlock / 2;
+    const __m512i v = _mm512_loadu_si512(tile + (j % half) * kQUnitRowBytes);
+    return _mm512_and_si512(j < half ? v : _mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F));
+  }
 }
 
 // One 16-row group x NT tokens. Lanes are rows: each vpdpbusd adds 4 consecutive products of each
-// row, so a block's dot product needs 8 of them and no horizontal sums. Quants are made unsigned
-// (q8: q + 128 by flipping the sign bit; q4: nibble = q + 8) and the accumulator starts at
-// -offset * sum(x quants) to cancel the offset.
+// row, so a block's dot product needs 8 of them and no horizontal sums. The accumulator starts at
+// -offset * sum(x quants) to cancel the unsigned offset. Units are the outer loop so that the NT
+// tokens' sums are independent chains (one chain of 8 would wait on vpdpbusd's latency); every token
+// still sums its block in unit order and scales it as one fmadd, whatever NT is.
 template <QType Q, int NT>
-void quant_tile512(const uint8_t* tiles, const uint16_t* scales, int64_t nb, const QuantizedActs& a, int64_t t0,
-                   float* y, int64_t ldy, __mmask16 rows_mask) {
+void quant_tile512(const uint8_t* tiles, const uint16_t* scales, int64_t nb, const int32_t* xp, float* y, int64_t ldy,
+                   __mmask16 rows_mask) {
   static_assert(kQGroupRows == 16, "one zmm of int32 or float32 lanes holds a group's rows");
-  constexpr int32_t off = quant_offset(Q);
   __m512 acc[NT];
+  #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80)), low4 = _mm512_set1_epi8(0x0F);
-  for (int64_t b = 0; b < nb; ++b) {
+  for (int64_t b = 0; b < nb; ++b, xp += NT * kPackedPerToken) {
     const uint8_t* tile = tiles + b * qblock_bytes(Q);
-    __m512i wv[kUnitsPerBlock];
-    if constexpr (Q == QType::Q8_0) {
-      for (int j = 0; j < kUnitsPerBlock; ++j)
-        wv[j] = _mm512_xor_si512(_mm512_loadu_si512(tile + j * kQUnitRowBytes), flip);
-    } else {  // a byte's low nibbles are units [0, 4), its high nibbles units [4, 8)
-      constexpr int half = kUnitsPerBlock / 2;
-      for (int j = 0; j < half; ++j) {
-        const __m512i v = _mm512_loadu_si512(tile + j * kQUnitRowBytes);
-        wv[j] = _mm512_and_si512(v, low4);
-        wv[j + half] = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
-      }
+    __m512i s[NT];
+    #pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t) s[t] = _mm512_set1_epi32(xp[kUnitsPerBlock * NT + t]);
+    #pragma GCC unroll 8
+    for (int j = 0; j < kUnitsPerBlock; ++j) {
+      const __m512i wv = weight_unit<Q>(tile, j);
+      #pragma GCC unroll 16
+      for (int t = 0; t < NT; ++t) s[t] = _mm512_dpbusd_epi32(s[t], wv, _mm512_set1_epi32(xp[t * kUnitsPerBlock + j]));
     }
     const __m512 sw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + b * kQGroupRows)));
-    for (int t = 0; t < NT; ++t) {
-      const int64_t tb = (t0 + t) * nb + b;
-      const int8_t* xq = a.q.data() + (t0 + t) * a.cols + b * kQBlock;
-      __m512i s = _mm512_set1_epi32(-off * a.s[tb]);
-      for (int j = 0; j < kUnitsPerBlock; ++j) s = _mm512_dpbusd_epi32(s, wv[j], bcast4(xq + kQUnit * j));
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(sw, _mm512_set1_ps(a.d[tb])), acc[t]);
-    }
+    const auto* xd = reinterpret_cast<const float*>(xp + (kUnitsPerBlock + 1) * NT);
+    #pragma GCC unroll 16
+    for (int t = 0; t < NT; ++t)
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(sw, _mm512_set1_ps(xd[t])), acc[t]);
   }
+  #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * ldy, rows_mask, acc[t]);
 }
 
 template <QType Q>
 void quant_groups512(const WeightMatrix& w, const QuantizedActs& a, float* y, int64_t g0, int64_t g1) {
+  // Each call (a thread's share of groups) packs the activations once for all its groups.
+  thread_local std::vector<int32_t> packed;
+  pack_acts<Q>(a, packed);
   const int64_t nb = a.n_blocks;
   for_each_group(w, a, g0, g1, [&](const uint8_t* tiles, const uint16_t* sc, int64_t g, int64_t t0, int64_t t1) {
     const int64_t r = g * kQGroupRows;
     const __mmask16 m = w.rows - r >= kQGroupRows ? __mmask16(0xFFFF) : __mmask16((1u << (w.rows - r)) - 1);
-    static_assert(kTileTokens512 == 8, "the switch below has a case per tile size");
-    for (int64_t t = t0; t < t1;) {
-      const int64_t nt = std::min<int64_t>(kTileTokens512, t1 - t);
-      float* yt = y + t * w.rows + r;
-      switch (nt) {
-        case 8: quant_tile512<Q, 8>(tiles, sc, nb, a, t, yt, w.rows, m); break;
-        case 7: quant_tile512<Q, 7>(tiles, sc, nb, a, t, yt, w.rows, m); break;
-        case 6: quant_tile512<Q, 6>(tiles, sc, nb, a, t, yt, w.rows, m); break;
-        case 5: quant_tile512<Q, 5>(tiles, sc, nb, a, t, yt, w.rows, m); break;
-        case 4: quant_tile512<Q, 4>(tiles, sc, nb, a, t, yt, w.rows, m); break;
-        case 3: quant_tile512<Q, 3>(tiles, sc, nb, a, t, yt, w.rows, m); break;
-        case 2: quant_tile512<Q, 2>(tiles, sc, nb, a, t, yt, w.rows, m); break;
-        default: quant_tile512<Q, 1>(tiles, sc, nb, a, t, yt, w.rows, m); break;
-      }
-      t += nt;
-    }
+    for (int64_t t = t0; t < t1; t += kTileTokens512)
+      with_tile_size<kTileTokens512>(std::min<int64_t>(kTileTokens512, t1 - t), [&]<int NT>() {
+        quant_tile512<Q, NT>(tiles, sc, nb, packed.data() + t * nb * kPackedPerToken, y + t * w.rows + r, w.rows, m);
+      });
   });
 }
 

@@ -31,6 +31,15 @@ void with_kquant_type(QType q, F&& f) {
   else f.template operator()<QType::Q6_K>();
 }
 
+// Calls f.template operator()<NT>() with NT = nt (1 <= nt <= MaxNT) as a compile-time size: the
+// kernels' register tiles.
+template <int MaxNT, class F>
+void with_tile_size(int64_t nt, F&& f) {
+  if constexpr (MaxNT > 1)
+    if (nt < MaxNT) return with_tile_size<MaxNT - 1>(nt, f);
+  f.template operator()<MaxNT>();
+}
+
 // Calls f.template operator()<NT>(tiles, g, t) for each 16-row group g in [g0, g1) of K-quant weights
 // (tiles: the group's first tile) and each tile [t, t + NT) of a's tokens, NT <= MaxNT a compile-time
 // size (the kernels' register tiles). Blocks of kTokenBlock tokens are outermost, as in
@@ -39,16 +48,23 @@ template <int MaxNT, class F>
 void for_each_kquant_tile(const WeightMatrix& w, const KQuantActs& a, int64_t g0, int64_t g1, F&& f) {
   const int64_t group_bytes = a.n_blocks * kq_tile_bytes(w.qtype);
   const auto* base = static_cast<const uint8_t*>(w.data);
-  auto tile = [&]<int NT>(auto& self, const uint8_t* tiles, int64_t g, int64_t t, int64_t nt) -> void {
-    if constexpr (NT > 1)
-      if (nt < NT) return self.template operator()<NT - 1>(self, tiles, g, t, nt);
-    f.template operator()<NT>(tiles, g, t);
-  };
   for (int64_t t0 = 0; t0 < a.n; t0 += kTokenBlock) {
     const int64_t t1 = std::min(a.n, t0 + kTokenBlock);
     for (int64_t g = g0; g < g1; ++g)
       for (int64_t t = t0; t < t1; t += MaxNT)
-        tile.template operator()<MaxNT>(tile, base + g * group_bytes, g, t, std::min<int64_t>(MaxNT, t1 - t));
+        with_tile_size<MaxNT>(std::min<int64_t>(MaxNT, t1 - t), [&]<int NT>() {
+          f.template operator()<NT>(base + g * group_bytes, g, t);
+        });
+  }
+}
+
+// Calls f(t, nt) for each register tile [t, t + nt) of n tokens: tiles of max_nt within each block
+// of kTokenBlock (as for_each_group and for_each_kquant_tile cut them), in token order.
+template <class F>
+void for_each_token_tile(int64_t n, int64_t max_nt, F&& f) {
+  for (int64_t t0 = 0; t0 < n; t0 += kTokenBlock) {
+    const int64_t t1 = std::min(n, t0 + kTokenBlock);
+    for (int64_t t = t0; t < t1; t += max_nt) f(t, std::min(max_nt, t1 - t));
   }
 }
 
