@@ -1,10 +1,13 @@
 #include "kernels/kquant.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "base/dtype.h"
+#include "kernels/simd_avx2.h"
 
 namespace ember::kernels {
 
@@ -240,7 +243,9 @@ void dequantize_kquant_row(const WeightMatrix& w, int64_t r, float* out) {
   }
 }
 
-void quantize_acts_k(const float* x, int64_t n, int64_t cols, KQuantActs& out) {
+void quantize_acts_k(const float* x, int64_t n, int64_t cols, KQuantActs& out, ThreadPool& pool) {
+  static_assert(kQK_K == 256, "a super-block is 32 vectors of eight, a sub-block of 16 two of them");
+  constexpr int kVecs = kQK_K / 8;
   const int64_t nb = cols / kQK_K;
   out.n = n;
   out.cols = cols;
@@ -249,26 +254,46 @@ void quantize_acts_k(const float* x, int64_t n, int64_t cols, KQuantActs& out) {
   out.d.resize(static_cast<size_t>(n * nb));
   out.sum16.resize(static_cast<size_t>(n * nb * 16));
   out.sum32.resize(static_cast<size_t>(n * nb * 8));
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t b = 0; b < nb; ++b) {
-      const float* v = x + t * cols + b * kQK_K;
-      int8_t* q = out.q.data() + t * cols + b * kQK_K;
-      // As ggml's Q8_K: the value of largest magnitude maps to -127, d = 1 / that inverse scale.
-      float amax = 0.0f, mx = 0.0f;
-      for (int64_t k = 0; k < kQK_K; ++k)
-        if (std::fabs(v[k]) > amax) amax = std::fabs(v[k]), mx = v[k];
-      const float iscale = amax != 0.0f ? -127.0f / mx : 0.0f;
-      for (int64_t k = 0; k < kQK_K; ++k) q[k] = static_cast<int8_t>(std::min(127.0f, std::nearbyint(iscale * v[k])));
-      out.d[t * nb + b] = amax != 0.0f ? 1.0f / iscale : 0.0f;
-      float* s16 = out.sum16.data() + (t * nb + b) * 16;
-      float* s32 = out.sum32.data() + (t * nb + b) * 8;
-      for (int j = 0; j < 16; ++j) {
-        int s = 0;
-        for (int k = 0; k < 16; ++k) s += q[16 * j + k];
-        s16[j] = static_cast<float>(s);  // exact: at most 16 * 127
+  // Tokens in parallel; vectors give the scalar form's exact results (see quantize_acts).
+  pool.parallel_for(n, 1, [&](int64_t t0, int64_t t1) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t t = t0; t < t1; ++t)
+      for (int64_t b = 0; b < nb; ++b) {
+        const float* v = x + t * cols + b * kQK_K;
+        int8_t* q = out.q.data() + t * cols + b * kQK_K;
+        __m256 m = _mm256_setzero_ps();
+        for (int i = 0; i < kVecs; ++i) m = _mm256_max_ps(m, _mm256_andnot_ps(sign, _mm256_loadu_ps(v + 8 * i)));
+        // As ggml's Q8_K: the value of largest magnitude (the first of them) maps to -127, d = 1 /
+        // that inverse scale.
+        const float amax = simd::hmax8(m);
+        float mx = 0.0f;
+        for (int i = 0; i < kVecs && amax != 0.0f; ++i) {
+          const __m256 a = _mm256_andnot_ps(sign, _mm256_loadu_ps(v + 8 * i));
+          if (const int hit = _mm256_movemask_ps(_mm256_cmp_ps(a, _mm256_set1_ps(amax), _CMP_EQ_OQ))) {
+            mx = v[8 * i + __builtin_ctz(static_cast<unsigned>(hit))];
+            break;
+          }
+        }
+        const float iscale = amax != 0.0f ? -127.0f / mx : 0.0f;
+        const __m256 vs = _mm256_set1_ps(iscale);
+        float* s16 = out.sum16.data() + (t * nb + b) * 16;
+        float* s32 = out.sum32.data() + (t * nb + b) * 8;
+        for (int i = 0; i < kVecs; i += 4) {  // 32 values: two sub-blocks of 16
+          __m256i q4[4];
+          for (int j = 0; j < 4; ++j) q4[j] = _mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(v + 8 * (i + j))));
+          // Saturation to int8 is the scalar form's min(127, ...): the products lie in [-127, 127.x].
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + 8 * i), simd::pack_i8(q4));
+          for (int j = 0; j < 2; ++j) {  // exact: at most 16 * 127
+            // The sums of the saturated quants: 128 -> 127 as stored.
+            const __m256i c0 = _mm256_min_epi32(q4[2 * j], _mm256_set1_epi32(127));
+            const __m256i c1 = _mm256_min_epi32(q4[2 * j + 1], _mm256_set1_epi32(127));
+            s16[i / 2 + j] = static_cast<float>(simd::hsum8(_mm256_add_epi32(c0, c1)));
+          }
+        }
+        for (int j = 0; j < 8; ++j) s32[j] = s16[2 * j] + s16[2 * j + 1];
+        out.d[t * nb + b] = amax != 0.0f ? 1.0f / iscale : 0.0f;
       }
-      for (int j = 0; j < 8; ++j) s32[j] = s16[2 * j] + s16[2 * j + 1];
-    }
+  });
 }
 
 float kquant_row_dot(const WeightMatrix& w, int64_t r, const KQuantActs& a, int64_t t) {

@@ -66,7 +66,7 @@ struct KQuantActs {
   std::vector<float> sum16;  // [n][n_blocks][16]
   std::vector<float> sum32;  // [n][n_blocks][8]
 };
-void quantize_acts_k(const float* x, int64_t n, int64_t cols, KQuantActs& out);
+void quantize_acts_k(const float* x, int64_t n, int64_t cols, KQuantActs& out, ThreadPool& pool);
 
 // Scalar reference of row r with token t: per super-block the exact integer dots
 // isum = sum sc * (q . x) and msum = sum m * (sum of x) (Q6_K: 32 * sc), then

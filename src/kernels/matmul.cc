@@ -54,15 +54,16 @@ void reference_rows(const WeightMatrix& w, const float* x, const MatmulActs& a, 
 }
 
 // Quantizes x as the weights ws need it.
-void quantize_matmul_acts(std::span<const WeightMatrix* const> ws, const float* x, int64_t n, MatmulActs& a) {
+void quantize_matmul_acts(std::span<const WeightMatrix* const> ws, const float* x, int64_t n, MatmulActs& a,
+                          ThreadPool& pool) {
   bool q = false, k = false;
   for (const WeightMatrix* w : ws) {
     k = k || is_kquant(w->qtype);
     q = q || (w->qtype != QType::None && !is_kquant(w->qtype));
   }
   if (ws.empty()) return;
-  if (q) quantize_acts(x, n, ws[0]->cols, a.q);
-  if (k) quantize_acts_k(x, n, ws[0]->cols, a.k);
+  if (q) quantize_acts(x, n, ws[0]->cols, a.q, pool);
+  if (k) quantize_acts_k(x, n, ws[0]->cols, a.k, pool);
 }
 
 // Multiply-adds worth a thread hand-off: the least work one chunk of a parallel matmul gets.
@@ -112,7 +113,7 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
     ws.push_back(outs[i].w);
   }
   MatmulActs a;
-  quantize_matmul_acts(ws, x, n_tokens, a);
+  quantize_matmul_acts(ws, x, n_tokens, a, pool);
   auto rows = [&](const WeightMatrix& w, float* y, int64_t g0, int64_t g1) {
     const int64_t r0 = g0 * kQGroupRows, r1 = std::min(w.rows, g1 * kQGroupRows);
     if (isa == Isa::Scalar) {
@@ -139,7 +140,8 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y) {
   MatmulActs a;
   const WeightMatrix* ws[] = {&w};
-  quantize_matmul_acts(ws, x, n_tokens, a);
+  ThreadPool caller(1);
+  quantize_matmul_acts(ws, x, n_tokens, a, caller);
   reference_rows(w, x, a, n_tokens, y, 0, w.rows);
 }
 

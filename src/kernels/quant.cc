@@ -1,11 +1,14 @@
 #include "kernels/quant.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "base/error.h"
 #include "kernels/kquant.h"
+#include "kernels/simd_avx2.h"
 
 namespace ember::kernels {
 
@@ -173,7 +176,8 @@ float scale_at(const WeightMatrix& w, int64_t r, int64_t block) {
   return f16_to_f32(w.scales[((r / kQGroupRows) * nb + block) * kQGroupRows + r % kQGroupRows]);
 }
 
-void quantize_acts(const float* x, int64_t n, int64_t cols, QuantizedActs& out) {
+void quantize_acts(const float* x, int64_t n, int64_t cols, QuantizedActs& out, ThreadPool& pool) {
+  static_assert(kQBlock == 32, "a block is four vectors of eight");
   const int64_t nb = cols / kQBlock;
   out.n = n;
   out.cols = cols;
@@ -181,22 +185,30 @@ void quantize_acts(const float* x, int64_t n, int64_t cols, QuantizedActs& out) 
   out.q.resize(static_cast<size_t>(n * cols));
   out.d.resize(static_cast<size_t>(n * nb));
   out.s.resize(static_cast<size_t>(n * nb));
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t b = 0; b < nb; ++b) {
-      const float* v = x + t * cols + b * kQBlock;
-      int8_t* q = out.q.data() + t * cols + b * kQBlock;
-      float amax = 0.0f;
-      for (int64_t k = 0; k < kQBlock; ++k) amax = std::max(amax, std::fabs(v[k]));
-      // As ggml's Q8_0 activations: quants from 127 / amax, the scale kept as float16.
-      const float d = f16_to_f32(f32_to_f16(amax / 127.0f)), id = amax != 0.0f ? 127.0f / amax : 0.0f;
-      int32_t sum = 0;
-      for (int64_t k = 0; k < kQBlock; ++k) {
-        q[k] = static_cast<int8_t>(std::nearbyint(v[k] * id));
-        sum += q[k];
+  // Tokens in parallel: the matmul waits for all of them. Vectors give the scalar form's exact
+  // results: max and the product are exact operations, and the conversion rounds to nearest even
+  // as nearbyint does.
+  pool.parallel_for(n, 1, [&](int64_t t0, int64_t t1) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t t = t0; t < t1; ++t)
+      for (int64_t b = 0; b < nb; ++b) {
+        const float* v = x + t * cols + b * kQBlock;
+        __m256 x4[4], m = _mm256_setzero_ps();
+        for (int i = 0; i < 4; ++i) {
+          x4[i] = _mm256_loadu_ps(v + 8 * i);
+          m = _mm256_max_ps(m, _mm256_andnot_ps(sign, x4[i]));
+        }
+        const float amax = simd::hmax8(m);
+        // As ggml's Q8_0 activations: quants from 127 / amax, the scale kept as float16.
+        const float d = f16_to_f32(f32_to_f16(amax / 127.0f)), id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        const __m256 vid = _mm256_set1_ps(id);
+        __m256i q4[4];
+        for (int i = 0; i < 4; ++i) q4[i] = _mm256_cvtps_epi32(_mm256_mul_ps(x4[i], vid));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out.q.data() + t * cols + b * kQBlock), simd::pack_i8(q4));
+        out.d[t * nb + b] = d;
+        out.s[t * nb + b] = simd::hsum8(_mm256_add_epi32(_mm256_add_epi32(q4[0], q4[1]), _mm256_add_epi32(q4[2], q4[3])));
       }
-      out.d[t * nb + b] = d;
-      out.s[t * nb + b] = sum;
-    }
+  });
 }
 
 }  // namespace ember::kernels

@@ -80,6 +80,6 @@ struct QuantizedActs {
   std::vector<float> d;     // [n][n_blocks]
   std::vector<int32_t> s;   // [n][n_blocks]
 };
-void quantize_acts(const float* x, int64_t n, int64_t cols, QuantizedActs& out);
+void quantize_acts(const float* x, int64_t n, int64_t cols, QuantizedActs& out, ThreadPool& pool);
 
 }  // namespace ember::kernels

@@ -113,7 +113,7 @@ TEST(KQuant, ReferenceMatchesDequantizedProduct) {
     std::vector<float> y(static_cast<size_t>(n * rows));
     matmul_reference(k.m.view(), x.data(), n, y.data());
     KQuantActs a;
-    quantize_acts_k(x.data(), n, cols, a);
+    quantize_acts_k(x.data(), n, cols, a, pool);
     for (int64_t t = 0; t < n; ++t)
       for (int64_t r = 0; r < rows; ++r) {
         double exact_q = 0, exact_x = 0, mag = 0, qerr = 0;
@@ -135,6 +135,42 @@ TEST(KQuant, ReferenceMatchesDequantizedProduct) {
 
 // Every instruction set against the scalar reference: row counts off the 16-row work unit, token
 // counts off the register tiles and across the 64-token block, one and several threads.
+// Activations as ggml's Q8_K, written plainly: the first value of largest magnitude maps to -127.
+// Random values, a zero super-block, +-amax ties (the first wins) and halves (to even).
+TEST(KQuant, ActivationsAreGgmlQ8KExactly) {
+  std::mt19937 rng(5);
+  const int64_t n = 7, cols = 3 * kQK_K;
+  std::vector<float> x = random_acts(n, cols, rng);
+  std::fill_n(x.begin() + cols, kQK_K, 0.0f);                    // token 1, block 0
+  x[2 * cols + 5] = -100.0f, x[2 * cols + 9] = 100.0f;     // token 2, block 0: -100 first
+  x[3 * cols + 17] = 100.0f, x[3 * cols + 40] = -100.0f;   // token 3, block 0: +100 first
+  for (int64_t c = 0; c < kQK_K; ++c) x[4 * cols + c] = c == 0 ? -127.0f : 0.5f + static_cast<float>(c % 7);
+  ThreadPool pool(2);
+  KQuantActs a;
+  quantize_acts_k(x.data(), n, cols, a, pool);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t b = 0; b < cols / kQK_K; ++b) {
+      const float* v = x.data() + t * cols + b * kQK_K;
+      float amax = 0.0f, mx = 0.0f;
+      for (int64_t k = 0; k < kQK_K; ++k)
+        if (std::fabs(v[k]) > amax) amax = std::fabs(v[k]), mx = v[k];
+      const float iscale = amax != 0.0f ? -127.0f / mx : 0.0f;
+      ASSERT_EQ(a.d[t * a.n_blocks + b], amax != 0.0f ? 1.0f / iscale : 0.0f) << t << " " << b;
+      for (int64_t j = 0; j < 16; ++j) {
+        int sum = 0;
+        for (int64_t k = 16 * j; k < 16 * j + 16; ++k) {
+          const auto want = static_cast<int8_t>(std::min(127.0f, std::nearbyint(iscale * v[k])));
+          ASSERT_EQ(a.q[t * cols + b * kQK_K + k], want) << t << " " << b << " " << k;
+          sum += want;
+        }
+        ASSERT_EQ(a.sum16[(t * a.n_blocks + b) * 16 + j], static_cast<float>(sum));
+      }
+      for (int64_t j = 0; j < 8; ++j)
+        ASSERT_EQ(a.sum32[(t * a.n_blocks + b) * 8 + j],
+                  a.sum16[(t * a.n_blocks + b) * 16 + 2 * j] + a.sum16[(t * a.n_blocks + b) * 16 + 2 * j + 1]);
+    }
+}
+
 TEST(KQuant, EveryIsaMatchesReference) {
   ThreadPool pool(2);
   std::mt19937 rng(13);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "base/dtype.h"
 #include "base/error.h"
 #include "kernels/pack.h"
 #include "kernels/quant.h"
@@ -221,6 +222,36 @@ TEST(Quantize, RoundTripErrorWithinHalfAStep) {
       }
     }
   }
+}
+
+// Activations as ggml's Q8_0, written plainly: quants of 127 / amax rounded to even, the scale kept
+// as float16. Random values, a zero block and halves.
+TEST(Quantize, ActivationsAreGgmlQ8_0Exactly) {
+  std::mt19937 rng(6);
+  std::uniform_real_distribution<float> d(-3, 3);
+  const int64_t n = 9, cols = 5 * kQBlock;
+  std::vector<float> x(static_cast<size_t>(n * cols));
+  for (auto& v : x) v = d(rng);
+  std::fill_n(x.begin() + cols + kQBlock, kQBlock, 0.0f);  // token 1, block 1
+  for (int64_t c = 0; c < kQBlock; ++c) x[2 * cols + c] = c == 0 ? 127.0f : 0.5f + static_cast<float>(c);
+  ThreadPool pool(2);
+  QuantizedActs a;
+  quantize_acts(x.data(), n, cols, a, pool);
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t b = 0; b < cols / kQBlock; ++b) {
+      const float* v = x.data() + t * cols + b * kQBlock;
+      float amax = 0.0f;
+      for (int64_t k = 0; k < kQBlock; ++k) amax = std::max(amax, std::fabs(v[k]));
+      const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+      ASSERT_EQ(a.d[t * a.n_blocks + b], f16_to_f32(f32_to_f16(amax / 127.0f)));
+      int32_t sum = 0;
+      for (int64_t k = 0; k < kQBlock; ++k) {
+        const auto want = static_cast<int8_t>(std::nearbyint(v[k] * id));
+        ASSERT_EQ(a.q[t * cols + b * kQBlock + k], want) << t << " " << b << " " << k;
+        sum += want;
+      }
+      ASSERT_EQ(a.s[t * a.n_blocks + b], sum);
+    }
 }
 
 TEST(Quantize, RejectsPartialBlocksAndUnknownNames) {
