@@ -12,8 +12,9 @@ namespace ember::kernels::detail {
 
 constexpr int64_t kTokenBlock = 64;  // tokens whose activations stay in L2 while a weight tile is reused
 
-// Panel-packed plain weights: 16-row panels [g0, g1) for all n tokens (AVX2 and AVX-512 machines).
+// Panel-packed plain weights: 16-row panels [g0, g1) for all n tokens. Both give the same bits.
 void panel_rows_avx2(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1);
+void panel_rows_avx512(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1);
 
 // Quantized weights: 16-row groups [g0, g1) for all tokens of a.
 void quant_groups_avx2(const WeightMatrix& w, const QuantizedActs& a, float* y, int64_t g0, int64_t g1);
