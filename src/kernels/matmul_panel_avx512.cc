@@ -28,6 +28,7 @@ constexpr int64_t kTokens = kTokenBlock;  // tokens per block: their activations
 // From this many token tiles on, 16-bit weights are converted once per block into a float32 buffer
 // rather than by every tile (at 2 tiles, 16 tokens, converting in the tiles was faster).
 constexpr int64_t kExpandTiles = 3;
+constexpr int64_t kCacheLine = 64;
 
 // 16 weights (one panel column) from element i, as float32.
 template <DType T>
@@ -123,7 +124,15 @@ void panel_rows(const WeightMatrix& w, const float* x, int64_t n, float* y, int6
               _mm512_store_ps(wbuf + (p * len + k) * kPanelRows, load16<T>(wp, p * pstride + k * kPanelRows));
           ps = kPanelRows * len;
         }
+        // The next group's 16-bit block starts a page of its own, where the hardware prefetcher
+        // does not follow: fetch it into L2 a slice per tile while this group computes (64 tokens:
+        // f16 +10%, bf16 +4%; f32's blocks, twice the lines, and 2 tiles (16 tokens) were no faster).
+        const int64_t next = expand ? std::min<int64_t>(kPanels, g1 - g - np) : 0;
+        const int64_t lines = len * kPanelRows * es / kCacheLine;
+        const auto* wnext = static_cast<const char*>(wp) + np * pstride * es;
         for (int64_t i = 0; i < tiles; ++i) {
+          for (int64_t l = i * next * lines / tiles, e = (i + 1) * next * lines / tiles; l < e; ++l)
+            _mm_prefetch(wnext + (l / lines) * pstride * es + (l % lines) * kCacheLine, _MM_HINT_T1);
           const int s = static_cast<int>(start[i + 1] - start[i]);
           float* yt = y + (t0 + start[i]) * w.rows + g * kPanelRows;
           const float* xt = xp + start[i] * len;
