@@ -90,6 +90,12 @@ void Args(benchmark::internal::Benchmark* b) {
   for (int kind = 0; kind < kKinds; ++kind) b->Args({kind, 1, 2, 2});
   for (int kind = 0; kind < kKinds; ++kind) b->Args({kind, 16, 1, 2});
   for (int kind = 3; kind < kKinds; ++kind) b->Args({kind, 64, 2, 2});  // quantized prefill, AVX-512, 2 threads
+  // Plain weights' prefill on both cores, per panel kernel (16 tokens of AVX2 are above).
+  for (int kind = 0; kind < 3; ++kind) {
+    b->Args({kind, 64, 1, 2});
+    b->Args({kind, 16, 2, 2});
+    b->Args({kind, 64, 2, 2});
+  }
 }
 
 BENCHMARK(BM_Matmul)->Apply(Args)->Unit(benchmark::kMicrosecond)->UseRealTime();

@@ -9,8 +9,9 @@ enum class Isa { Scalar, Avx2, Avx512 };
 
 const char* isa_name(Isa isa);
 // Avx2 means AVX2, FMA, F16C and BMI2 (the build's baseline). Avx512 means that plus AVX512 F, BW and
-// VNNI, exactly what matmul_avx512.cc uses (its int8 dot product is VNNI's vpdpbusd): Cascade Lake,
-// Ice Lake, Zen 4 and later. Skylake-X has no VNNI and runs AVX2.
+// VNNI, exactly what matmul_avx512.cc uses (its int8 dot product is VNNI's vpdpbusd; the plain
+// weights' matmul_panel_avx512.cc needs only F): Cascade Lake, Ice Lake, Zen 4 and later. Skylake-X
+// has no VNNI and runs AVX2.
 bool isa_supported(Isa isa);
 Isa best_isa();  // the fastest supported; EMBER_ISA=avx2|scalar in the environment caps it
 std::vector<Isa> supported_isas();

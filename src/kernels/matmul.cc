@@ -124,7 +124,9 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
     } else if (w.qtype != QType::None) {
       if (isa == Isa::Avx512) detail::quant_groups_avx512(w, a.q, y, g0, g1);
       else detail::quant_groups_avx2(w, a.q, y, g0, g1);
-    } else {  // one panel kernel for AVX2 and AVX-512 machines alike
+    } else if (isa == Isa::Avx512) {  // plain weights: the two panel kernels give the same bits
+      detail::panel_rows_avx512(w, x, n_tokens, y, g0, g1);
+    } else {
       detail::panel_rows_avx2(w, x, n_tokens, y, g0, g1);
     }
   };

@@ -1,5 +1,6 @@
-// AVX2 kernels (with FMA and F16C): panel-packed plain weights, on AVX2 and AVX-512 machines alike,
-// and quantized weights where AVX-512 is missing.
+// AVX2 kernels (with FMA and F16C): panel-packed plain weights (decode everywhere, prefill where
+// AVX-512 is missing: matmul_panel_avx512.cc gives the same bits), and quantized weights where
+// AVX-512 is missing.
 #include <immintrin.h>
 
 #include <algorithm>

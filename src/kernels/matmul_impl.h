@@ -1,6 +1,7 @@
 #pragma once
 // Internal: what matmul.cc (dispatch, scalar reference) shares with the per-instruction-set kernels
-// in matmul_avx2.cc and matmul_avx512.cc. Each kernel computes one thread's share of rows.
+// in matmul_avx2.cc, matmul_avx512.cc and matmul_panel_avx512.cc. Each kernel computes one
+// thread's share of rows.
 #include <algorithm>
 #include <cstdint>
 
@@ -12,8 +13,9 @@ namespace ember::kernels::detail {
 
 constexpr int64_t kTokenBlock = 64;  // tokens whose activations stay in L2 while a weight tile is reused
 
-// Panel-packed plain weights: 16-row panels [g0, g1) for all n tokens (AVX2 and AVX-512 machines).
+// Panel-packed plain weights: 16-row panels [g0, g1) for all n tokens. Both give the same bits.
 void panel_rows_avx2(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1);
+void panel_rows_avx512(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1);
 
 // Quantized weights: 16-row groups [g0, g1) for all tokens of a.
 void quant_groups_avx2(const WeightMatrix& w, const QuantizedActs& a, float* y, int64_t g0, int64_t g1);

@@ -1,0 +1,168 @@
+// AVX-512 kernel of panel-packed plain weights (F32/F16/BF16, pack.h) for prefill: a panel column
+// of 16 rows is one zmm of floats, so a register tile holds more tokens than the AVX2 kernel's and the
+// two 512-bit FMA ports stay busy. Only AVX512F is used (CMakeLists.txt); it is called only where
+// cpu.cc found the Avx512 set. Decode (one or two tokens) is bound by the weight stream and runs the
+// AVX2 kernel, which gives the same bits.
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "kernels/matmul_impl.h"
+#include "kernels/pack.h"
+
+namespace ember::kernels::detail {
+
+namespace {
+
+static_assert(kPanelRows == 16, "one zmm of float32 lanes holds a panel column");
+
+// Register tile: 3 panels x 9 tokens = 27 accumulators, 3 weight vectors and a broadcast of the 32
+// zmm registers. Measured on a 2-core Xeon (kernels_bench, 16 and 64 tokens): 2 x 14, 4 x 6 and 5 x 5
+// were within noise at 64 tokens and slower at 16; 6 x 4 was much slower.
+constexpr int kPanels = 3;
+constexpr int kTileTokens = 9;
+// Columns per block: 3 panels' block as float32 (24 KiB) and a tile's activations stay in L1 while
+// every token tile of a block reuses them (256 was no faster, 64 slower).
+constexpr int64_t kColBlock = 128;
+constexpr int64_t kTokens = kTokenBlock;  // tokens per block: their activations stay in L2
+// From this many token tiles on, 16-bit weights are converted once per block into a float32 buffer
+// rather than by every tile (at 2 tiles, 16 tokens, converting in the tiles was faster).
+constexpr int64_t kExpandTiles = 3;
+constexpr int64_t kCacheLine = 64;
+
+// 16 weights (one panel column) from element i, as float32.
+template <DType T>
+inline __m512 load16(const void* base, int64_t i) {
+  if constexpr (T == DType::F32) return _mm512_loadu_ps(static_cast<const float*>(base) + i);
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(base) + i));
+  if constexpr (T == DType::F16) return _mm512_cvtph_ps(h);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+// NP panels x NT tokens over `len` columns. w: panel 0 at the block's first column, panels pstride
+// elements apart; xp: the tile's activations column by column (xp[k * NT + t]), so every broadcast
+// has a constant offset; y[t * ldy + p * 16 + r], rows of the last panel outside `last` neither read
+// nor written. The sum order is panel_tile's in matmul_avx2.cc: one fused multiply-add chain per
+// output in column order, from zero or (add) from the exact float y holds, so the bits are the AVX2
+// kernel's whatever the tile shape or blocking.
+template <DType T, int NP, int NT>
+void tile(const void* w, int64_t pstride, const float* xp, int64_t len, float* y, int64_t ldy, bool add,
+          __mmask16 last) {
+  // Every loop over panels and tokens must unroll (GCC does not at -O2) or the accumulators live on the stack.
+  __m512 acc[NP][NT];
+  #pragma GCC unroll 4
+  for (int p = 0; p < NP; ++p) {
+    const __mmask16 m = p == NP - 1 ? last : __mmask16(0xFFFF);
+    #pragma GCC unroll 32
+    for (int t = 0; t < NT; ++t)
+      acc[p][t] = add ? _mm512_maskz_loadu_ps(m, y + t * ldy + p * kPanelRows) : _mm512_setzero_ps();
+  }
+  for (int64_t k = 0; k < len; ++k, xp += NT) {
+    __m512 wv[NP];
+    #pragma GCC unroll 4
+    for (int p = 0; p < NP; ++p) wv[p] = load16<T>(w, p * pstride + k * kPanelRows);
+    #pragma GCC unroll 32
+    for (int t = 0; t < NT; ++t) {
+      const __m512 xb = _mm512_set1_ps(xp[t]);
+      #pragma GCC unroll 4
+      for (int p = 0; p < NP; ++p) acc[p][t] = _mm512_fmadd_ps(wv[p], xb, acc[p][t]);
+    }
+  }
+  #pragma GCC unroll 4
+  for (int p = 0; p < NP; ++p) {
+    const __mmask16 m = p == NP - 1 ? last : __mmask16(0xFFFF);
+    #pragma GCC unroll 32
+    for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * ldy + p * kPanelRows, m, acc[p][t]);
+  }
+}
+
+// tile<T, NP, nt> with nt <= NT chosen at run time.
+template <DType T, int NP, int NT>
+void tile_n(int nt, const void* w, int64_t pstride, const float* xp, int64_t len, float* y, int64_t ldy, bool add,
+            __mmask16 last) {
+  if constexpr (NT > 1)
+    if (nt < NT) return tile_n<T, NP, NT - 1>(nt, w, pstride, xp, len, y, ldy, add, last);
+  tile<T, NP, NT>(w, pstride, xp, len, y, ldy, add, last);
+}
+
+template <DType T>
+void panel_rows(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1) {
+  const int64_t K = w.cols, pstride = kPanelRows * K, es = static_cast<int64_t>(dtype_size(T));
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  // The activations of a token block x column block, transposed per token tile (in L1/L2 while
+  // every panel reuses them), and NP panels' weights of a column block as float32.
+  alignas(64) float xp[kTokens * kColBlock];
+  alignas(64) float wbuf[kPanels * kPanelRows * kColBlock];
+  for (int64_t t0 = 0; t0 < n; t0 += kTokens) {
+    const int64_t nt = std::min(kTokens, n - t0);
+    const int64_t tiles = (nt + kTileTokens - 1) / kTileTokens;
+    int64_t start[kTokens + 1];  // first token of each tile, as even as possible
+    for (int64_t i = 0, t = 0; i <= tiles; ++i) {
+      start[i] = t;
+      if (i < tiles) t += (nt - t) / (tiles - i);
+    }
+    const bool expand = T != DType::F32 && tiles >= kExpandTiles;
+    for (int64_t k0 = 0; k0 < K; k0 += kColBlock) {
+      const int64_t len = std::min(kColBlock, K - k0);
+      for (int64_t i = 0; i < tiles; ++i) {
+        const int64_t s = start[i + 1] - start[i];
+        float* dst = xp + start[i] * len;
+        for (int64_t t = 0; t < s; ++t) {
+          const float* src = x + (t0 + start[i] + t) * K + k0;
+          for (int64_t k = 0; k < len; ++k) dst[k * s + t] = src[k];
+        }
+      }
+      for (int64_t g = g0; g < g1;) {
+        const int np = g + kPanels <= g1 ? kPanels : 1;
+        const int64_t valid = std::min<int64_t>(kPanelRows, w.rows - (g + np - 1) * kPanelRows);
+        const auto last = static_cast<__mmask16>((1u << valid) - 1);
+        const void* wp = base + (g * pstride + k0 * kPanelRows) * es;
+        int64_t ps = pstride;
+        if (expand) {
+          for (int p = 0; p < np; ++p)
+            for (int64_t k = 0; k < len; ++k)
+              _mm512_store_ps(wbuf + (p * len + k) * kPanelRows, load16<T>(wp, p * pstride + k * kPanelRows));
+          ps = kPanelRows * len;
+        }
+        // The next group's 16-bit block starts a page of its own, where the hardware prefetcher
+        // does not follow: fetch it into L2 a slice per tile while this group computes (64 tokens:
+        // f16 +10%, bf16 +4%; f32's blocks, twice the lines, and 2 tiles (16 tokens) were no faster).
+        const int64_t next = expand ? std::min<int64_t>(kPanels, g1 - g - np) : 0;
+        const int64_t lines = len * kPanelRows * es / kCacheLine;
+        const auto* wnext = static_cast<const char*>(wp) + np * pstride * es;
+        for (int64_t i = 0; i < tiles; ++i) {
+          for (int64_t l = i * next * lines / tiles, e = (i + 1) * next * lines / tiles; l < e; ++l)
+            _mm_prefetch(wnext + (l / lines) * pstride * es + (l % lines) * kCacheLine, _MM_HINT_T1);
+          const int s = static_cast<int>(start[i + 1] - start[i]);
+          float* yt = y + (t0 + start[i]) * w.rows + g * kPanelRows;
+          const float* xt = xp + start[i] * len;
+          const bool add = k0 > 0;
+          if (expand) {
+            if (np == kPanels) tile_n<DType::F32, kPanels, kTileTokens>(s, wbuf, ps, xt, len, yt, w.rows, add, last);
+            else tile_n<DType::F32, 1, kTileTokens>(s, wbuf, ps, xt, len, yt, w.rows, add, last);
+          } else {
+            if (np == kPanels) tile_n<T, kPanels, kTileTokens>(s, wp, ps, xt, len, yt, w.rows, add, last);
+            else tile_n<T, 1, kTileTokens>(s, wp, ps, xt, len, yt, w.rows, add, last);
+          }
+        }
+        g += np;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void panel_rows_avx512(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1) {
+  if (n <= 2) {
+    panel_rows_avx2(w, x, n, y, g0, g1);
+    return;
+  }
+  switch (w.dtype) {
+    case DType::F32: panel_rows<DType::F32>(w, x, n, y, g0, g1); break;
+    case DType::F16: panel_rows<DType::F16>(w, x, n, y, g0, g1); break;
+    case DType::BF16: panel_rows<DType::BF16>(w, x, n, y, g0, g1); break;
+  }
+}
+
+}  // namespace ember::kernels::detail
