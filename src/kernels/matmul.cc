@@ -130,7 +130,13 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
       detail::panel_rows_avx2(w, x, n_tokens, y, g0, g1);
     }
   };
-  const int64_t grain = std::max<int64_t>(1, kMinChunkMacs / std::max<int64_t>(1, kQGroupRows * cols * n_tokens));
+  int64_t grain = std::max<int64_t>(1, kMinChunkMacs / std::max<int64_t>(1, kQGroupRows * cols * n_tokens));
+  // The AVX-512 panel kernel transposes each token block's activations once per call, a cost of
+  // its own beside the products of a few groups (a fifth at 8 groups): with few threads, fewer and
+  // longer chunks (two per thread, 8 to 32 groups) keep it small.
+  bool plain_avx512 = isa == Isa::Avx512 && n_tokens > 2;
+  for (const MatmulOut& o : outs) plain_avx512 = plain_avx512 && o.w->qtype == QType::None;
+  if (plain_avx512) grain = std::max(grain, std::clamp<int64_t>(first.back() / (2 * pool.size()), 8, 32));
   pool.parallel_for(first.back(), grain, [&](int64_t u0, int64_t u1) {
     for (size_t i = 0; i < outs.size(); ++i) {
       const int64_t b = std::max(u0, first[i]), e = std::min(u1, first[i + 1]);
