@@ -549,14 +549,23 @@ std::optional<engine::GrammarConstraint> Server::output_grammar(const ChatReques
     throw ApiError(400, std::string("'") + param + "': " + e.what(), param);
   }
   constexpr size_t kRecentGrammars = 16;
+  std::shared_ptr<const grammar::Vocabulary> vocab;
+  {
+    std::lock_guard lock(vocab_mu_);
+    for (auto it = recent_grammars_.begin(); it != recent_grammars_.end(); ++it)
+      if (it->first == gbnf) {
+        std::rotate(it, it + 1, recent_grammars_.end());
+        return recent_grammars_.back().second;
+      }
+    if (!grammar_vocab_) grammar_vocab_ = engine::grammar_vocabulary(tokenizer_);
+    vocab = grammar_vocab_;
+  }
+  // Compiled outside the lock: other requests' lookups need not wait for it. Two requests of a new
+  // grammar at once may both compile it; the second to finish takes the first one's entry.
+  engine::GrammarConstraint c{std::make_shared<const grammar::Grammar>(grammar::Grammar::from_gbnf(gbnf)), vocab};
   std::lock_guard lock(vocab_mu_);
-  for (auto it = recent_grammars_.begin(); it != recent_grammars_.end(); ++it)
-    if (it->first == gbnf) {
-      std::rotate(it, it + 1, recent_grammars_.end());
-      return recent_grammars_.back().second;
-    }
-  if (!grammar_vocab_) grammar_vocab_ = engine::grammar_vocabulary(tokenizer_);
-  engine::GrammarConstraint c{std::make_shared<const grammar::Grammar>(grammar::Grammar::from_gbnf(gbnf)), grammar_vocab_};
+  for (const auto& [text, known] : recent_grammars_)
+    if (text == gbnf) return known;
   if (recent_grammars_.size() >= kRecentGrammars) recent_grammars_.erase(recent_grammars_.begin());
   recent_grammars_.emplace_back(std::move(gbnf), c);
   return c;
