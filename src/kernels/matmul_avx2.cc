@@ -18,6 +18,9 @@ using simd::kLanes;
 using simd::load8;
 
 constexpr int kPanelHalves = kPanelRows / kLanes;  // vectors per panel column
+constexpr int64_t kCacheLine = 64;
+// How far ahead of its reads each panel's stream is prefetched in decode.
+constexpr int64_t kPanelPrefetchAhead = 2048;
 static_assert(kPanelHalves == 2, "the panel tiles below hold a panel column in two vectors");
 
 // NP panels x NT tokens over columns [k0, k1) of panel-packed weights (pack.h). Each output is one
@@ -39,6 +42,17 @@ void panel_tile(const void* w, int64_t pstride, const float* x, int64_t ldx, int
   const int64_t base = k0 * kPanelRows;
   #pragma GCC unroll 4
   for (int64_t k = k0, e = base; k < k1; ++k, e += kPanelRows) {
+    // Decode streams each panel from memory once: one core keeps too few reads in flight to reach
+    // the bandwidth while it computes, so each panel's lines some way ahead are fetched, every 4
+    // columns (one or more lines).
+    if constexpr (NT <= 2)
+      if (((k - k0) & 3) == 0)
+        #pragma GCC unroll 4
+        for (int p = 0; p < NP; ++p)
+          for (int64_t l = 0; l < 4 * kPanelRows * static_cast<int64_t>(dtype_size(T)); l += kCacheLine)
+            _mm_prefetch(static_cast<const char*>(w) + (p * pstride + e) * static_cast<int64_t>(dtype_size(T)) +
+                             kPanelPrefetchAhead + l,
+                         _MM_HINT_T0);
     if constexpr (NP == 1) {
       // Many tokens: one broadcast at a time, or 12 accumulators + 6 broadcasts spill registers.
       const __m256 w0 = load8<T>(w, e), w1 = load8<T>(w, e + kLanes);
@@ -154,7 +168,6 @@ void panel_rows(const WeightMatrix& w, const float* x, int64_t n, float* y, int6
 // How many bytes ahead of their reads the quantized kernel prefetches weights: one core alone does not
 // keep enough reads in flight to reach the memory's bandwidth while it also computes.
 constexpr int64_t kPrefetchAhead = 2048;
-constexpr int64_t kCacheLine = 64;
 // Tokens per quantized tile: 2 x 2 float and integer accumulators.
 constexpr int kQuantTileTokens = 2;
 

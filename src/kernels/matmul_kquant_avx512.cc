@@ -18,6 +18,8 @@ namespace {
 // stay in registers with the unpacked weights; the totals, touched once per super-block, may spill.
 // 8 measured faster than 4 and 6 (kernels_bench, q4_k / q5_k / q6_k at 16 and 64 tokens).
 constexpr int kKqTileTokens512 = 8;
+constexpr int64_t kPrefetchAhead = 4096;
+constexpr int64_t kCacheLine = 64;
 
 // The 16 rows' float values of one byte per row (a scale or min of sub-block j), signed for Q6_K.
 template <QType Q>
@@ -27,19 +29,25 @@ inline __m512 kq_row_bytes512(const uint8_t* p) {
   else return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v));
 }
 
-// Adds the high bits of unit u of sub-block j to its nibbles.
+// Unit u of sub-block j: the nibbles of v under low4 with the high bits of the tile set above them
+// (Q5_K's bit 4, Q6_K's bits 4 and 5). The bits are disjoint, so an or adds them: one vpternlogd
+// does the and and the or, and the high bytes are built in place (no register copies for merging).
 template <QType Q>
-inline __m512i kq_add_high512(__m512i q, const uint8_t* tile, int j, int u) {
-  const uint8_t* words = kq_bit_words<Q>(tile, j, u);
-  uint64_t b4;
-  std::memcpy(&b4, words, 8);
-  q = _mm512_mask_add_epi8(q, _cvtu64_mask64(b4), q, _mm512_set1_epi8(16));
-  if constexpr (Q == QType::Q6_K) {
-    uint64_t b5;
-    std::memcpy(&b5, words + 8, 8);
-    q = _mm512_mask_add_epi8(q, _cvtu64_mask64(b5), q, _mm512_set1_epi8(32));
+inline __m512i kq_unit512(__m512i v, __m512i low4, const uint8_t* tile, int j, int u) {
+  if constexpr (Q == QType::Q4_K) {
+    return _mm512_and_si512(v, low4);
+  } else {
+    const uint8_t* words = kq_bit_words<Q>(tile, j, u);
+    uint64_t b4;
+    std::memcpy(&b4, words, 8);
+    __m512i h = _mm512_maskz_mov_epi8(_cvtu64_mask64(b4), _mm512_set1_epi8(16));
+    if constexpr (Q == QType::Q6_K) {
+      uint64_t b5;
+      std::memcpy(&b5, words + 8, 8);
+      h = _mm512_mask_add_epi8(h, _cvtu64_mask64(b5), h, _mm512_set1_epi8(32));
+    }
+    return _mm512_ternarylogic_epi32(v, low4, h, 0xEA);  // (v & low4) | h
   }
-  return q;
 }
 
 // One group x NT tokens over all super-blocks.
@@ -55,6 +63,12 @@ template <QType Q, int NT>
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* tile = tiles + b * kq_tile_bytes(Q);
+    // Decode streams the weights from memory once: one core keeps too few reads in flight to reach
+    // the bandwidth while it computes, so a few super-blocks ahead are fetched (past the group's end
+    // is the next group's, or harmless: prefetches do not fault).
+    if constexpr (NT <= 2)
+      for (int64_t l = 0; l < kq_tile_bytes(Q); l += kCacheLine)
+        _mm_prefetch(reinterpret_cast<const char*>(tile + kPrefetchAhead + l), _MM_HINT_T0);
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + kKqD)));
     __m512 dm;  // the mins' factor: dmin, or Q6_K's 32 * d (its offset 32 times its scales)
     if constexpr (Q == QType::Q6_K) dm = _mm512_mul_ps(d, _mm512_set1_ps(32.0f));
@@ -63,22 +77,31 @@ template <QType Q, int NT>
     #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) f[t] = _mm512_setzero_ps();
     for (int p = 0; p < S::kPairs; ++p) {
-      __m512i sa[NT], sb[NT];
+      // Integer sums are exact in any order: with few tokens each sum is split into C chains
+      // (units u % C) so vpdpbusd's latency is not the critical path.
+      constexpr int C = NT <= 2 ? 2 : 1;
+      __m512i sa[C][NT], sb[C][NT];
       #pragma GCC unroll 8
-      for (int t = 0; t < NT; ++t) sa[t] = sb[t] = _mm512_setzero_si512();
+      for (int c = 0; c < C; ++c)
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) sa[c][t] = sb[c][t] = _mm512_setzero_si512();
       #pragma GCC unroll 8
       for (int u = 0; u < S::kUnits; ++u) {
         const __m512i v = _mm512_loadu_si512(tile + S::kNibbles + 64 * (p * S::kUnits + u));
-        __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
-        if constexpr (Q != QType::Q4_K) {
-          lo = kq_add_high512<Q>(lo, tile, 2 * p, u);
-          hi = kq_add_high512<Q>(hi, tile, 2 * p + 1, u);
-        }
+        const __m512i lo = kq_unit512<Q>(v, low4, tile, 2 * p, u);
+        const __m512i hi = kq_unit512<Q>(_mm512_srli_epi16(v, 4), low4, tile, 2 * p + 1, u);
         #pragma GCC unroll 8
         for (int t = 0; t < NT; ++t) {
           const int8_t* xq = a.q.data() + (t0 + t) * a.cols + b * kQK_K + 4 * u;
-          sa[t] = _mm512_dpbusd_epi32(sa[t], lo, _mm512_set1_epi32(kq_x4(xq + S::kWidth * 2 * p)));
-          sb[t] = _mm512_dpbusd_epi32(sb[t], hi, _mm512_set1_epi32(kq_x4(xq + S::kWidth * (2 * p + 1))));
+          sa[u % C][t] = _mm512_dpbusd_epi32(sa[u % C][t], lo, _mm512_set1_epi32(kq_x4(xq + S::kWidth * 2 * p)));
+          sb[u % C][t] = _mm512_dpbusd_epi32(sb[u % C][t], hi, _mm512_set1_epi32(kq_x4(xq + S::kWidth * (2 * p + 1))));
+        }
+      }
+      if constexpr (C == 2) {
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) {
+          sa[0][t] = _mm512_add_epi32(sa[0][t], sa[1][t]);
+          sb[0][t] = _mm512_add_epi32(sb[0][t], sb[1][t]);
         }
       }
       const __m512 sca = kq_row_bytes512<Q>(tile + S::kScales + 16 * (2 * p));
@@ -95,8 +118,8 @@ template <QType Q, int NT>
       #pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         const int64_t tb = (t0 + t) * nb + b;
-        f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sa[t]), da, f[t]);
-        f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sb[t]), db, f[t]);
+        f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sa[0][t]), da, f[t]);
+        f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sb[0][t]), db, f[t]);
         f[t] = _mm512_fnmadd_ps(ma, _mm512_set1_ps(kq_act_sum<Q>(a, tb, 2 * p)), f[t]);
         f[t] = _mm512_fnmadd_ps(mb, _mm512_set1_ps(kq_act_sum<Q>(a, tb, 2 * p + 1)), f[t]);
       }
