@@ -18,7 +18,6 @@ using simd::kLanes;
 using simd::load8;
 
 constexpr int kPanelHalves = kPanelRows / kLanes;  // vectors per panel column
-constexpr int64_t kCacheLine = 64;
 // How far ahead of its reads each panel's stream is prefetched in decode.
 constexpr int64_t kPanelPrefetchAhead = 2048;
 static_assert(kPanelHalves == 2, "the panel tiles below hold a panel column in two vectors");
@@ -165,9 +164,6 @@ void panel_rows(const WeightMatrix& w, const float* x, int64_t n, float* y, int6
   }
 }
 
-// How many bytes ahead of their reads the quantized kernel prefetches weights: one core alone does not
-// keep enough reads in flight to reach the memory's bandwidth while it also computes.
-constexpr int64_t kPrefetchAhead = 2048;
 // Tokens per quantized tile: 2 x 2 float and integer accumulators.
 constexpr int kQuantTileTokens = 2;
 
@@ -194,7 +190,7 @@ template <QType Q, int NT>
     const uint8_t* tile = group + b * bb;
     // The lines a few blocks ahead (past the group's end is harmless: prefetches do not fault).
     for (int64_t l = 0; l < bb; l += kCacheLine)
-      _mm_prefetch(reinterpret_cast<const char*>(tile + kPrefetchAhead + l), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(tile + kDecodePrefetchAhead + l), _MM_HINT_T0);
     __m256i isum[2][NT];
     #pragma GCC unroll 2
     for (int h = 0; h < 2; ++h)

@@ -16,8 +16,6 @@ namespace {
 // Tokens per tile: 2 x NT accumulators (a block's integer sums, the float sums) plus a weight vector
 // stay in the 32 registers.
 constexpr int kTileTokens512 = 12;
-constexpr int64_t kPrefetchAhead = 4096;
-constexpr int64_t kCacheLine = 64;
 // Each vpdpbusd adds one unit (4 products) per row, so a block takes this many of them.
 constexpr int kUnitsPerBlock = kQBlock / kQUnit;
 
@@ -77,7 +75,7 @@ void quant_tile512(const uint8_t* tiles, const uint16_t* scales, int64_t nb, con
     // the next group's, or harmless: prefetches do not fault).
     if constexpr (NT <= 2)
       for (int64_t l = 0; l < qblock_bytes(Q); l += kCacheLine)
-        _mm_prefetch(reinterpret_cast<const char*>(tile + kPrefetchAhead + l), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(tile + kDecodePrefetchAhead + l), _MM_HINT_T0);
     __m512i s[NT];
     #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t) s[t] = _mm512_set1_epi32(xp[kUnitsPerBlock * NT + t]);

@@ -12,6 +12,11 @@
 namespace ember::kernels::detail {
 
 constexpr int64_t kTokenBlock = 64;  // tokens whose activations stay in L2 while a weight tile is reused
+constexpr int64_t kCacheLine = 64;
+// How far ahead of its reads a quantized decode kernel (one or two tokens) prefetches the weights it
+// streams: one core alone keeps too few reads in flight to reach the bandwidth while it computes
+// (ember bench, 1B model, one thread: 4 KiB ahead beat 2 and 8).
+constexpr int64_t kDecodePrefetchAhead = 4096;
 
 // Panel-packed plain weights: 16-row panels [g0, g1) for all n tokens. Both give the same bits.
 void panel_rows_avx2(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1);

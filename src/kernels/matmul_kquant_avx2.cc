@@ -56,6 +56,13 @@ template <QType Q, int NT>
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* tile = tiles + b * kq_tile_bytes(Q);
+      // Decode streams the weights from memory once (the second half's pass finds them cached): one
+      // core keeps too few reads in flight to reach the bandwidth while it computes, so a few
+      // super-blocks ahead are fetched (prefetches past the end do not fault).
+      if constexpr (NT <= 2)
+        if (h == 0)
+          for (int64_t l = 0; l < kq_tile_bytes(Q); l += kCacheLine)
+            _mm_prefetch(reinterpret_cast<const char*>(tile + kDecodePrefetchAhead + l), _MM_HINT_T0);
       const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + kKqD + 16 * h)));
       __m256 dm;  // the mins' factor: dmin, or Q6_K's 32 * d
       if constexpr (Q == QType::Q6_K) dm = _mm256_mul_ps(d, _mm256_set1_ps(32.0f));

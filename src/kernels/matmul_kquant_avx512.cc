@@ -18,8 +18,6 @@ namespace {
 // stay in registers with the unpacked weights; the totals, touched once per super-block, may spill.
 // 8 measured faster than 4 and 6 (kernels_bench, q4_k / q5_k / q6_k at 16 and 64 tokens).
 constexpr int kKqTileTokens512 = 8;
-constexpr int64_t kPrefetchAhead = 4096;
-constexpr int64_t kCacheLine = 64;
 
 // The 16 rows' float values of one byte per row (a scale or min of sub-block j), signed for Q6_K.
 template <QType Q>
@@ -68,7 +66,7 @@ template <QType Q, int NT>
     // is the next group's, or harmless: prefetches do not fault).
     if constexpr (NT <= 2)
       for (int64_t l = 0; l < kq_tile_bytes(Q); l += kCacheLine)
-        _mm_prefetch(reinterpret_cast<const char*>(tile + kPrefetchAhead + l), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(tile + kDecodePrefetchAhead + l), _MM_HINT_T0);
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + kKqD)));
     __m512 dm;  // the mins' factor: dmin, or Q6_K's 32 * d (its offset 32 times its scales)
     if constexpr (Q == QType::Q6_K) dm = _mm512_mul_ps(d, _mm512_set1_ps(32.0f));

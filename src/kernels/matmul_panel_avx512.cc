@@ -28,7 +28,6 @@ constexpr int64_t kTokens = kTokenBlock;  // tokens per block: their activations
 // From this many token tiles on, 16-bit weights are converted once per block into a float32 buffer
 // rather than by every tile (at 2 tiles, 16 tokens, converting in the tiles was faster).
 constexpr int64_t kExpandTiles = 3;
-constexpr int64_t kCacheLine = 64;
 
 // 16 weights (one panel column) from element i, as float32.
 template <DType T>
