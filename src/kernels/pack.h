@@ -7,8 +7,8 @@
 // matrix's dtype. A kernel loads the 16 rows' weights of one column as two 8-float vectors and
 // multiplies them by one broadcast activation.
 #include <cstdint>
+#include <memory>
 
-#include "base/weight_buffer.h"
 #include "kernels/matmul.h"
 
 namespace ember::kernels {
@@ -24,7 +24,10 @@ class PackedMatrix {
 
  private:
   friend PackedMatrix pack(const WeightMatrix& w, ThreadPool& pool);
-  WeightBuffer data_;
+  struct Free {
+    void operator()(uint8_t* p) const;
+  };
+  std::unique_ptr<uint8_t, Free> data_;
   WeightMatrix view_;
 };
 

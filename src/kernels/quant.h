@@ -10,10 +10,10 @@
 //         q[16g+i][32b+16+4j+m] + 8 in its high nibble, j < 4.
 // Scales: float16 at (g * n_blocks + b) * 16 + i. The weight is scale * q.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "base/weight_buffer.h"
 #include "kernels/gguf_quants.h"
 #include "kernels/kquant.h"
 #include "kernels/matmul.h"
@@ -51,9 +51,8 @@ class QuantizedMatrix {
   friend QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool);
   friend QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, int64_t cols, ThreadPool& pool);
   static QuantizedMatrix allocate(QType q, int64_t rows, int64_t cols);
-  uint8_t* quants() const { return quants_.data(); }
-  uint16_t* scales() const { return reinterpret_cast<uint16_t*>(scales_.data()); }
-  WeightBuffer quants_, scales_;
+  std::unique_ptr<uint8_t[]> quants_;
+  std::unique_ptr<uint16_t[]> scales_;
   int64_t n_quant_bytes_ = 0, n_scales_ = 0;
   WeightMatrix view_;
 };
