@@ -35,10 +35,14 @@ float float_row_dot(const WeightMatrix& w, int64_t r, const float* x) {
 }
 
 // The activations of x each kind of weight multiplies: Q8_0-style for Q8_0 / Q4_0, Q8_K-style for
-// the K-quants (only the kinds some weight needs are filled).
+// the K-quants; and the AVX-512 kernels' layouts of them, made once per product so that no chunk
+// repeats the work (only the kinds some weight needs are filled).
 struct MatmulActs {
   QuantizedActs q;
   KQuantActs k;
+  std::vector<float> panel;                        // plain weights (pack_panel_acts)
+  std::vector<int32_t> quant[2];                   // Q8_0, Q4_0 weights (pack_quant_acts)
+  static int quant_slot(QType t) { return t == QType::Q8_0 ? 0 : 1; }
 };
 
 // Rows [r0, r1) of y for all n tokens, one sequential sum each; a holds x quantized when w is.
@@ -53,17 +57,32 @@ void reference_rows(const WeightMatrix& w, const float* x, const MatmulActs& a, 
     }
 }
 
-// Quantizes x as the weights ws need it.
-void quantize_matmul_acts(std::span<const WeightMatrix* const> ws, const float* x, int64_t n, MatmulActs& a,
-                          ThreadPool& pool) {
-  bool q = false, k = false;
+// Quantizes x as the weights ws need it, and lays it out for the AVX-512 kernels when isa is that.
+void prepare_matmul_acts(std::span<const WeightMatrix* const> ws, const float* x, int64_t n, MatmulActs& a,
+                         ThreadPool& pool, Isa isa) {
+  bool q = false, k = false, plain = false, packed[2] = {false, false};
   for (const WeightMatrix* w : ws) {
     k = k || is_kquant(w->qtype);
-    q = q || (w->qtype != QType::None && !is_kquant(w->qtype));
+    plain = plain || w->qtype == QType::None;
+    if (w->qtype != QType::None && !is_kquant(w->qtype)) q = packed[MatmulActs::quant_slot(w->qtype)] = true;
   }
   if (ws.empty()) return;
-  if (q) quantize_acts(x, n, ws[0]->cols, a.q, pool);
-  if (k) quantize_acts_k(x, n, ws[0]->cols, a.k, pool);
+  const int64_t cols = ws[0]->cols;
+  if (q) quantize_acts(x, n, cols, a.q, pool);
+  if (k) quantize_acts_k(x, n, cols, a.k, pool);
+  if (isa != Isa::Avx512) return;
+  if (plain && n > detail::kDecodeTokens) {
+    a.panel.resize(static_cast<size_t>(n * cols));
+    pool.parallel_for(detail::panel_pack_pieces(n, cols), 1,
+                      [&](int64_t p0, int64_t p1) { detail::pack_panel_acts(x, n, cols, a.panel.data(), p0, p1); });
+  }
+  for (QType t : {QType::Q8_0, QType::Q4_0}) {
+    if (!packed[MatmulActs::quant_slot(t)]) continue;
+    std::vector<int32_t>& xp = a.quant[MatmulActs::quant_slot(t)];
+    xp.resize(static_cast<size_t>(detail::quant_pack_size(a.q)));
+    pool.parallel_for(detail::quant_pack_tiles(a.q), 1,
+                      [&](int64_t i0, int64_t i1) { detail::pack_quant_acts(t, a.q, xp.data(), i0, i1); });
+  }
 }
 
 // Multiply-adds worth a thread hand-off: the least work one chunk of a parallel matmul gets.
@@ -113,7 +132,7 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
     ws.push_back(outs[i].w);
   }
   MatmulActs a;
-  quantize_matmul_acts(ws, x, n_tokens, a, pool);
+  prepare_matmul_acts(ws, x, n_tokens, a, pool, isa);
   auto rows = [&](const WeightMatrix& w, float* y, int64_t g0, int64_t g1) {
     const int64_t r0 = g0 * kQGroupRows, r1 = std::min(w.rows, g1 * kQGroupRows);
     if (isa == Isa::Scalar) {
@@ -122,21 +141,15 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
       if (isa == Isa::Avx512) detail::kquant_groups_avx512(w, a.k, y, g0, g1);
       else detail::kquant_groups_avx2(w, a.k, y, g0, g1);
     } else if (w.qtype != QType::None) {
-      if (isa == Isa::Avx512) detail::quant_groups_avx512(w, a.q, y, g0, g1);
+      if (isa == Isa::Avx512) detail::quant_groups_avx512(w, a.q, a.quant[MatmulActs::quant_slot(w.qtype)].data(), y, g0, g1);
       else detail::quant_groups_avx2(w, a.q, y, g0, g1);
     } else if (isa == Isa::Avx512) {  // plain weights: the two panel kernels give the same bits
-      detail::panel_rows_avx512(w, x, n_tokens, y, g0, g1);
+      detail::panel_rows_avx512(w, x, a.panel.data(), n_tokens, y, g0, g1);
     } else {
       detail::panel_rows_avx2(w, x, n_tokens, y, g0, g1);
     }
   };
-  int64_t grain = std::max<int64_t>(1, kMinChunkMacs / std::max<int64_t>(1, kQGroupRows * cols * n_tokens));
-  // The AVX-512 panel kernel transposes each token block's activations once per call, a cost of
-  // its own beside the products of a few groups (a fifth at 8 groups): with few threads, fewer and
-  // longer chunks (two per thread, 8 to 32 groups) keep it small.
-  bool plain_avx512 = isa == Isa::Avx512 && n_tokens > 2;
-  for (const MatmulOut& o : outs) plain_avx512 = plain_avx512 && o.w->qtype == QType::None;
-  if (plain_avx512) grain = std::max(grain, std::clamp<int64_t>(first.back() / (2 * pool.size()), 8, 32));
+  const int64_t grain = std::max<int64_t>(1, kMinChunkMacs / std::max<int64_t>(1, kQGroupRows * cols * n_tokens));
   pool.parallel_for(first.back(), grain, [&](int64_t u0, int64_t u1) {
     for (size_t i = 0; i < outs.size(); ++i) {
       const int64_t b = std::max(u0, first[i]), e = std::min(u1, first[i + 1]);
@@ -149,7 +162,7 @@ void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, f
   MatmulActs a;
   const WeightMatrix* ws[] = {&w};
   ThreadPool caller(1);
-  quantize_matmul_acts(ws, x, n_tokens, a, caller);
+  prepare_matmul_acts(ws, x, n_tokens, a, caller, Isa::Scalar);
   reference_rows(w, x, a, n_tokens, y, 0, w.rows);
 }
 

@@ -25,24 +25,6 @@ constexpr int kUnitsPerBlock = kQBlock / kQUnit;
 // tokens: each token's 32 quants, then per token the accumulator's start -offset * sum(x quants),
 // then the activation scale's float bits.
 constexpr int64_t kPackedPerToken = kUnitsPerBlock + 2;  // int32s per token and block
-// The packed tile of tokens [t, t + nt) starts at t * n_blocks * kPackedPerToken: tiles lie in token order.
-template <QType Q>
-void pack_acts(const QuantizedActs& a, std::vector<int32_t>& out) {
-  const int64_t nb = a.n_blocks;
-  out.resize(static_cast<size_t>(a.n * nb * kPackedPerToken));
-  for_each_token_tile(a.n, kTileTokens512, [&](int64_t t0, int64_t nt) {
-    int32_t* tile = out.data() + t0 * nb * kPackedPerToken;
-    for (int64_t t = 0; t < nt; ++t) {
-      const int8_t* xq = a.q.data() + (t0 + t) * a.cols;
-      for (int64_t b = 0; b < nb; ++b) {
-        int32_t* blk = tile + b * nt * kPackedPerToken;
-        std::memcpy(blk + t * kUnitsPerBlock, xq + b * kQBlock, kQBlock);
-        blk[kUnitsPerBlock * nt + t] = -quant_offset(Q) * a.s[(t0 + t) * nb + b];
-        std::memcpy(blk + (kUnitsPerBlock + 1) * nt + t, &a.d[(t0 + t) * nb + b], sizeof(float));
-      }
-    }
-  });
-}
 
 // Unit j of a block's weights, unsigned (q8: q + 128 by flipping the sign bit; q4: nibble = q + 8).
 template <QType Q>
@@ -96,26 +78,53 @@ void quant_tile512(const uint8_t* tiles, const uint16_t* scales, int64_t nb, con
 }
 
 template <QType Q>
-void quant_groups512(const WeightMatrix& w, const QuantizedActs& a, float* y, int64_t g0, int64_t g1) {
-  // Each call (a thread's share of groups) packs the activations once for all its groups.
-  thread_local std::vector<int32_t> packed;
-  pack_acts<Q>(a, packed);
+void quant_groups512(const WeightMatrix& w, const QuantizedActs& a, const int32_t* xp, float* y, int64_t g0,
+                     int64_t g1) {
   const int64_t nb = a.n_blocks;
   for_each_group(w, a, g0, g1, [&](const uint8_t* tiles, const uint16_t* sc, int64_t g, int64_t t0, int64_t t1) {
     const int64_t r = g * kQGroupRows;
     const __mmask16 m = w.rows - r >= kQGroupRows ? __mmask16(0xFFFF) : __mmask16((1u << (w.rows - r)) - 1);
     for (int64_t t = t0; t < t1; t += kTileTokens512)
       with_tile_size<kTileTokens512>(std::min<int64_t>(kTileTokens512, t1 - t), [&]<int NT>() {
-        quant_tile512<Q, NT>(tiles, sc, nb, packed.data() + t * nb * kPackedPerToken, y + t * w.rows + r, w.rows, m);
+        quant_tile512<Q, NT>(tiles, sc, nb, xp + t * nb * kPackedPerToken, y + t * w.rows + r, w.rows, m);
       });
   });
 }
 
 }  // namespace
 
-void quant_groups_avx512(const WeightMatrix& w, const QuantizedActs& a, float* y, int64_t g0, int64_t g1) {
-  if (w.qtype == QType::Q8_0) quant_groups512<QType::Q8_0>(w, a, y, g0, g1);
-  else quant_groups512<QType::Q4_0>(w, a, y, g0, g1);
+int64_t quant_pack_size(const QuantizedActs& a) { return a.n * a.n_blocks * kPackedPerToken; }
+
+int64_t quant_pack_tiles(const QuantizedActs& a) {
+  int64_t tiles = 0;
+  for_each_token_tile(a.n, kTileTokens512, [&](int64_t, int64_t) { ++tiles; });
+  return tiles;
+}
+
+// The packed tile of tokens [t, t + nt) starts at t * n_blocks * kPackedPerToken: tiles lie in token order.
+void pack_quant_acts(QType q, const QuantizedActs& a, int32_t* xp, int64_t i0, int64_t i1) {
+  const int64_t nb = a.n_blocks;
+  const int32_t offset = quant_offset(q);
+  int64_t i = -1;  // the tile's index
+  for_each_token_tile(a.n, kTileTokens512, [&](int64_t t0, int64_t nt) {
+    if (++i < i0 || i >= i1) return;
+    int32_t* tile = xp + t0 * nb * kPackedPerToken;
+    for (int64_t t = 0; t < nt; ++t) {
+      const int8_t* xq = a.q.data() + (t0 + t) * a.cols;
+      for (int64_t b = 0; b < nb; ++b) {
+        int32_t* blk = tile + b * nt * kPackedPerToken;
+        std::memcpy(blk + t * kUnitsPerBlock, xq + b * kQBlock, kQBlock);
+        blk[kUnitsPerBlock * nt + t] = -offset * a.s[(t0 + t) * nb + b];
+        std::memcpy(blk + (kUnitsPerBlock + 1) * nt + t, &a.d[(t0 + t) * nb + b], sizeof(float));
+      }
+    }
+  });
+}
+
+void quant_groups_avx512(const WeightMatrix& w, const QuantizedActs& a, const int32_t* xp, float* y, int64_t g0,
+                         int64_t g1) {
+  if (w.qtype == QType::Q8_0) quant_groups512<QType::Q8_0>(w, a, xp, y, g0, g1);
+  else quant_groups512<QType::Q4_0>(w, a, xp, y, g0, g1);
 }
 
 }  // namespace ember::kernels::detail

@@ -18,13 +18,30 @@ constexpr int64_t kCacheLine = 64;
 // (ember bench, 1B model, one thread: 4 KiB ahead beat 2 and 8).
 constexpr int64_t kDecodePrefetchAhead = 4096;
 
-// Panel-packed plain weights: 16-row panels [g0, g1) for all n tokens. Both give the same bits.
-void panel_rows_avx2(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1);
-void panel_rows_avx512(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1);
+// Up to this many tokens a product is decode: it streams the weights once, with kernels of its own.
+constexpr int64_t kDecodeTokens = 2;
 
-// Quantized weights: 16-row groups [g0, g1) for all tokens of a.
+// Panel-packed plain weights: 16-row panels [g0, g1) for all n tokens. Both give the same bits. The
+// AVX-512 kernel reads the activations as pack_panel_acts lays them out (xp, n x cols floats),
+// except in decode, where it runs the AVX2 kernel on x.
+void panel_rows_avx2(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1);
+void panel_rows_avx512(const WeightMatrix& w, const float* x, const float* xp, int64_t n, float* y, int64_t g0,
+                       int64_t g1);
+// The AVX-512 panel kernel's activations, transposed once per product for all threads' chunks:
+// pieces [p0, p1) of the panel_pack_pieces(n, cols) (token block x column block) of x into xp.
+int64_t panel_pack_pieces(int64_t n, int64_t cols);
+void pack_panel_acts(const float* x, int64_t n, int64_t cols, float* xp, int64_t p0, int64_t p1);
+
+// Quantized weights: 16-row groups [g0, g1) for all tokens of a. The AVX-512 kernel reads the
+// activations as pack_quant_acts lays them out for w's type (xp, quant_pack_size(a) int32s).
 void quant_groups_avx2(const WeightMatrix& w, const QuantizedActs& a, float* y, int64_t g0, int64_t g1);
-void quant_groups_avx512(const WeightMatrix& w, const QuantizedActs& a, float* y, int64_t g0, int64_t g1);
+void quant_groups_avx512(const WeightMatrix& w, const QuantizedActs& a, const int32_t* xp, float* y, int64_t g0,
+                         int64_t g1);
+// The AVX-512 quantized kernel's activations (Q8_0 or Q4_0 weights: q), packed once per product:
+// token tiles [i0, i1) of the quant_pack_tiles(a) into xp.
+int64_t quant_pack_size(const QuantizedActs& a);
+int64_t quant_pack_tiles(const QuantizedActs& a);
+void pack_quant_acts(QType q, const QuantizedActs& a, int32_t* xp, int64_t i0, int64_t i1);
 
 // K-quant weights (kquant.h): 16-row groups [g0, g1) for all tokens of a.
 void kquant_groups_avx2(const WeightMatrix& w, const KQuantActs& a, float* y, int64_t g0, int64_t g1);

@@ -2,7 +2,8 @@
 // of 16 rows is one zmm of floats, so a register tile holds more tokens than the AVX2 kernel's and the
 // two 512-bit FMA ports stay busy. Only AVX512F is used (CMakeLists.txt); it is called only where
 // cpu.cc found the Avx512 set. Decode (one or two tokens) is bound by the weight stream and runs the
-// AVX2 kernel, which gives the same bits.
+// AVX2 kernel, which gives the same bits. The activations come transposed (pack_panel_acts) once
+// per product: every chunk of panels reuses them.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -84,33 +85,31 @@ void tile_n(int nt, const void* w, int64_t pstride, const float* xp, int64_t len
   tile<T, NP, NT>(w, pstride, xp, len, y, ldy, add, last);
 }
 
+// The first token of each register tile of a block of nt tokens, as even as possible (tiles + 1
+// entries); returns the number of tiles.
+int64_t tile_starts(int64_t nt, int64_t* start) {
+  const int64_t tiles = (nt + kTileTokens - 1) / kTileTokens;
+  for (int64_t i = 0, t = 0; i <= tiles; ++i) {
+    start[i] = t;
+    if (i < tiles) t += (nt - t) / (tiles - i);
+  }
+  return tiles;
+}
+
 template <DType T>
-void panel_rows(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1) {
+void panel_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, int64_t g0, int64_t g1) {
   const int64_t K = w.cols, pstride = kPanelRows * K, es = static_cast<int64_t>(dtype_size(T));
   const auto* base = static_cast<const uint8_t*>(w.data);
-  // The activations of a token block x column block, transposed per token tile (in L1/L2 while
-  // every panel reuses them), and NP panels' weights of a column block as float32.
-  alignas(64) float xp[kTokens * kColBlock];
+  // NP panels' weights of a column block as float32.
   alignas(64) float wbuf[kPanels * kPanelRows * kColBlock];
   for (int64_t t0 = 0; t0 < n; t0 += kTokens) {
     const int64_t nt = std::min(kTokens, n - t0);
-    const int64_t tiles = (nt + kTileTokens - 1) / kTileTokens;
-    int64_t start[kTokens + 1];  // first token of each tile, as even as possible
-    for (int64_t i = 0, t = 0; i <= tiles; ++i) {
-      start[i] = t;
-      if (i < tiles) t += (nt - t) / (tiles - i);
-    }
+    int64_t start[kTokens + 1];
+    const int64_t tiles = tile_starts(nt, start);
     const bool expand = T != DType::F32 && tiles >= kExpandTiles;
     for (int64_t k0 = 0; k0 < K; k0 += kColBlock) {
       const int64_t len = std::min(kColBlock, K - k0);
-      for (int64_t i = 0; i < tiles; ++i) {
-        const int64_t s = start[i + 1] - start[i];
-        float* dst = xp + start[i] * len;
-        for (int64_t t = 0; t < s; ++t) {
-          const float* src = x + (t0 + start[i] + t) * K + k0;
-          for (int64_t k = 0; k < len; ++k) dst[k * s + t] = src[k];
-        }
-      }
+      const float* xb = xp + t0 * K + nt * k0;  // this block's packed activations (pack_panel_acts)
       for (int64_t g = g0; g < g1;) {
         const int np = g + kPanels <= g1 ? kPanels : 1;
         const int64_t valid = std::min<int64_t>(kPanelRows, w.rows - (g + np - 1) * kPanelRows);
@@ -134,7 +133,7 @@ void panel_rows(const WeightMatrix& w, const float* x, int64_t n, float* y, int6
             _mm_prefetch(wnext + (l / lines) * pstride * es + (l % lines) * kCacheLine, _MM_HINT_T1);
           const int s = static_cast<int>(start[i + 1] - start[i]);
           float* yt = y + (t0 + start[i]) * w.rows + g * kPanelRows;
-          const float* xt = xp + start[i] * len;
+          const float* xt = xb + start[i] * len;
           const bool add = k0 > 0;
           if (expand) {
             if (np == kPanels) tile_n<DType::F32, kPanels, kTileTokens>(s, wbuf, ps, xt, len, yt, w.rows, add, last);
@@ -152,15 +151,40 @@ void panel_rows(const WeightMatrix& w, const float* x, int64_t n, float* y, int6
 
 }  // namespace
 
-void panel_rows_avx512(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1) {
-  if (n <= 2) {
+int64_t panel_pack_pieces(int64_t n, int64_t cols) {
+  return (n + kTokens - 1) / kTokens * ((cols + kColBlock - 1) / kColBlock);
+}
+
+void pack_panel_acts(const float* x, int64_t n, int64_t cols, float* xp, int64_t p0, int64_t p1) {
+  const int64_t col_blocks = (cols + kColBlock - 1) / kColBlock;
+  for (int64_t p = p0; p < p1; ++p) {
+    const int64_t t0 = p / col_blocks * kTokens, k0 = p % col_blocks * kColBlock;
+    const int64_t nt = std::min(kTokens, n - t0), len = std::min(kColBlock, cols - k0);
+    int64_t start[kTokens + 1];
+    const int64_t tiles = tile_starts(nt, start);
+    // Each tile's activations column by column (xp[k * s + t]), tiles one after another.
+    float* block = xp + t0 * cols + nt * k0;
+    for (int64_t i = 0; i < tiles; ++i) {
+      const int64_t s = start[i + 1] - start[i];
+      float* dst = block + start[i] * len;
+      for (int64_t t = 0; t < s; ++t) {
+        const float* src = x + (t0 + start[i] + t) * cols + k0;
+        for (int64_t k = 0; k < len; ++k) dst[k * s + t] = src[k];
+      }
+    }
+  }
+}
+
+void panel_rows_avx512(const WeightMatrix& w, const float* x, const float* xp, int64_t n, float* y, int64_t g0,
+                       int64_t g1) {
+  if (n <= kDecodeTokens) {
     panel_rows_avx2(w, x, n, y, g0, g1);
     return;
   }
   switch (w.dtype) {
-    case DType::F32: panel_rows<DType::F32>(w, x, n, y, g0, g1); break;
-    case DType::F16: panel_rows<DType::F16>(w, x, n, y, g0, g1); break;
-    case DType::BF16: panel_rows<DType::BF16>(w, x, n, y, g0, g1); break;
+    case DType::F32: panel_rows<DType::F32>(w, xp, n, y, g0, g1); break;
+    case DType::F16: panel_rows<DType::F16>(w, xp, n, y, g0, g1); break;
+    case DType::BF16: panel_rows<DType::BF16>(w, xp, n, y, g0, g1); break;
   }
 }
 
