@@ -155,24 +155,30 @@ TEST(Matmul, Avx512PanelKernelEqualsAvx2BitForBit) {
 TEST(Matmul, FusedEqualsSeparateProducts) {
   ThreadPool pool(2);
   std::mt19937 rng(9);
-  const int64_t cols = 96, n = 3;
-  std::vector<float> x = randn(n * cols, rng);
-  for (Isa isa : supported_isas()) {
-    const RandomWeights a(DType::F32, 40, cols, rng), b(DType::BF16, 8, cols, rng);
-    std::vector<float> w2 = randn(19 * cols, rng);
-    QuantizedMatrix c = quantize(WeightMatrix{w2.data(), DType::F32, 19, cols}, QType::Q4_0, pool);
-    const WeightMatrix* ws[] = {&a.view, &b.view, &c.view()};
-    std::vector<std::vector<float>> fused(3), alone(3);
-    std::vector<MatmulOut> outs;
-    for (int i = 0; i < 3; ++i) {
-      fused[i].resize(n * ws[i]->rows);
-      alone[i].resize(n * ws[i]->rows);
-      outs.push_back({ws[i], fused[i].data()});
-      matmul(*ws[i], x.data(), n, alone[i].data(), pool, isa);
+  const int64_t cols = 96;
+  // Plain weights of two dtypes and both Q8_0-style types, each with activations laid out of its own
+  // (AVX-512), for a token count within one register tile and one beyond it.
+  for (int64_t n : {3, 14}) {
+    std::vector<float> x = randn(n * cols, rng);
+    for (Isa isa : supported_isas()) {
+      const RandomWeights a(DType::F32, 40, cols, rng), b(DType::BF16, 8, cols, rng);
+      std::vector<float> w2 = randn(19 * cols, rng), w3 = randn(13 * cols, rng);
+      QuantizedMatrix c = quantize(WeightMatrix{w2.data(), DType::F32, 19, cols}, QType::Q4_0, pool);
+      QuantizedMatrix d = quantize(WeightMatrix{w3.data(), DType::F32, 13, cols}, QType::Q8_0, pool);
+      const WeightMatrix* ws[] = {&a.view, &b.view, &c.view(), &d.view()};
+      std::vector<std::vector<float>> fused(4), alone(4);
+      std::vector<MatmulOut> outs;
+      for (int i = 0; i < 4; ++i) {
+        fused[i].resize(n * ws[i]->rows);
+        alone[i].resize(n * ws[i]->rows);
+        outs.push_back({ws[i], fused[i].data()});
+        matmul(*ws[i], x.data(), n, alone[i].data(), pool, isa);
+      }
+      matmul_fused(outs, x.data(), n, pool, isa);
+      for (int i = 0; i < 4; ++i) EXPECT_EQ(fused[i], alone[i]) << isa_name(isa) << " output " << i << ", " << n << " tokens";
     }
-    matmul_fused(outs, x.data(), n, pool, isa);
-    for (int i = 0; i < 3; ++i) EXPECT_EQ(fused[i], alone[i]) << isa_name(isa) << " output " << i;
   }
+  std::vector<float> x = randn(3 * cols, rng);
   std::vector<float> y(64);
   const RandomWeights narrow(DType::F32, 5, 64, rng), wide(DType::F32, 40, cols, rng);
   const MatmulOut mixed[] = {{&wide.view, y.data()}, {&narrow.view, y.data()}};
