@@ -77,12 +77,13 @@ int run_bench(const BenchArgs& a) {
   opt.threads = a.threads;
   opt.progress = note;
   opt.kv_dtype = model::parse_kv_dtype(a.kv_dtype);
-  // Synthetic weights are made in the float type (bf16 unless --dtype says); a folder keeps its own.
+  // Synthetic weights are made in the float type (bf16 unless --dtype says); a folder's or file's
+  // plain matrices keep their stored type unless --dtype converts them at load.
   DType float_type = DType::BF16;
   if (a.dtype == "q8_0" || a.dtype == "q4_0" || a.dtype == "q4_k") opt.quantize = kernels::parse_qtype(a.dtype);
   else if (auto t = parse_lower_dtype(a.dtype)) {
-    if (!a.model_dir.empty()) fail("bench", "--dtype " + a.dtype + " applies to --synthetic; a folder runs in its stored dtype (or --dtype q8_0/q4_0/q4_k)");
-    float_type = *t;
+    if (a.model_dir.empty()) float_type = *t;
+    else opt.weight_dtype = *t;
   } else if (!a.dtype.empty()) fail("bench", "--dtype must be f32, bf16, f16, q8_0, q4_0 or q4_k (got '" + a.dtype + "')");
 
   const int want_threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -191,7 +192,7 @@ Run add_bench_command(CLI::App& app) {
   std::string shapes;
   for (const auto& s : model::synthetic_shape_names()) shapes += (shapes.empty() ? "" : ", ") + s;
   cmd->add_option("--synthetic", a->synthetic, "Random-weight model of a named shape: " + shapes);
-  cmd->add_option("--dtype", a->dtype, "f32, bf16 (default), f16 (synthetic weights), q8_0, q4_0, q4_k (quantize at load)");
+  cmd->add_option("--dtype", a->dtype, "Weights: f32, bf16 (synthetic default), f16 (a model's plain matrices converted at load), q8_0, q4_0, q4_k (quantized at load)");
   cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache storage: f16 (default), bf16, q8_0 or f32");
   cmd->add_option("-t,--threads", a->threads, "Threads (default: all cores)");
   cmd->add_option("-p,--prompt", a->prompt, "Prompt tokens for prefill");

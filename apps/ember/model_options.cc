@@ -31,6 +31,8 @@ void ModelOptions::add_to(CLI::App& cmd) {
           return std::string(e.what());
         }
       });
+  cmd.add_option("--dtype", dtype, "Convert the plain (float) weight matrices at load: f32, f16 or bf16 (default: as stored)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
   cmd.add_option("--mem", mem,
                  "Memory for the KV cache, e.g. 8G or 512M (default: 80% of the memory the system has available)")
       ->check([](const std::string& s) {
@@ -51,6 +53,7 @@ std::unique_ptr<model::Model> ModelOptions::load() const {
   lo.threads = threads;
   lo.kv_dtype = model::parse_kv_dtype(kv_dtype);
   lo.quantize = kernels::parse_qtype(quantize);
+  if (!dtype.empty()) lo.weight_dtype = parse_lower_dtype(dtype);
   if (!quiet)
     lo.progress = [tty](const std::string& stage) {
       if (tty) std::fprintf(stderr, "\r\033[Kloading: %s", stage.c_str());

@@ -5,6 +5,7 @@
 #include <new>
 
 #include "base/error.h"
+#include "kernels/load_scalar.h"
 
 namespace ember::kernels {
 
@@ -17,31 +18,47 @@ int64_t packed_bytes(DType dtype, int64_t rows, int64_t cols) {
 
 int64_t PackedMatrix::bytes() const { return data_ ? packed_bytes(view_.dtype, view_.rows, view_.cols) : 0; }
 
-PackedMatrix pack(const WeightMatrix& w, ThreadPool& pool) {
+PackedMatrix pack(const WeightMatrix& w, ThreadPool& pool) { return pack(w, w.dtype, pool); }
+
+PackedMatrix pack(const WeightMatrix& w, DType to, ThreadPool& pool) {
   if (w.qtype != QType::None || w.layout != Layout::Rows) fail("pack", "needs a plain row-major matrix");
   const int64_t es = static_cast<int64_t>(dtype_size(w.dtype)), panels = (w.rows + kPanelRows - 1) / kPanelRows;
+  const int64_t ts = static_cast<int64_t>(dtype_size(to));
   PackedMatrix m;
-  const int64_t bytes = packed_bytes(w.dtype, w.rows, w.cols);
+  const int64_t bytes = packed_bytes(to, w.rows, w.cols);
   m.data_.reset(static_cast<uint8_t*>(::operator new[](static_cast<size_t>(std::max<int64_t>(64, bytes)), std::align_val_t{64})));
   uint8_t* dst = m.data_.get();
   const auto* src = static_cast<const uint8_t*>(w.data);
+  // One weight converted to `to`, rounding to nearest even (as torch's .to() does).
+  auto put = [&](uint8_t* out, int64_t r, int64_t c) {
+    if (to == w.dtype) {
+      std::memcpy(out, src + (r * w.cols + c) * es, static_cast<size_t>(es));
+      return;
+    }
+    const float v = simd::load1(src, w.dtype, r * w.cols + c);
+    if (to == DType::F32) {
+      std::memcpy(out, &v, sizeof v);
+      return;
+    }
+    const uint16_t h = to == DType::F16 ? f32_to_f16(v) : f32_to_bf16(v);
+    std::memcpy(out, &h, sizeof h);
+  };
   pool.parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
-      uint8_t* panel = dst + p * kPanelRows * w.cols * es;
+      uint8_t* panel = dst + p * kPanelRows * w.cols * ts;
       for (int64_t i = 0; i < kPanelRows; ++i) {
         const int64_t r = p * kPanelRows + i;
         if (r >= w.rows) {  // padding rows: zeros (0 is all-zero bits in every float type)
-          for (int64_t c = 0; c < w.cols; ++c) std::memset(panel + (c * kPanelRows + i) * es, 0, static_cast<size_t>(es));
+          for (int64_t c = 0; c < w.cols; ++c) std::memset(panel + (c * kPanelRows + i) * ts, 0, static_cast<size_t>(ts));
           continue;
         }
-        const uint8_t* row = src + r * w.cols * es;
-        for (int64_t c = 0; c < w.cols; ++c)
-          std::memcpy(panel + (c * kPanelRows + i) * es, row + c * es, static_cast<size_t>(es));
+        for (int64_t c = 0; c < w.cols; ++c) put(panel + (c * kPanelRows + i) * ts, r, c);
       }
     }
   });
   m.view_ = w;
   m.view_.data = dst;
+  m.view_.dtype = to;
   m.view_.layout = Layout::Panels;
   return m;
 }

@@ -23,7 +23,7 @@ class PackedMatrix {
   int64_t bytes() const;
 
  private:
-  friend PackedMatrix pack(const WeightMatrix& w, ThreadPool& pool);
+  friend PackedMatrix pack(const WeightMatrix& w, DType to, ThreadPool& pool);
   struct Free {
     void operator()(uint8_t* p) const;
   };
@@ -31,8 +31,10 @@ class PackedMatrix {
   WeightMatrix view_;
 };
 
-// Packs a row-major plain matrix (any dtype but quantized) into panels, keeping its dtype.
+// Packs a row-major plain matrix (any dtype but quantized) into panels, keeping its dtype, or
+// converting it to `to` (F32, F16 or BF16; rounding to nearest even).
 PackedMatrix pack(const WeightMatrix& w, ThreadPool& pool);
+PackedMatrix pack(const WeightMatrix& w, DType to, ThreadPool& pool);
 
 // Bytes the panels of a rows x cols matrix of `dtype` occupy.
 int64_t packed_bytes(DType dtype, int64_t rows, int64_t cols);

@@ -148,8 +148,11 @@ void Model::finish_load(const Source& src, const TensorNames& names, const LoadO
     if (options.progress) options.progress(std::string("quantizing weights to ") + kernels::qtype_name(options.quantize));
     quantize_weights(options.quantize);
   }
-  if (options.progress) options.progress("packing weights for the matmul");
-  pack_weights();
+  if (options.progress)
+    options.progress(options.weight_dtype ? std::string("converting weights to ") + dtype_name(*options.weight_dtype) +
+                                                " and packing them for the matmul"
+                                          : std::string("packing weights for the matmul"));
+  pack_weights(options.weight_dtype);
 }
 
 std::unique_ptr<Model> Model::from_memory(ModelConfig config, InMemoryWeights weights, const LoadOptions& options) {
@@ -216,14 +219,14 @@ void Model::quantize_weights(kernels::QType q) {
   convert(lm_head_, kernels::QType::Q8_0);
 }
 
-// Plain matrices the matmul reads are repacked into panels (kernels/pack.h). A tied embedding then
-// reads its rows from the packed head, so that matrix is held once.
-void Model::pack_weights() {
+// Plain matrices the matmul reads are repacked into panels (kernels/pack.h), converted to `to` if
+// given. A tied embedding then reads its rows from the packed head, so that matrix is held once.
+void Model::pack_weights(std::optional<DType> to) {
   const bool tied = embed_.data == lm_head_.data;
   auto convert = [&](WeightMatrix& w) {
     if (w.qtype != kernels::QType::None || w.layout == kernels::Layout::Panels) return;
     const WeightMatrix source = w;
-    packed_.push_back(kernels::pack(w, pool_));
+    packed_.push_back(kernels::pack(w, to.value_or(w.dtype), pool_));
     w = packed_.back().view();
     release_source(source);
   };

@@ -4,6 +4,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -43,6 +44,10 @@ struct LoadOptions {
   // How KV caches made by make_cache store keys and values. F16 halves the cache's memory and the
   // bytes attention reads per token (attention still computes in float32); see kKvTypeDefault.
   kernels::KvType kv_dtype = kernels::KvType::F32;
+  // Plain (float) weight matrices converted at load to this type (F32, F16 or BF16, rounding to
+  // nearest even), e.g. a BF16 folder run in F16 as a llama.cpp F16 file is; unset: as stored.
+  // Quantized matrices, the embedding table (unless tied to the output) and norms are not converted.
+  std::optional<DType> weight_dtype = std::nullopt;
 };
 
 // Weights held in memory rather than mapped from files (e.g. a synthetic random model): tensors by
@@ -130,7 +135,7 @@ class Model {
   void activate(float* gate, const float* up, int64_t n) const;
   void logits(std::span<ForwardItem> items);
   void quantize_weights(kernels::QType q);
-  void pack_weights();
+  void pack_weights(std::optional<DType> to);
   void release_source(const kernels::WeightMatrix& source);
 
   std::string dir_;

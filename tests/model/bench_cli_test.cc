@@ -1,5 +1,6 @@
 // ember bench on a model folder: the reported dtype comes from the tensors as held in memory, the
-// KV bytes follow --kv-dtype, and a float --dtype is refused for a folder (it applies to --synthetic).
+// KV bytes follow --kv-dtype, a float --dtype converts a folder's matrices at load, and an unknown one
+// is refused.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -29,10 +30,16 @@ TEST(BenchCli, LabelsTheDtypeHeldInMemory) {
   EXPECT_LT(kv16["decode_bytes_per_token"].get<double>(), f32["decode_bytes_per_token"].get<double>());
   EXPECT_GT(f32["read_bandwidth_gb_s"].get<double>(), 0.0);
   EXPECT_GT(f32["peak_rss_mib"].get<double>(), 0.0);
+  for (const char* half : {"bf16", "f16"}) {  // 2 bytes a weight where float32 has 4
+    const nlohmann::json h = bench(std::string("--dtype ") + half + " --kv-dtype f32");
+    EXPECT_EQ(h["dtype"], half);
+    EXPECT_LT(h["decode_bytes_per_token"].get<double>(), f32["decode_bytes_per_token"].get<double>() * 0.6);
+    EXPECT_GT(h["decode_bytes_per_token"].get<double>(), q8["decode_bytes_per_token"].get<double>());
+  }
   const test::Output bad = test::run_command("'" + test::ember_binary() + "' bench -m '" + test::model_dir("story-656k") +
-                                             "' --dtype bf16 -p 8 -n 2 --reps 1 2>&1");
+                                             "' --dtype f8 -p 8 -n 2 --reps 1 2>&1");
   EXPECT_NE(bad.status, 0);
-  EXPECT_NE(bad.out.find("--synthetic"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("--dtype must be"), std::string::npos) << bad.out;
 }
 
 // A mixture of experts: the bytes per token are those of the experts a token reads.

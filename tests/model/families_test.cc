@@ -159,22 +159,29 @@ TEST(Families, MixtureOfExpertsDecodeReadsTheChosenExperts) {
   }
 }
 
+// The last logits of a fixed prompt on model `name` loaded with `options`, one of whose weight types
+// (weight_type(): "q8_0+bf16", ...) must be `type` (unless empty).
+std::vector<float> last_logits(const std::string& name, LoadOptions options, const std::string& type = "") {
+  if (options.threads == 0) options.threads = 2;
+  auto m = Model::load(test::model_dir(name), options);
+  if (!type.empty()) {
+    const std::string types = "+" + m->weight_type() + "+";
+    EXPECT_NE(types.find("+" + type + "+"), std::string::npos) << m->weight_type();
+  }
+  auto cache = m->make_cache(64);
+  KvSequence seq(*cache);
+  const std::vector<int32_t> prompt = {1, 400, 20, 300, 77, 5, 1000, 9};
+  return m->forward(seq, prompt);
+}
+
 // Quantized matrices (split fused ones and experts included) run and stay close to the stored weights.
 TEST(Families, QuantizedPathsRun) {
   for (const std::string& name : family_models()) {
     SCOPED_TRACE(name);
-    const std::vector<int32_t> prompt = {1, 400, 20, 300, 77, 5, 1000, 9};
-    auto reference = Model::load(test::model_dir(name), {.threads = 2, .progress = {}});
-    auto ref_cache = reference->make_cache(64);
-    KvSequence ref_seq(*ref_cache);
-    const std::vector<float> want = reference->forward(ref_seq, prompt);
+    const std::vector<float> want = last_logits(name, {});
     for (kernels::QType q : {kernels::QType::Q8_0, kernels::QType::Q4_0}) {
       SCOPED_TRACE(kernels::qtype_name(q));
-      auto m = Model::load(test::model_dir(name), {.threads = 2, .progress = {}, .quantize = q});
-      EXPECT_NE(m->weight_type().find(kernels::qtype_name(q)), std::string::npos) << m->weight_type();
-      auto cache = m->make_cache(64);
-      KvSequence seq(*cache);
-      const std::vector<float> got = m->forward(seq, prompt);
+      const std::vector<float> got = last_logits(name, {.threads = 2, .progress = {}, .quantize = q}, kernels::qtype_name(q));
       // The correlation of the centred logits: rounding lowers it a little; a wrong split or
       // expert leaves logits unrelated to the stored model's.
       double mg = 0, mw = 0;
@@ -193,6 +200,29 @@ TEST(Families, QuantizedPathsRun) {
       }
       const double corr = gw / std::sqrt(gg * ww);
       EXPECT_GT(corr, q == kernels::QType::Q8_0 ? 0.99 : 0.75);  // measured: above 0.994 and 0.87
+    }
+  }
+}
+
+// Plain weights converted at load (LoadOptions::weight_dtype) run in the new type and give the
+// stored model's logits up to the rounding of the weights.
+TEST(Families, ConvertedFloatWeightsRun) {
+  for (const std::string& name : family_models()) {
+    SCOPED_TRACE(name);
+    const std::vector<float> want = last_logits(name, {});
+    for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+      SCOPED_TRACE(dtype_name(t));
+      const std::vector<float> got = last_logits(name, {.threads = 2, .progress = {}, .weight_dtype = t}, dtype_lower_name(t));
+      ASSERT_EQ(got.size(), want.size());
+      double err = 0, scale = 0;
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_TRUE(std::isfinite(got[i]));
+        err = std::max(err, static_cast<double>(std::fabs(got[i] - want[i])));
+        scale = std::max(scale, static_cast<double>(std::fabs(want[i])));
+      }
+      // bf16 keeps 8 mantissa bits, f16 11: a stored f32 model moves by about their rounding, a
+      // conversion that loses nothing (bf16 to f32, or to f16 for small weights) by almost nothing.
+      EXPECT_LT(err, 0.05 * scale + 1e-3) << "max |logit difference| " << err << " of logits up to " << scale;
     }
   }
 }
