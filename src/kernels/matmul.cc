@@ -118,9 +118,11 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
   require_isa(isa, "matmul");
   if (n_tokens <= 0 || outs.empty()) return;
   const int64_t cols = outs[0].w->cols;
-  // Work units are 16-row ranges (one quantized group or one panel), numbered across all outputs.
+  // Work units are 16-row ranges (one quantized group or one panel), numbered across all outputs; in
+  // the AVX-512 panel kernel's prefill, whole register tiles of panels, so that no thread's chunk
+  // ends in a narrower tile (at 2 threads a quarter of the panels ran in 1-panel tiles).
   static_assert(kPanelRows == kQGroupRows && kKqRows == kQGroupRows, "a work unit is one group or panel of any kind");
-  std::vector<int64_t> first(outs.size() + 1, 0);
+  std::vector<int64_t> first(outs.size() + 1, 0), unit(outs.size(), 1), groups(outs.size());
   std::vector<const WeightMatrix*> ws;
   for (size_t i = 0; i < outs.size(); ++i) {
     if (outs[i].w->cols != cols) fail("matmul", "fused products need weights with the same number of columns");
@@ -128,7 +130,10 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
       fail("matmul", "K-quant weights need whole super-blocks of 256 columns");
     if (outs[i].w->qtype == QType::None && outs[i].w->layout != Layout::Panels)
       fail("matmul", "plain weights must be packed into panels first (kernels::pack)");
-    first[i + 1] = first[i] + (outs[i].w->rows + kQGroupRows - 1) / kQGroupRows;
+    groups[i] = (outs[i].w->rows + kQGroupRows - 1) / kQGroupRows;
+    if (isa == Isa::Avx512 && n_tokens > detail::kDecodeTokens && outs[i].w->qtype == QType::None)
+      unit[i] = detail::kPanelTile512;
+    first[i + 1] = first[i] + (groups[i] + unit[i] - 1) / unit[i];
     ws.push_back(outs[i].w);
   }
   MatmulActs a;
@@ -149,11 +154,12 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
       detail::panel_rows_avx2(w, x, n_tokens, y, g0, g1);
     }
   };
-  const int64_t grain = std::max<int64_t>(1, kMinChunkMacs / std::max<int64_t>(1, kQGroupRows * cols * n_tokens));
+  const int64_t unit_macs = kQGroupRows * cols * n_tokens * *std::max_element(unit.begin(), unit.end());
+  const int64_t grain = std::max<int64_t>(1, kMinChunkMacs / std::max<int64_t>(1, unit_macs));
   pool.parallel_for(first.back(), grain, [&](int64_t u0, int64_t u1) {
     for (size_t i = 0; i < outs.size(); ++i) {
       const int64_t b = std::max(u0, first[i]), e = std::min(u1, first[i + 1]);
-      if (b < e) rows(*outs[i].w, outs[i].y, b - first[i], e - first[i]);
+      if (b < e) rows(*outs[i].w, outs[i].y, (b - first[i]) * unit[i], std::min(groups[i], (e - first[i]) * unit[i]));
     }
   });
 }

@@ -27,6 +27,8 @@ constexpr int64_t kDecodeTokens = 2;
 void panel_rows_avx2(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1);
 void panel_rows_avx512(const WeightMatrix& w, const float* x, const float* xp, int64_t n, float* y, int64_t g0,
                        int64_t g1);
+// Panels per register tile of the AVX-512 panel kernel: matmul_fused hands it whole tiles.
+constexpr int64_t kPanelTile512 = 3;
 // The AVX-512 panel kernel's activations, transposed once per product for all threads' chunks:
 // pieces [p0, p1) of the panel_pack_pieces(n, cols) (token block x column block) of x into xp.
 int64_t panel_pack_pieces(int64_t n, int64_t cols);

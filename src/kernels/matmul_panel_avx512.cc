@@ -20,7 +20,7 @@ static_assert(kPanelRows == 16, "one zmm of float32 lanes holds a panel column")
 // Register tile: 3 panels x 9 tokens = 27 accumulators, 3 weight vectors and a broadcast of the 32
 // zmm registers. Measured on a 2-core Xeon (kernels_bench, 16 and 64 tokens): 2 x 14, 4 x 6 and 5 x 5
 // were within noise at 64 tokens and slower at 16; 6 x 4 was much slower.
-constexpr int kPanels = 3;
+constexpr int kPanels = static_cast<int>(kPanelTile512);
 constexpr int kTileTokens = 9;
 // Columns per block: 3 panels' block as float32 (24 KiB) and a tile's activations stay in L1 while
 // every token tile of a block reuses them (256 was no faster, 64 slower).
@@ -85,6 +85,16 @@ void tile_n(int nt, const void* w, int64_t pstride, const float* xp, int64_t len
   tile<T, NP, NT>(w, pstride, xp, len, y, ldy, add, last);
 }
 
+// tile_n<T, np, kTileTokens> with np <= kPanels chosen at run time (a chunk's last 1 or 2 panels).
+template <DType T>
+void panels_n(int np, int nt, const void* w, int64_t pstride, const float* xp, int64_t len, float* y, int64_t ldy,
+              bool add, __mmask16 last) {
+  static_assert(kPanels == 3, "a case per panel count");
+  if (np == 3) tile_n<T, 3, kTileTokens>(nt, w, pstride, xp, len, y, ldy, add, last);
+  else if (np == 2) tile_n<T, 2, kTileTokens>(nt, w, pstride, xp, len, y, ldy, add, last);
+  else tile_n<T, 1, kTileTokens>(nt, w, pstride, xp, len, y, ldy, add, last);
+}
+
 // The first token of each register tile of a block of nt tokens, as even as possible (tiles + 1
 // entries); returns the number of tiles.
 int64_t tile_starts(int64_t nt, int64_t* start) {
@@ -111,7 +121,7 @@ void panel_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, int
       const int64_t len = std::min(kColBlock, K - k0);
       const float* xb = xp + t0 * K + nt * k0;  // this block's packed activations (pack_panel_acts)
       for (int64_t g = g0; g < g1;) {
-        const int np = g + kPanels <= g1 ? kPanels : 1;
+        const int np = static_cast<int>(std::min<int64_t>(kPanels, g1 - g));
         const int64_t valid = std::min<int64_t>(kPanelRows, w.rows - (g + np - 1) * kPanelRows);
         const auto last = static_cast<__mmask16>((1u << valid) - 1);
         const void* wp = base + (g * pstride + k0 * kPanelRows) * es;
@@ -135,13 +145,8 @@ void panel_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, int
           float* yt = y + (t0 + start[i]) * w.rows + g * kPanelRows;
           const float* xt = xb + start[i] * len;
           const bool add = k0 > 0;
-          if (expand) {
-            if (np == kPanels) tile_n<DType::F32, kPanels, kTileTokens>(s, wbuf, ps, xt, len, yt, w.rows, add, last);
-            else tile_n<DType::F32, 1, kTileTokens>(s, wbuf, ps, xt, len, yt, w.rows, add, last);
-          } else {
-            if (np == kPanels) tile_n<T, kPanels, kTileTokens>(s, wp, ps, xt, len, yt, w.rows, add, last);
-            else tile_n<T, 1, kTileTokens>(s, wp, ps, xt, len, yt, w.rows, add, last);
-          }
+          if (expand) panels_n<DType::F32>(np, s, wbuf, ps, xt, len, yt, w.rows, add, last);
+          else panels_n<T>(np, s, wp, ps, xt, len, yt, w.rows, add, last);
         }
         g += np;
       }
