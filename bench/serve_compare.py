@@ -3,8 +3,9 @@
 concurrent streaming chat clients per run (end tokens banned, so every reply is --tokens long),
 aggregate generated tokens/s and the median and 90th-percentile time to first token. The engines run
 one after the other, each alone on the machine. llama-server gets a GGUF file; Ember the Hugging Face
-folder it was made from (a GGUF written by convert_hf_to_gguf may lack the chat template), with
---quantize for a quantized file, as `llama-peer.sh compare` does.
+folder it was made from, with --quantize for a quantized file, as `llama-peer.sh compare` does. Both
+render the folder's own chat template (llama-server through --jinja --chat-template-file: a GGUF
+written by convert_hf_to_gguf may lack it), so both engines see the same prompts.
 
   bench/serve_compare.py --model /tmp/llama32-1b --quantize q4_0 \
       --gguf ~/.cache/ember-peer/compare/llama32-1b/q4_0.gguf --eos 128001,128008,128009 \
@@ -19,6 +20,7 @@ import signal
 import socket
 import statistics
 import subprocess
+import tempfile
 import threading
 import time
 
@@ -52,7 +54,7 @@ def stream_chat(port, body, out):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
     c.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
     r = c.getresponse()
-    ttft, tokens, buf = None, 0, b""
+    ttft, tokens, prompt, buf = None, 0, 0, b""
     if r.status != 200:
         out.append({"ok": False, "error": f"HTTP {r.status}: {r.read()[:200]!r}"})
         return
@@ -67,11 +69,12 @@ def stream_chat(port, body, out):
                 continue
             j = json.loads(ev[6:])
             if j.get("usage"):
-                tokens = j["usage"]["completion_tokens"]
+                tokens, prompt = j["usage"]["completion_tokens"], j["usage"]["prompt_tokens"]
             for ch in j.get("choices", []):
                 if ttft is None and ch.get("delta", {}).get("content"):
                     ttft = time.time() - t0
-    out.append({"ok": tokens > 0, "tokens": tokens, "ttft": ttft if ttft is not None else time.time() - t0})
+    out.append({"ok": tokens > 0, "tokens": tokens, "prompt": prompt,
+                "ttft": ttft if ttft is not None else time.time() - t0})
 
 
 def stop(proc):
@@ -100,6 +103,7 @@ def load(port, clients, tokens, extra):
         raise SystemExit(f"{len(bad)} requests failed: {bad[0]}")
     ttfts = sorted(r["ttft"] for r in results)
     return {"tokens_per_s": sum(r["tokens"] for r in results) / wall, "ttft_p50": statistics.median(ttfts),
+            "prompt": statistics.mean(r["prompt"] for r in results),
             "ttft_p90": ttfts[min(len(ttfts) - 1, int(0.9 * len(ttfts)))]}
 
 
@@ -118,9 +122,21 @@ def main():
     ap.add_argument("--peer", default=os.path.join(ROOT, "../shared/peer/llama-peer.sh"))
     a = ap.parse_args()
     clients = [int(c) for c in a.clients.split(",")]
+    # The folder's template: chat_template.jinja, or tokenizer_config.json's chat_template string.
+    template, path = [], os.path.join(a.model, "chat_template.jinja")
+    config = os.path.join(a.model, "tokenizer_config.json")
+    if not os.path.exists(path) and os.path.exists(config):
+        source = json.load(open(config)).get("chat_template")
+        path = os.path.join(tempfile.mkdtemp(prefix="serve-compare-"), "chat_template.jinja")
+        if isinstance(source, str):
+            with open(path, "w") as f:
+                f.write(source)
+    if os.path.isdir(a.model) and os.path.exists(path):
+        template = ["--jinja", "--chat-template-file", path]
     engines = {
         "llama-server": ([a.peer, "server", "-m", a.gguf, "-t", str(a.threads), "-np", str(a.parallel),
-                          "-c", str(a.ctx * a.parallel), "--host", "127.0.0.1"], "/health", {"ignore_eos": True}),
+                          "-c", str(a.ctx * a.parallel), "--host", "127.0.0.1"] + template, "/health",
+                         {"ignore_eos": True}),
         "ember": ([a.ember, "serve", "-m", a.model, "-t", str(a.threads), "--parallel", str(a.parallel),
                    "--ctx", str(a.ctx), "-q"] + (["--quantize", a.quantize] if a.quantize else []), "/v1/models",
                   {"logit_bias": {e: -100 for e in a.eos.split(",")}}),
@@ -138,7 +154,7 @@ def main():
                 table[(name, c)] = load(port, c, a.tokens, extra)
                 r = table[(name, c)]
                 print(f"{name:12} clients {c:3}: {r['tokens_per_s']:7.2f} tok/s  ttft p50 {r['ttft_p50']:6.2f} s"
-                      f"  p90 {r['ttft_p90']:6.2f} s", flush=True)
+                      f"  p90 {r['ttft_p90']:6.2f} s  prompt {r['prompt']:.1f} tokens", flush=True)
         finally:
             stop(proc)
     for c in clients:
