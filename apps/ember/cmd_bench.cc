@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -168,6 +169,22 @@ int run_bench(const BenchArgs& a) {
     std::printf("%-28s %12s\n", "metric", "value");
     std::printf("%-28s %12.2f\n", ("prefill tok/s (p=" + std::to_string(a.prompt) + ")").c_str(), pf);
     std::printf("%-28s %12.2f\n", ("decode tok/s (n=" + std::to_string(a.gen) + ")").c_str(), dc);
+    // The repetitions themselves, and how far the farthest is from the median: a steady run is within 10%.
+    auto spread = [](const std::vector<double>& v, double mid) {
+      std::string out;
+      double far = 0;
+      for (double x : v) {
+        char b[32];
+        std::snprintf(b, sizeof b, "%s%.1f", out.empty() ? "" : " ", x);
+        out += b;
+        far = std::max(far, std::fabs(x - mid) / mid);
+      }
+      char b[32];
+      std::snprintf(b, sizeof b, " (+-%.0f%%)", 100 * far);
+      return out + b;
+    };
+    std::printf("%-28s %s\n", "prefill reps tok/s", spread(prefill, pf).c_str());
+    std::printf("%-28s %s\n", "decode reps tok/s", spread(decode, dc).c_str());
     std::printf("%-28s %12.3f\n", "time to first token s", tt);
     std::printf("%-28s %12.2f\n", "read bandwidth GB/s", bw / 1e9);
     std::printf("%-28s %12.1f\n", "decode MB read per token", bytes_per_token / 1e6);
