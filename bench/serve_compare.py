@@ -125,13 +125,12 @@ def main():
     # The folder's template: chat_template.jinja, or tokenizer_config.json's chat_template string.
     template, path = [], os.path.join(a.model, "chat_template.jinja")
     config = os.path.join(a.model, "tokenizer_config.json")
-    if not os.path.exists(path) and os.path.exists(config):
-        source = json.load(open(config)).get("chat_template")
+    source = json.load(open(config)).get("chat_template") if os.path.exists(config) else None
+    if not os.path.exists(path) and isinstance(source, str):
         path = os.path.join(tempfile.mkdtemp(prefix="serve-compare-"), "chat_template.jinja")
-        if isinstance(source, str):
-            with open(path, "w") as f:
-                f.write(source)
-    if os.path.isdir(a.model) and os.path.exists(path):
+        with open(path, "w") as f:
+            f.write(source)
+    if os.path.exists(path):
         template = ["--jinja", "--chat-template-file", path]
     engines = {
         "llama-server": ([a.peer, "server", "-m", a.gguf, "-t", str(a.threads), "-np", str(a.parallel),

@@ -44,14 +44,14 @@ void panel_tile(const void* w, int64_t pstride, const float* x, int64_t ldx, int
     // Decode streams each panel from memory once: one core keeps too few reads in flight to reach
     // the bandwidth while it computes, so each panel's lines some way ahead are fetched, every 4
     // columns (one or more lines).
-    if constexpr (NT <= 2)
+    if constexpr (NT <= 2) {
+      constexpr int64_t es = T == DType::F32 ? 4 : 2;  // bytes per weight
       if (((k - k0) & 3) == 0)
         #pragma GCC unroll 4
         for (int p = 0; p < NP; ++p)
-          for (int64_t l = 0; l < 4 * kPanelRows * static_cast<int64_t>(dtype_size(T)); l += kCacheLine)
-            _mm_prefetch(static_cast<const char*>(w) + (p * pstride + e) * static_cast<int64_t>(dtype_size(T)) +
-                             kPanelPrefetchAhead + l,
-                         _MM_HINT_T0);
+          for (int64_t l = 0; l < 4 * kPanelRows * es; l += kCacheLine)
+            _mm_prefetch(static_cast<const char*>(w) + (p * pstride + e) * es + kPanelPrefetchAhead + l, _MM_HINT_T0);
+    }
     if constexpr (NP == 1) {
       // Many tokens: one broadcast at a time, or 12 accumulators + 6 broadcasts spill registers.
       const __m256 w0 = load8<T>(w, e), w1 = load8<T>(w, e + kLanes);
