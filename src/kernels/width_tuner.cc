@@ -41,6 +41,7 @@ int WidthTuner::kind_of_tokens(int64_t tokens) {
 
 int WidthTuner::choose(int k) {
   if (threads_ <= 1) return 1;
+  if (k > kind_of_tokens(kMaxTunedTokens)) return threads_;
   Kind& c = kind(k);
   const int64_t step = c.steps++;
   // Explore: alternate until each width has a few samples (full width first: the usual winner).
@@ -76,7 +77,7 @@ int WidthTuner::choose(int k) {
 }
 
 void WidthTuner::record(int k, int width, double seconds) {
-  if (threads_ <= 1) return;
+  if (threads_ <= 1 || k > kind_of_tokens(kMaxTunedTokens)) return;
   Kind& c = kind(k);
   (width == 1 ? c.solo : c.full).add(seconds);
 }

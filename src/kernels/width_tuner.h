@@ -12,6 +12,12 @@
 // mean of its recent steps without the slowest quarter) and the other by its best recent probe, and
 // the choice changes only for a clear gain: a few slow steps, or one lucky probe among slow ones,
 // do not make it flap.
+//
+// Only steps of up to kMaxTunedTokens tokens (decode, small batches) are tuned. Larger ones
+// (prefill, big batches) are compute-bound and every thread speeds them up unless a neighbour holds
+// its core, which the pool notices loop by loop (ThreadPool's solo periods); probing one thread
+// would cost a whole prompt at a fraction of the speed (a benchmark's second repetition ran at half
+// speed).
 #include <array>
 #include <chrono>
 #include <cstdint>
@@ -32,6 +38,8 @@ class WidthTuner {
   // as many each time it is slower again, up to kMaxProbeEvery.
   static constexpr int kProbeEvery = 24;
   static constexpr int kMaxProbeEvery = 192;
+  // Larger steps always run on every thread.
+  static constexpr int64_t kMaxTunedTokens = 8;
 
   explicit WidthTuner(int threads) : threads_(threads) {}
 

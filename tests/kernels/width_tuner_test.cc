@@ -61,10 +61,10 @@ TEST(WidthTuner, NoiseDoesNotMakeItFlap) {
 TEST(WidthTuner, KindsAreIndependentAndOneThreadNeverProbes) {
   WidthTuner t(2);
   run(t, WidthTuner::kind_of_tokens(1), 100, 0.004, 0.008);    // decode: one thread wins
-  run(t, WidthTuner::kind_of_tokens(512), 100, 0.800, 0.450);  // prefill: two threads win
+  run(t, WidthTuner::kind_of_tokens(8), 100, 0.008, 0.005);    // a small batch: two threads win
   EXPECT_GE(run(t, WidthTuner::kind_of_tokens(1), WidthTuner::kProbeEvery, 0.004, 0.008),
             WidthTuner::kProbeEvery - 1);
-  EXPECT_LE(run(t, WidthTuner::kind_of_tokens(300), WidthTuner::kProbeEvery, 0.800, 0.450), 1);
+  EXPECT_LE(run(t, WidthTuner::kind_of_tokens(7), WidthTuner::kProbeEvery, 0.008, 0.005), 1);
 
   WidthTuner single(1);
   EXPECT_EQ(run(single, 0, 50, 0.001, 0.5), 50);
@@ -73,6 +73,15 @@ TEST(WidthTuner, KindsAreIndependentAndOneThreadNeverProbes) {
   EXPECT_EQ(WidthTuner::kind_of_tokens(2), 1);
   EXPECT_EQ(WidthTuner::kind_of_tokens(3), WidthTuner::kind_of_tokens(4));
   EXPECT_NE(WidthTuner::kind_of_tokens(4), WidthTuner::kind_of_tokens(5));
+}
+
+// Prefill-sized steps are never probed on one thread, not even at their first steps (a benchmark's
+// repetitions would alternate between full and half speed), whatever their times.
+TEST(WidthTuner, LargeStepsAlwaysRunOnEveryThread) {
+  WidthTuner t(2);
+  EXPECT_EQ(run(t, WidthTuner::kind_of_tokens(WidthTuner::kMaxTunedTokens + 1), 50, 0.100, 0.300), 0);
+  EXPECT_EQ(run(t, WidthTuner::kind_of_tokens(512), 50, 0.500, 0.800), 0);
+  EXPECT_GT(run(t, WidthTuner::kind_of_tokens(WidthTuner::kMaxTunedTokens), 50, 0.100, 0.300), 40);
 }
 
 }  // namespace
@@ -88,7 +97,7 @@ TEST(TunedStep, SetsTheChosenWidthAndRecordsTheStep) {
   WidthTuner tuner(pool.size());
   std::vector<bool> solo;
   for (int i = 0; i < 2; ++i) {
-    const TunedStep step(tuner, pool, 64);
+    const TunedStep step(tuner, pool, 1);
     std::set<std::thread::id> ran_on;
     std::mutex mu;
     pool.parallel_for(64, 1, [&](int64_t, int64_t) {
