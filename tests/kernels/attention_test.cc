@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -177,6 +178,35 @@ TEST(Attention, BatchedItemsMatchNaive) {
     for (size_t i = 0; i < cases.size(); ++i)
       expect_matches_naive(qs[i], outs[i], cases[i].n_tok, cases[i].n_pos - cases[i].n_tok, caches[i], s);
     expect_matches_scalar(items, s, isa, pool);
+  }
+}
+
+// A prompt's tokens share work units (several tokens' query rows read each tile of keys once); each
+// token's result must still have the same bits as when it is attended alone, as a decode step does:
+// prompts that cross score tiles, with and without a window and soft-capping, every group shape.
+TEST(Attention, PromptTokensEqualAttendingAloneBitForBit) {
+  ThreadPool pool(2);
+  std::mt19937 rng(11);
+  for (Isa isa : supported_isas())
+  for (const auto& [heads, kv_heads] : {std::pair<int64_t, int64_t>{8, 2}, {7, 1}, {3, 3}, {32, 2}})
+  for (KvType kv_type : {KvType::F16, KvType::Q8_0})
+  for (int64_t hd : {64, 40})
+  for (const auto& [window, cap] : {std::pair<int64_t, float>{0, 0.0f}, {100, 0.5f}}) {
+    SCOPED_TRACE(std::string(isa_name(isa)) + " heads " + std::to_string(heads) + "/" + std::to_string(kv_heads) +
+                 " hd " + std::to_string(hd) + " window " + std::to_string(window));
+    const int64_t n_pos = 300, n_tok = 45, first = n_pos - n_tok;  // tokens from 255 to 299: tiles 1 and 2
+    const Cache cache(n_pos, kv_heads * hd, hd, 16, rng, kv_type);
+    const AttentionShape s{heads, kv_heads, hd, window, 1.0f / std::sqrt(static_cast<float>(hd)), cap};
+    const int64_t stride = heads * hd;
+    std::vector<float> q = random_vector(static_cast<size_t>(n_tok * stride), rng), out(q.size()), alone(q.size());
+    const AttentionItem prompt{q.data(), n_tok, first, cache.view(), out.data()};
+    attention(std::span(&prompt, 1), s, pool, isa);
+    std::vector<AttentionItem> steps;
+    for (int64_t t = 0; t < n_tok; ++t)
+      steps.push_back({q.data() + t * stride, 1, first + t, cache.view(), alone.data() + t * stride});
+    attention(steps, s, pool, isa);
+    for (size_t e = 0; e < out.size(); ++e)
+      ASSERT_EQ(std::bit_cast<uint32_t>(out[e]), std::bit_cast<uint32_t>(alone[e])) << "token " << e / stride;
   }
 }
 
