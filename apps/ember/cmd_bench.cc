@@ -32,8 +32,12 @@ struct BenchArgs {
   std::string model_dir, synthetic, dtype, kv_dtype = kernels::kv_type_name(model::kKvTypeDefault);
   int threads = 0, reps = 3;
   int64_t prompt = 512, gen = 128;
-  bool json = false;
+  bool json = false, warmup = true;
 };
+
+// Unmeasured decode steps of the warm-up: enough for the thread tuner to have tried both widths on
+// decode-sized steps (WidthTuner), whose probes would otherwise fall in the first repetition.
+constexpr int64_t kWarmupDecode = 8;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -114,6 +118,17 @@ int run_bench(const BenchArgs& a) {
 
   std::vector<double> prefill, decode, ttft;
   auto cache = m->make_cache(a.prompt + a.gen);
+  // As llama-bench does before its repetitions: one prompt and a few decode steps, not measured
+  // (first touch of buffers, the thread tuner's first probes).
+  if (a.warmup) {
+    note("warm-up: prefill " + std::to_string(a.prompt) + " tokens, decode " + std::to_string(std::min(a.gen, kWarmupDecode)));
+    model::KvSequence seq(*cache);
+    std::vector<float> logits = m->forward(seq, prompt);
+    for (int64_t i = 0; i < std::min(a.gen, kWarmupDecode); ++i) {
+      const auto next = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      logits = m->forward(seq, std::span<const int32_t>(&next, 1));
+    }
+  }
   for (int r = 0; r < a.reps; ++r) {
     note("rep " + std::to_string(r + 1) + "/" + std::to_string(a.reps) + ": prefill " + std::to_string(a.prompt) + " tokens");
     model::KvSequence seq(*cache);
@@ -145,6 +160,7 @@ int run_bench(const BenchArgs& a) {
     j["prompt_tokens"] = a.prompt;
     j["gen_tokens"] = a.gen;
     j["reps"] = a.reps;
+    j["warmup"] = a.warmup;
     j["load_s"] = load_s;
     j["prefill_tok_s"] = prefill;
     j["decode_tok_s"] = decode;
@@ -216,6 +232,7 @@ Run add_bench_command(CLI::App& app) {
   cmd->add_option("-n,--gen", a->gen, "Tokens to decode");
   cmd->add_option("--reps", a->reps, "Repetitions (the median is reported)");
   cmd->add_flag("--json", a->json, "One JSON object on stdout");
+  cmd->add_flag("!--no-warmup", a->warmup, "Skip the unmeasured warm-up run (one prompt, a few decode steps) before the repetitions");
   return [a] { return run_bench(*a); };
 }
 

@@ -1,6 +1,6 @@
 // ember bench on a model folder: the reported dtype comes from the tensors as held in memory, the
-// KV bytes follow --kv-dtype, a float --dtype converts a folder's matrices at load, and an unknown one
-// is refused.
+// KV bytes follow --kv-dtype, a float --dtype converts a folder's matrices at load, an unknown one
+// is refused, and an unmeasured warm-up runs first unless --no-warmup.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -40,6 +40,19 @@ TEST(BenchCli, LabelsTheDtypeHeldInMemory) {
                                              "' --dtype f8 -p 8 -n 2 --reps 1 2>&1");
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.out.find("--dtype must be"), std::string::npos) << bad.out;
+}
+
+// Before its repetitions bench runs one unmeasured prompt and a few decode steps, as llama-bench
+// does (--no-warmup: none), and says so.
+TEST(BenchCli, WarmsUpUnlessTold) {
+  EXPECT_EQ(bench("")["warmup"], true);
+  EXPECT_EQ(bench("--no-warmup")["warmup"], false);
+  const std::string run = "'" + test::ember_binary() + "' bench -m '" + test::model_dir("story-656k") + "' -p 8 -n 2 --reps 1";
+  const test::Output warm = test::run_command(run + " 2>&1"), cold = test::run_command(run + " --no-warmup 2>&1");
+  ASSERT_EQ(warm.status, 0) << warm.out;
+  ASSERT_EQ(cold.status, 0) << cold.out;
+  EXPECT_NE(warm.out.find("warm-up: prefill 8 tokens, decode 2"), std::string::npos) << warm.out;
+  EXPECT_EQ(cold.out.find("warm-up"), std::string::npos) << cold.out;
 }
 
 // A mixture of experts: the bytes per token are those of the experts a token reads.
