@@ -18,14 +18,12 @@ inline void cpu_relax() {
 }
 // About 20-50 microseconds of spinning: covers the gap between the loops of one decode step.
 constexpr int kSpinIterations = 1000;
-// A wait counts as a stall when it exceeds this and several times the caller's mean chunk time: a
-// running worker finishes its last chunk about as fast as the caller does; one descheduled for a
-// busy neighbour takes a scheduler slice (milliseconds). Shorter waits come from short-lived
-// threads of our own (a server's connection threads writing a token each take tens of
-// microseconds) and are no reason to give up the second thread: at 250 us, serving 16 streams ran
-// 20-34% of its loops on one thread.
-constexpr auto kStallFloor = std::chrono::microseconds(1000);
-constexpr int kStallChunks = 4;
+// Loops are judged in windows of at least this much of their time: whether all threads took longer
+// than the caller alone would have. A busy neighbour that holds a worker's core makes the caller
+// wait for that worker's chunk; brief delays (a server's connection threads writing a token, a
+// hypervisor's tick) cost less than the second thread gives and must not send loops to one thread
+// (judging single waits of 1 ms ran half of a 2-thread prefill alone on a host with 5% steal).
+constexpr auto kWindow = std::chrono::milliseconds(20);
 // Solo periods start short (a neighbour may leave) and double while stalls recur, up to a bound
 // that keeps the cost of probing again (one stall) small.
 constexpr auto kMinBackoff = std::chrono::milliseconds(20);
@@ -101,16 +99,20 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     else done_.wait(d, std::memory_order_acquire);
   }
   fn_ = nullptr;
-  if (waited) {
-    const Clock::time_point end = Clock::now();
-    note_wait(own_end - start, own, end - own_end, end);
-  }
+  const Clock::time_point end = waited ? Clock::now() : own_end;
+  note_loop(own_end - start, own, end - start, end);
 }
 
-void ThreadPool::note_wait(Clock::duration own, uint32_t own_chunks, Clock::duration wait, Clock::time_point now) {
-  const Clock::duration per_chunk = own / std::max<uint32_t>(own_chunks, 1);
-  if (wait < kStallFloor || wait < kStallChunks * per_chunk) return;
-  // A stall soon after the last solo period ended means the neighbour is still there.
+void ThreadPool::note_loop(Clock::duration own, uint32_t own_chunks, Clock::duration took, Clock::time_point now) {
+  // The caller alone would have run every chunk at its own pace (an estimate that favours all
+  // threads where they share memory bandwidth: there the WidthTuner measures both widths).
+  window_took_ += took;
+  window_alone_ += own_chunks > 0 ? own * n_chunks_ / own_chunks : took;
+  if (window_took_ < kWindow) return;
+  const bool slower = window_took_ > window_alone_;
+  window_took_ = window_alone_ = Clock::duration{};
+  if (!slower) return;
+  // A slow window soon after the last solo period ended means the neighbour is still there.
   const bool recurring = backoff_.count() > 0 && now - last_stall_ < 4 * backoff_;
   backoff_ = recurring ? std::min<Clock::duration>(2 * backoff_, kMaxBackoff) : Clock::duration(kMinBackoff);
   last_stall_ = now;

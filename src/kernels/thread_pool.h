@@ -6,10 +6,11 @@
 // short loops), then sleep on a futex (std::atomic::wait) so they never steal a busy core for long.
 //
 // A worker that is descheduled while it holds a chunk (another process shares its core) still makes
-// the caller wait for that chunk, up to a scheduler time slice. The pool notices such stalls (a wait
-// far longer than a chunk takes) and then runs loops on the caller alone for a while, doubling that
-// while stalls keep coming back, so sharing a core with a busy neighbour never makes more threads
-// slower than one.
+// the caller wait for that chunk, up to a scheduler time slice. The pool compares, over windows of
+// loops, the time they took with what the caller alone would have taken (its own time per chunk for
+// every chunk); when all threads were slower it runs loops on the caller alone for a while,
+// doubling that while slow windows keep coming back, so sharing a core with a busy neighbour never
+// makes more threads slower than one, and brief delays do not cost the second thread.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -43,8 +44,9 @@ class ThreadPool {
   void worker_loop();
   // Claims and runs chunks of loop `gen` until none is left; returns how many it ran.
   uint32_t run_chunks(uint32_t gen);
-  // Decides from one loop's timings whether a worker stalled it, and if so starts a solo period.
-  void note_wait(Clock::duration own, uint32_t own_chunks, Clock::duration wait, Clock::time_point now);
+  // Adds one loop's timings (the caller's own chunks, the whole loop) to the window, and at the
+  // window's end starts a solo period if the loops were slower than the caller alone.
+  void note_loop(Clock::duration own, uint32_t own_chunks, Clock::duration took, Clock::time_point now);
 
   std::vector<std::thread> workers_;
   // Each shared word on its own cache line: claims and completions would otherwise take the line
@@ -59,7 +61,8 @@ class ThreadPool {
   alignas(64) const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0, chunk_ = 1;
   uint32_t n_chunks_ = 0;
-  // Stall back-off, touched by the calling thread only.
+  // The window and the solo back-off, touched by the calling thread only.
+  Clock::duration window_took_{}, window_alone_{};
   Clock::time_point solo_until_{}, last_stall_{};
   Clock::duration backoff_{};
   int64_t solo_loops_ = 0;
