@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <vector>
 
 #include "kernels/attention_impl.h"
@@ -81,18 +82,31 @@ void attention(std::span<const AttentionItem> items, const AttentionShape& s, Th
   require_isa(isa, "attention");
   // One AVX2 kernel for AVX2 and AVX-512 machines alike.
   const auto group_kernel = isa == Isa::Scalar ? detail::attend_group_scalar : detail::attend_group_avx2;
-  const int64_t q_stride = s.n_heads * s.head_dim;
-  // Work unit = one query token x one kv head; first_unit[i] is item i's first unit.
+  const int64_t q_stride = s.n_heads * s.head_dim, block = detail::block_tokens(s);
+  // A prompt (an item of several tokens) goes through the prompt kernel in blocks of tokens; a
+  // decode step's token alone (the scalar reference: every token alone).
+  auto unit_tokens = [&](const AttentionItem& it) { return isa != Isa::Scalar && it.n_tokens > 1 ? block : 1; };
+  // Work unit = a block of an item's tokens x one kv head; first_unit[i] is item i's first unit.
   std::vector<int64_t> first_unit(items.size() + 1, 0);
-  for (size_t i = 0; i < items.size(); ++i) first_unit[i + 1] = first_unit[i] + items[i].n_tokens * s.n_kv_heads;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const int64_t per = unit_tokens(items[i]);
+    first_unit[i + 1] = first_unit[i] + (items[i].n_tokens + per - 1) / per * s.n_kv_heads;
+  }
   pool.parallel_for(first_unit.back(), 1, [&](int64_t u0, int64_t u1) {
     const size_t group = static_cast<size_t>(s.n_heads / s.n_kv_heads);
     std::vector<float> sc(detail::kAttnTile * group), m(group), l(group);
+    std::optional<detail::AttnScratch> w;  // made at a chunk's first prompt unit (decode needs none)
     size_t i = static_cast<size_t>(std::upper_bound(first_unit.begin(), first_unit.end(), u0) - first_unit.begin()) - 1;
     for (int64_t u = u0; u < u1; ++u) {
       while (u >= first_unit[i + 1]) ++i;
       const AttentionItem& it = items[i];
-      const int64_t t = (u - first_unit[i]) / s.n_kv_heads, kvh = (u - first_unit[i]) % s.n_kv_heads;
+      const int64_t per = unit_tokens(it);
+      const int64_t t = (u - first_unit[i]) / s.n_kv_heads * per, kvh = (u - first_unit[i]) % s.n_kv_heads;
+      if (per > 1) {
+        if (!w) w.emplace(s);
+        detail::attend_block_avx2(it, t, std::min(per, it.n_tokens - t), kvh, s, *w);
+        continue;
+      }
       group_kernel(it.q + t * q_stride, it.first_pos + t, kvh, it.kv, s, it.out + t * q_stride, sc.data(), m.data(),
                    l.data());
     }

@@ -1,36 +1,23 @@
-// AVX2 attention kernel (with FMA and F16C), run on AVX2 and AVX-512 machines alike.
+// AVX2 attention kernel of single query tokens (decode steps), with FMA and F16C, run on AVX2 and
+// AVX-512 machines alike: each kv head's query heads in pairs share every key and value row read.
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
-#include "kernels/attention_impl.h"
+#include "kernels/attention_simd.h"
 #include "kernels/exp.h"
-#include "kernels/simd_avx2.h"
 
 namespace ember::kernels::detail {
 
 namespace {
 
+using attn_simd::cap_scores;
+using attn_simd::load8;
+using attn_simd::scale_row;
 using simd::ceil_lanes;
 using simd::floor_lanes;
 using simd::kLanes;
-
-// 8 values from element i of a row, as float32.
-template <DType T>
-inline __m256 load8(ElemRow<T>, const void* row, int64_t i) {
-  return simd::load8<T>(row, i);
-}
-template <int64_t B>
-inline __m256 load8(Q8Row<B>, const void* row, int64_t i) {
-  const auto* blk = static_cast<const uint8_t*>(row) + (i / B) * (B + 2);
-  const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(blk + 2 + i % B));
-  const __m256 v = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q));
-  uint16_t h;
-  std::memcpy(&h, blk, 2);
-  return _mm256_mul_ps(v, _mm256_set1_ps(_cvtsh_ss(h)));
-}
 
 // Lane r of the result is the sum of a[r]'s eight lanes.
 inline __m256 sum_rows8(const __m256* a) {
@@ -187,16 +174,6 @@ void accumulate2(float* o0, float* o1, const float* w0, const float* w1, const v
     accumulate<R>(o0 + i, w0, vrow, n, hd - i, i);
     accumulate<R>(o1 + i, w1, vrow, n, hd - i, i);
   }
-}
-
-// Soft-capping of a tile's scores (the scalar kernel does the same per score).
-inline void cap_scores(float* e, int64_t n, float cap) {
-  if (cap > 0)
-    for (int64_t j = 0; j < n; ++j) e[j] = std::tanh(e[j] / cap) * cap;
-}
-
-inline void scale_row(float* x, float r, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] *= r;
 }
 
 // Online softmax over one tile of scores e[0..n) (e has room for n rounded up to 8): raises the

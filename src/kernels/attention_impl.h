@@ -2,6 +2,7 @@
 // Internal: what attention.cc (dispatch, scalar reference) shares with attention_avx2.cc.
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/attention.h"
 #include "kernels/load_scalar.h"
@@ -62,6 +63,31 @@ inline void kv_rows(const KvView& kv, int64_t kvh, int64_t row_bytes, int64_t p0
   }
 }
 
+// A prompt's work unit (attention_prompt_avx2.cc): up to block_tokens consecutive tokens of one
+// sequence times the query heads of one kv head, kBlockRows query rows or more. Each tile of keys
+// and values is read (and converted to float32) once for all of them.
+constexpr int64_t kBlockRows = 32;
+inline int64_t block_tokens(const AttentionShape& s) {
+  return std::max<int64_t>(1, kBlockRows / (s.n_heads / s.n_kv_heads));
+}
+
+// A work unit's buffers (one per pool chunk): a tile of keys and of values as float32, the query
+// rows' columns eight rows to a group, a tile of scores, and each row's running maximum and sum and
+// output row. The single-token kernels use the scores and sums.
+struct AttnScratch {
+  explicit AttnScratch(const AttentionShape& s)
+      : k(static_cast<size_t>(kAttnTile * s.head_dim)), v(k.size()),
+        qt(static_cast<size_t>(lanes(s) * s.head_dim)), scores(static_cast<size_t>(kAttnTile * lanes(s))),
+        m(static_cast<size_t>(lanes(s))), l(m.size()), out_rows(m.size()) {}
+  // Rows of a unit rounded up to a multiple of 8 (AVX2 lanes), and at least a group of query heads.
+  static int64_t lanes(const AttentionShape& s) {
+    const int64_t group = s.n_heads / s.n_kv_heads;
+    return std::max<int64_t>((block_tokens(s) * group + 7) / 8 * 8, group);
+  }
+  std::vector<float> k, v, qt, scores, m, l;
+  std::vector<float*> out_rows;
+};
+
 // All query heads of kv head `kvh` for one query token at position `pos` (q and out: that token's
 // rows of all heads), a tile of positions at a time. `sc` holds kAttnTile scores per query head of
 // the group, `m` and `l` one float per query head (running maximum and sum).
@@ -69,5 +95,10 @@ void attend_group_scalar(const float* q, int64_t pos, int64_t kvh, const KvView&
                          float* out, float* sc, float* m, float* l);
 void attend_group_avx2(const float* q, int64_t pos, int64_t kvh, const KvView& kv, const AttentionShape& s, float* out,
                        float* sc, float* m, float* l);
+// Tokens [t0, t0 + nt) of a prompt `it` (nt <= block_tokens(s)) for kv head kvh. A token's result
+// has the same bits whichever tokens share its unit, so however a prompt is split into steps of
+// two tokens or more; it may differ in the last bits from attend_group_avx2's for the same token.
+void attend_block_avx2(const AttentionItem& it, int64_t t0, int64_t nt, int64_t kvh, const AttentionShape& s,
+                       AttnScratch& w);
 
 }  // namespace ember::kernels::detail

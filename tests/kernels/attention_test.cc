@@ -182,9 +182,11 @@ TEST(Attention, BatchedItemsMatchNaive) {
 }
 
 // A prompt's tokens share work units (several tokens' query rows read each tile of keys once); each
-// token's result must still have the same bits as when it is attended alone, as a decode step does:
-// prompts that cross score tiles, with and without a window and soft-capping, every group shape.
-TEST(Attention, PromptTokensEqualAttendingAloneBitForBit) {
+// token's result must still have the same bits however the prompt is split into steps of two tokens
+// or more (a server's chunks, a chat's turns): prompts that cross score tiles, with and without a
+// window and soft-capping, every group shape; and a single token (a decode step) within the
+// tolerance of the scalar reference, as the tests above check.
+TEST(Attention, PromptTokensHaveTheSameBitsHoweverThePromptIsSplit) {
   ThreadPool pool(2);
   std::mt19937 rng(11);
   for (Isa isa : supported_isas())
@@ -198,15 +200,18 @@ TEST(Attention, PromptTokensEqualAttendingAloneBitForBit) {
     const Cache cache(n_pos, kv_heads * hd, hd, 16, rng, kv_type);
     const AttentionShape s{heads, kv_heads, hd, window, 1.0f / std::sqrt(static_cast<float>(hd)), cap};
     const int64_t stride = heads * hd;
-    std::vector<float> q = random_vector(static_cast<size_t>(n_tok * stride), rng), out(q.size()), alone(q.size());
+    std::vector<float> q = random_vector(static_cast<size_t>(n_tok * stride), rng), out(q.size()), split(q.size());
     const AttentionItem prompt{q.data(), n_tok, first, cache.view(), out.data()};
     attention(std::span(&prompt, 1), s, pool, isa);
     std::vector<AttentionItem> steps;
-    for (int64_t t = 0; t < n_tok; ++t)
-      steps.push_back({q.data() + t * stride, 1, first + t, cache.view(), alone.data() + t * stride});
+    int64_t t = 0;
+    for (int64_t len : {2, 7, 13, 23}) {
+      steps.push_back({q.data() + t * stride, len, first + t, cache.view(), split.data() + t * stride});
+      t += len;
+    }
     attention(steps, s, pool, isa);
     for (size_t e = 0; e < out.size(); ++e)
-      ASSERT_EQ(std::bit_cast<uint32_t>(out[e]), std::bit_cast<uint32_t>(alone[e])) << "token " << e / stride;
+      ASSERT_EQ(std::bit_cast<uint32_t>(out[e]), std::bit_cast<uint32_t>(split[e])) << "token " << e / stride;
   }
 }
 
