@@ -80,7 +80,7 @@ void attention(std::span<const AttentionItem> items, const AttentionShape& s, Th
 
 void attention(std::span<const AttentionItem> items, const AttentionShape& s, ThreadPool& pool, Isa isa) {
   require_isa(isa, "attention");
-  // One AVX2 kernel for AVX2 and AVX-512 machines alike.
+  // Single tokens: one AVX2 kernel for AVX2 and AVX-512 machines alike.
   const auto group_kernel = isa == Isa::Scalar ? detail::attend_group_scalar : detail::attend_group_avx2;
   const int64_t q_stride = s.n_heads * s.head_dim, block = detail::block_tokens(s);
   // A prompt (an item of several tokens) goes through the prompt kernel in blocks of tokens; a
@@ -104,7 +104,9 @@ void attention(std::span<const AttentionItem> items, const AttentionShape& s, Th
       const int64_t t = (u - first_unit[i]) / s.n_kv_heads * per, kvh = (u - first_unit[i]) % s.n_kv_heads;
       if (per > 1) {
         if (!w) w.emplace(s);
-        detail::attend_block_avx2(it, t, std::min(per, it.n_tokens - t), kvh, s, *w);
+        const int64_t nt = std::min(per, it.n_tokens - t);
+        if (isa == Isa::Avx512) detail::attend_block_avx512(it, t, nt, kvh, s, *w);
+        else detail::attend_block_avx2(it, t, nt, kvh, s, *w);
         continue;
       }
       group_kernel(it.q + t * q_stride, it.first_pos + t, kvh, it.kv, s, it.out + t * q_stride, sc.data(), m.data(),

@@ -79,10 +79,10 @@ struct AttnScratch {
       : k(static_cast<size_t>(kAttnTile * s.head_dim)), v(k.size()),
         qt(static_cast<size_t>(lanes(s) * s.head_dim)), scores(static_cast<size_t>(kAttnTile * lanes(s))),
         m(static_cast<size_t>(lanes(s))), l(m.size()), out_rows(m.size()) {}
-  // Rows of a unit rounded up to a multiple of 8 (AVX2 lanes), and at least a group of query heads.
+  // Rows of a unit rounded up to a multiple of 16 (AVX-512 lanes), and at least a group of query heads.
   static int64_t lanes(const AttentionShape& s) {
     const int64_t group = s.n_heads / s.n_kv_heads;
-    return std::max<int64_t>((block_tokens(s) * group + 7) / 8 * 8, group);
+    return std::max<int64_t>((block_tokens(s) * group + 15) / 16 * 16, group);
   }
   std::vector<float> k, v, qt, scores, m, l;
   std::vector<float*> out_rows;
@@ -100,5 +100,8 @@ void attend_group_avx2(const float* q, int64_t pos, int64_t kvh, const KvView& k
 // two tokens or more; it may differ in the last bits from attend_group_avx2's for the same token.
 void attend_block_avx2(const AttentionItem& it, int64_t t0, int64_t nt, int64_t kvh, const AttentionShape& s,
                        AttnScratch& w);
+// The same in AVX-512 (16 rows to a vector), with the same bits.
+void attend_block_avx512(const AttentionItem& it, int64_t t0, int64_t nt, int64_t kvh, const AttentionShape& s,
+                         AttnScratch& w);
 
 }  // namespace ember::kernels::detail

@@ -1,6 +1,6 @@
 #pragma once
-// exp(x) from our own polynomial, to ~1 ulp: exp_det for one value and exp8, its AVX2 twin, which
-// does the same operations in the same order and so gives the same bits. Softmax in attention, SiLU
+// exp(x) from our own polynomial, to ~1 ulp: exp_det for one value and exp8 and exp16, its AVX2 and
+// AVX-512 twins, which do the same operations in the same order and so give the same bits. Softmax in attention, SiLU
 // and sampling use them; libm's exp is scalar and its last bit varies between libraries.
 // Both return 0 below -87 and for NaN, and saturate at exp(88).
 #include <algorithm>
@@ -56,6 +56,25 @@ inline float exp_det(float x) {
   p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
   const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
   return _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e)), keep);
+}
+#endif
+
+#if defined(__AVX512F__)
+// exp8's operations on 16 lanes, in the same order, so every lane's result is exp8's (and exp_det's).
+[[gnu::always_inline]] inline __m512 exp16(__m512 x) {
+  using namespace exp_constants;
+  const __mmask16 keep = _mm512_cmp_ps_mask(x, _mm512_set1_ps(kMin), _CMP_GE_OQ);
+  x = _mm512_min_ps(x, _mm512_set1_ps(kMax));
+  x = _mm512_max_ps(x, _mm512_set1_ps(kMin));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(kLog2e)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Hi), x);
+  r = _mm512_fmadd_ps(n, _mm512_set1_ps(-kLn2Lo), r);
+  __m512 p = _mm512_set1_ps(kC[0]);
+  for (int i = 1; i < 6; ++i) p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(kC[i]));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_maskz_mov_ps(keep, _mm512_mul_ps(p, _mm512_castsi512_ps(e)));
 }
 #endif
 
