@@ -1,9 +1,11 @@
 // The core's arithmetic peaks, the yardstick for the matmul kernels' FLOP/s: float32 FMA (256- and
-// 512-bit), and where the CPU has them the BF16 dot product (vdpbf16ps) and int8 VNNI (vpdpbusd).
-// Each loop runs kChains independent accumulator chains (more than FMA latency x ports), on
+// 512-bit), AVX2's int8 dot product (vpmaddubsw, vpmaddwd, vpaddd: what the quantized kernels use
+// where there is no VNNI), and where the CPU has them the BF16 dot product (vdpbf16ps) and int8 VNNI
+// (vpdpbusd). Each loop runs kChains independent accumulator chains (more than latency x ports), on
 // registers only; the results are stored after the loop so no work can be dropped (the asm of each
-// loop body is kChains of the one instruction). Counted as 2 operations per multiply-add; one
-// vdpbf16ps lane does 2 multiply-adds, one vpdpbusd lane 4.
+// loop body is kChains of the one instruction, or of AVX2's three). Counted as 2 operations per
+// multiply-add; one vdpbf16ps lane does 2 multiply-adds, one vpdpbusd lane 4, AVX2's sequence 32 per
+// 256 bits.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -36,6 +38,18 @@ constexpr int64_t kIters = 1 << 20;  // iterations of one timed run per thread
   __m256 sum = acc[0];
   for (int c = 1; c < kChains; ++c) sum = _mm256_add_ps(sum, acc[c]);
   _mm256_storeu_ps(out, sum);
+}
+
+// u8 x s8 pairs summed to s16 (vpmaddubsw), pairs of those to s32 (vpmaddwd by ones), added to the
+// accumulator. The chain's own accumulator is the u8 operand so no chain shares a product with another.
+[[gnu::target("avx2")]] void maddubs256(int32_t* out) {
+  __m256i acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_epi32(c);
+  __m256i a = _mm256_set1_epi8(-2), b = _mm256_set1_epi16(1);
+  EMBER_PEAK_CHAINS(acc, a, b, _mm256_add_epi32(acc[c], _mm256_madd_epi16(_mm256_maddubs_epi16(acc[c], a), b)))
+  __m256i sum = acc[0];
+  for (int c = 1; c < kChains; ++c) sum = _mm256_add_epi32(sum, acc[c]);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), sum);
 }
 
 [[gnu::target("avx512f")]] void fma512(float* out) {
@@ -110,6 +124,8 @@ int main() {
   const Probe probes[] = {
       {"fp32 fma 256-bit (vfmadd231ps ymm)", __builtin_cpu_supports("fma") != 0, 8 * 2,
        [](void* o) { fma256(static_cast<float*>(o)); }},
+      {"int8 dot 256-bit (vpmaddubsw ymm)", __builtin_cpu_supports("avx2") != 0, 32 * 2,
+       [](void* o) { maddubs256(static_cast<int32_t*>(o)); }},
       {"fp32 fma 512-bit (vfmadd231ps zmm)", __builtin_cpu_supports("avx512f") != 0, 16 * 2,
        [](void* o) { fma512(static_cast<float*>(o)); }},
       {"bf16 dot (vdpbf16ps zmm)", __builtin_cpu_supports("avx512bf16") != 0, 16 * 2 * 2,

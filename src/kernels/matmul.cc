@@ -57,7 +57,7 @@ void reference_rows(const WeightMatrix& w, const float* x, const MatmulActs& a, 
     }
 }
 
-// Quantizes x as the weights ws need it, and lays it out for the AVX-512 kernels when isa is that.
+// Quantizes x as the weights ws need it, and lays it out for isa's kernels.
 void prepare_matmul_acts(std::span<const WeightMatrix* const> ws, const float* x, int64_t n, MatmulActs& a,
                          ThreadPool& pool, Isa isa) {
   bool q = false, k = false, plain = false, packed[2] = {false, false};
@@ -70,12 +70,14 @@ void prepare_matmul_acts(std::span<const WeightMatrix* const> ws, const float* x
   const int64_t cols = ws[0]->cols;
   if (q) quantize_acts(x, n, cols, a.q, pool);
   if (k) quantize_acts_k(x, n, cols, a.k, pool);
-  if (isa != Isa::Avx512) return;
+  if (isa == Isa::Scalar) return;
   if (plain && n > detail::kDecodeTokens) {
+    const detail::PanelActsLayout l = isa == Isa::Avx512 ? detail::kPanelActsAvx512 : detail::kPanelActsAvx2;
     a.panel.resize(static_cast<size_t>(n * cols));
-    pool.parallel_for(detail::panel_pack_pieces(n, cols), 1,
-                      [&](int64_t p0, int64_t p1) { detail::pack_panel_acts(x, n, cols, a.panel.data(), p0, p1); });
+    pool.parallel_for(detail::panel_pack_pieces(l, n, cols), 1,
+                      [&](int64_t p0, int64_t p1) { detail::pack_panel_acts(l, x, n, cols, a.panel.data(), p0, p1); });
   }
+  if (isa != Isa::Avx512) return;
   for (QType t : {QType::Q8_0, QType::Q4_0}) {
     if (!packed[MatmulActs::quant_slot(t)]) continue;
     std::vector<int32_t>& xp = a.quant[MatmulActs::quant_slot(t)];
@@ -151,7 +153,7 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
     } else if (isa == Isa::Avx512) {  // plain weights: the two panel kernels give the same bits
       detail::panel_rows_avx512(w, x, a.panel.data(), n_tokens, y, g0, g1);
     } else {
-      detail::panel_rows_avx2(w, x, n_tokens, y, g0, g1);
+      detail::panel_rows_avx2(w, x, a.panel.data(), n_tokens, y, g0, g1);
     }
   };
   const int64_t unit_macs = kQGroupRows * cols * n_tokens * *std::max_element(unit.begin(), unit.end());

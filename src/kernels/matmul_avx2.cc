@@ -22,145 +22,165 @@ constexpr int kPanelHalves = kPanelRows / kLanes;  // vectors per panel column
 constexpr int64_t kPanelPrefetchAhead = 2048;
 static_assert(kPanelHalves == 2, "the panel tiles below hold a panel column in two vectors");
 
-// NP panels x NT tokens over columns [k0, k1) of panel-packed weights (pack.h). Each output is one
-// fused multiply-add chain in column order: the accumulators start at zero, or at the sum of the
-// earlier columns already in y when `add` (a float stored and loaded back is exact), so neither
-// the tile shape nor column blocking changes any result. y[t * ldy + i] is row i of the first panel.
+// Decode: NP panels x NT tokens (one or two) over all columns of panel-packed weights (pack.h).
+// Each output is one fused multiply-add chain in column order from zero, as in prefill_tile, so the
+// tile shape changes no result. y[t * ldy + i] is row i of the first panel.
 template <DType T, int NP, int NT>
-void panel_tile(const void* w, int64_t pstride, const float* x, int64_t ldx, int64_t k0, int64_t k1, float* y,
-                int64_t ldy, bool add) {
+void decode_tile(const void* w, int64_t pstride, const float* x, int64_t ldx, int64_t K, float* y, int64_t ldy) {
   // The loops over NP, halves and NT must unroll (GCC does not at -O2) or the accumulators live on the stack.
   __m256 acc[NP][kPanelHalves][NT];
   #pragma GCC unroll 4
   for (int p = 0; p < NP; ++p)
     #pragma GCC unroll 2
     for (int h = 0; h < kPanelHalves; ++h)
-      #pragma GCC unroll 8
-      for (int t = 0; t < NT; ++t)
-        acc[p][h][t] = add ? _mm256_loadu_ps(y + t * ldy + p * kPanelRows + h * kLanes) : _mm256_setzero_ps();
-  const int64_t base = k0 * kPanelRows;
+      #pragma GCC unroll 2
+      for (int t = 0; t < NT; ++t) acc[p][h][t] = _mm256_setzero_ps();
   #pragma GCC unroll 4
-  for (int64_t k = k0, e = base; k < k1; ++k, e += kPanelRows) {
+  for (int64_t k = 0, e = 0; k < K; ++k, e += kPanelRows) {
     // Decode streams each panel from memory once: one core keeps too few reads in flight to reach
     // the bandwidth while it computes, so each panel's lines some way ahead are fetched, every 4
     // columns (one or more lines).
-    if constexpr (NT <= 2) {
-      constexpr int64_t es = T == DType::F32 ? 4 : 2;  // bytes per weight
-      if (((k - k0) & 3) == 0)
-        #pragma GCC unroll 4
-        for (int p = 0; p < NP; ++p)
-          for (int64_t l = 0; l < 4 * kPanelRows * es; l += kCacheLine)
-            _mm_prefetch(static_cast<const char*>(w) + (p * pstride + e) * es + kPanelPrefetchAhead + l, _MM_HINT_T0);
-    }
-    if constexpr (NP == 1) {
-      // Many tokens: one broadcast at a time, or 12 accumulators + 6 broadcasts spill registers.
-      const __m256 w0 = load8<T>(w, e), w1 = load8<T>(w, e + kLanes);
-      #pragma GCC unroll 8
-      for (int t = 0; t < NT; ++t) {
-        const __m256 xb = _mm256_broadcast_ss(x + t * ldx + k);
-        acc[0][0][t] = _mm256_fmadd_ps(w0, xb, acc[0][0][t]);
-        acc[0][1][t] = _mm256_fmadd_ps(w1, xb, acc[0][1][t]);
-      }
-    } else {
-      __m256 xb[NT];
-      #pragma GCC unroll 8
-      for (int t = 0; t < NT; ++t) xb[t] = _mm256_broadcast_ss(x + t * ldx + k);
+    constexpr int64_t es = T == DType::F32 ? 4 : 2;  // bytes per weight
+    if ((k & 3) == 0)
       #pragma GCC unroll 4
       for (int p = 0; p < NP; ++p)
+        for (int64_t l = 0; l < 4 * kPanelRows * es; l += kCacheLine)
+          _mm_prefetch(static_cast<const char*>(w) + (p * pstride + e) * es + kPanelPrefetchAhead + l, _MM_HINT_T0);
+    __m256 xb[NT];
+    #pragma GCC unroll 2
+    for (int t = 0; t < NT; ++t) xb[t] = _mm256_broadcast_ss(x + t * ldx + k);
+    #pragma GCC unroll 4
+    for (int p = 0; p < NP; ++p)
+      #pragma GCC unroll 2
+      for (int h = 0; h < kPanelHalves; ++h) {
+        const __m256 wv = load8<T>(w, p * pstride + e + h * kLanes);
         #pragma GCC unroll 2
-        for (int h = 0; h < kPanelHalves; ++h) {
-          const __m256 wv = load8<T>(w, p * pstride + e + h * kLanes);
-          #pragma GCC unroll 8
-          for (int t = 0; t < NT; ++t) acc[p][h][t] = _mm256_fmadd_ps(wv, xb[t], acc[p][h][t]);
-        }
-    }
+        for (int t = 0; t < NT; ++t) acc[p][h][t] = _mm256_fmadd_ps(wv, xb[t], acc[p][h][t]);
+      }
   }
   #pragma GCC unroll 4
   for (int p = 0; p < NP; ++p)
     #pragma GCC unroll 2
     for (int h = 0; h < kPanelHalves; ++h)
-      #pragma GCC unroll 8
+      #pragma GCC unroll 2
       for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * ldy + p * kPanelRows + h * kLanes, acc[p][h][t]);
 }
 
-// Tokens per register tile of one panel: 2 x 6 accumulators plus the weights and broadcasts fill the
-// 16 vector registers.
-constexpr int kTileTokens = 6;
 // Panels streamed together in decode: enough independent chains (panels x halves x tokens = 8) to
 // hide the FMA latency.
 constexpr int kDecodePanels1 = 4;  // one token
 constexpr int kDecodePanels2 = 2;  // two tokens
-// Columns per block once several tokens share the weights: a panel's block (16 x 256 weights) stays
-// in L1 while every token tile reuses it.
-constexpr int64_t kColBlock = 256;
+static_assert(kDecodeTokens == 2, "decode_rows has a case for one token and one for two");
 
-// Panels [g0, g1) x tokens [0, n) over columns [k0, k1). Decode (one or two tokens) streams several
-// panels at once so that enough independent chains hide the FMA latency; more tokens split into
-// tiles of at most kTileTokens, as even as possible, each reusing one panel's weights.
+// Decode (one or two tokens): panels [g0, g1), several at once so that enough independent chains
+// hide the FMA latency; a partial last panel goes through a 16-wide buffer.
 template <DType T>
-void panel_block(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1, int64_t k0,
-                 int64_t k1) {
+void decode_rows(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1) {
   const int64_t K = w.cols, pstride = kPanelRows * K, es = static_cast<int64_t>(dtype_size(T));
-  const bool add = k0 > 0;
   const auto* base = static_cast<const uint8_t*>(w.data);
   const int64_t full = std::min(g1, w.rows / kPanelRows);  // panels whose 16 rows all exist
-  // One panel's tile for tokens [t, t + nt); a partial last panel goes through a 16-wide buffer.
-  alignas(__m256) float buf[kTileTokens * kPanelRows];
-  auto tile = [&]<int NP, int NT>(int64_t g, int64_t t) {
+  auto panels = [&]<int NP, int NT>(int64_t g) {
     const void* wp = base + g * pstride * es;
-    const float* xt = x + t * K;
     if (g < full) {
-      panel_tile<T, NP, NT>(wp, pstride, xt, K, k0, k1, y + t * w.rows + g * kPanelRows, w.rows, add);
+      decode_tile<T, NP, NT>(wp, pstride, x, K, K, y + g * kPanelRows, w.rows);
       return;
     }
-    const int64_t valid = w.rows - g * kPanelRows;
-    for (int64_t i = 0; i < NT; ++i)
-      for (int64_t r = 0; r < kPanelRows; ++r) buf[i * kPanelRows + r] = add && r < valid ? y[(t + i) * w.rows + g * kPanelRows + r] : 0.0f;
-    panel_tile<T, 1, NT>(wp, pstride, xt, K, k0, k1, buf, kPanelRows, add);
-    for (int64_t i = 0; i < NT; ++i)
-      std::copy_n(buf + i * kPanelRows, valid, y + (t + i) * w.rows + g * kPanelRows);
+    alignas(__m256) float buf[NT * kPanelRows];
+    decode_tile<T, 1, NT>(wp, pstride, x, K, K, buf, kPanelRows);
+    for (int64_t t = 0; t < NT; ++t) std::copy_n(buf + t * kPanelRows, w.rows - g * kPanelRows, y + t * w.rows + g * kPanelRows);
   };
-  static_assert(kTileTokens == 6, "the switch below has a case per tile size");
-  auto tokens = [&]<int NP>(int64_t g, int64_t t, int64_t nt) {
-    switch (nt) {
-      case 1: tile.template operator()<NP, 1>(g, t); break;
-      case 2: tile.template operator()<NP, 2>(g, t); break;
-      case 3: tile.template operator()<1, 3>(g, t); break;
-      case 4: tile.template operator()<1, 4>(g, t); break;
-      case 5: tile.template operator()<1, 5>(g, t); break;
-      default: tile.template operator()<1, 6>(g, t); break;
-    }
-  };
-  if (n <= 2) {
-    int64_t g = g0;
-    if (n == 1)
-      for (; g + kDecodePanels1 <= full; g += kDecodePanels1) tokens.template operator()<kDecodePanels1>(g, 0, 1);
-    else
-      for (; g + kDecodePanels2 <= full; g += kDecodePanels2) tokens.template operator()<kDecodePanels2>(g, 0, 2);
-    for (; g < g1; ++g) tokens.template operator()<1>(g, 0, n);
-    return;
+  int64_t g = g0;
+  if (n == 1) {
+    for (; g + kDecodePanels1 <= full; g += kDecodePanels1) panels.template operator()<kDecodePanels1, 1>(g);
+    for (; g < g1; ++g) panels.template operator()<1, 1>(g);
+  } else {
+    for (; g + kDecodePanels2 <= full; g += kDecodePanels2) panels.template operator()<kDecodePanels2, 2>(g);
+    for (; g < g1; ++g) panels.template operator()<1, 2>(g);
   }
-  const int64_t tiles = (n + kTileTokens - 1) / kTileTokens;
-  for (int64_t g = g0; g < g1; ++g)
-    for (int64_t i = 0, t = 0; i < tiles; ++i) {
-      const int64_t nt = (n - t) / (tiles - i);  // even split: the remaining tokens over the remaining tiles
-      tokens.template operator()<1>(g, t, nt);
-      t += nt;
-    }
 }
 
-template <DType T>
-void panel_rows(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1) {
-  if (n <= 2) {  // decode: the weight stream is what bounds it, no blocking
-    panel_block<T>(w, x, n, y, g0, g1, 0, w.cols);
-    return;
+constexpr int kTileTokens = static_cast<int>(kPanelActsAvx2.tile_tokens);  // 2 x 6 accumulators of 16 registers
+constexpr int64_t kColBlock = kPanelActsAvx2.col_block;
+
+// Prefill: one panel x NT tokens over `len` columns of a block. w: the panel at the block's first
+// column; xp: the tile's activations column by column (xp[k * NT + t], pack_panel_acts). Each output
+// is one fused multiply-add chain in column order, from zero or (add) from the exact float y holds,
+// so neither the tile shape nor the blocking changes any result (and the AVX-512 kernel's are the same).
+template <DType T, int NT>
+void prefill_tile(const void* w, const float* xp, int64_t len, float* y, int64_t ldy, bool add) {
+  __m256 acc[kPanelHalves][NT];
+  #pragma GCC unroll 2
+  for (int h = 0; h < kPanelHalves; ++h)
+    #pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) acc[h][t] = add ? _mm256_loadu_ps(y + t * ldy + h * kLanes) : _mm256_setzero_ps();
+  #pragma GCC unroll 4
+  for (int64_t k = 0; k < len; ++k, xp += NT) {
+    // One broadcast at a time: 12 accumulators + 6 broadcasts would spill registers.
+    const __m256 w0 = load8<T>(w, k * kPanelRows), w1 = load8<T>(w, k * kPanelRows + kLanes);
+    #pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) {
+      const __m256 xb = _mm256_broadcast_ss(xp + t);
+      acc[0][t] = _mm256_fmadd_ps(w0, xb, acc[0][t]);
+      acc[1][t] = _mm256_fmadd_ps(w1, xb, acc[1][t]);
+    }
   }
-  // A block of tokens x columns of activations (at most 64 KiB) stays in L2 while the panels' blocks
-  // stream past it.
+  #pragma GCC unroll 2
+  for (int h = 0; h < kPanelHalves; ++h)
+    #pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * ldy + h * kLanes, acc[h][t]);
+}
+
+// Prefill: panels [g0, g1) x all n tokens. Blocks of kTokenBlock tokens (their activations stay in
+// L2) x kColBlock columns: each panel's block is reused by every token tile from L1. 16-bit weights
+// are converted in the tiles: converting a block once into a float32 buffer was no faster at 64
+// tokens and slower at 16 (kernels_bench, Zen 3), unlike the AVX-512 kernel's.
+template <DType T>
+void prefill_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, int64_t g0, int64_t g1) {
+  const int64_t K = w.cols, pstride = kPanelRows * K, es = static_cast<int64_t>(dtype_size(T));
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  const int64_t full = std::min(g1, w.rows / kPanelRows);  // panels whose 16 rows all exist
+  alignas(__m256) float buf[kTileTokens * kPanelRows];  // a partial last panel's outputs
   for (int64_t t0 = 0; t0 < n; t0 += kTokenBlock) {
     const int64_t nt = std::min(kTokenBlock, n - t0);
-    for (int64_t k0 = 0; k0 < w.cols; k0 += kColBlock)
-      panel_block<T>(w, x + t0 * w.cols, nt, y + t0 * w.rows, g0, g1, k0, std::min(w.cols, k0 + kColBlock));
+    int64_t start[kTokenBlock + 1];
+    const int64_t tiles = panel_tile_starts(nt, kTileTokens, start);
+    for (int64_t k0 = 0; k0 < K; k0 += kColBlock) {
+      const int64_t len = std::min(kColBlock, K - k0);
+      const float* xb = xp + t0 * K + nt * k0;  // this block's packed activations
+      const bool add = k0 > 0;
+      for (int64_t g = g0; g < g1; ++g) {
+        const void* wp = base + (g * pstride + k0 * kPanelRows) * es;
+        const int64_t valid = std::min(kPanelRows, w.rows - g * kPanelRows);
+        // The next panel's block starts a page of its own, where the hardware prefetcher does not
+        // follow: fetch it into L2 a slice per tile while this panel computes.
+        const int64_t lines = g + 1 < g1 ? len * kPanelRows * es / kCacheLine : 0;
+        const auto* wnext = static_cast<const char*>(wp) + pstride * es;
+        for (int64_t i = 0; i < tiles; ++i) {
+          for (int64_t l = i * lines / tiles, e = (i + 1) * lines / tiles; l < e; ++l)
+            _mm_prefetch(wnext + l * kCacheLine, _MM_HINT_T1);
+          const int64_t s = start[i + 1] - start[i];
+          const float* xt = xb + start[i] * len;
+          float* yt = y + (t0 + start[i]) * w.rows + g * kPanelRows;
+          float* out = g < full ? yt : buf;
+          const int64_t ldy = g < full ? w.rows : kPanelRows;
+          if (g >= full)
+            for (int64_t t = 0; t < s; ++t)
+              for (int64_t r = 0; r < kPanelRows; ++r) buf[t * kPanelRows + r] = add && r < valid ? yt[t * w.rows + r] : 0.0f;
+          // The next tile's outputs, last touched a column block ago (a whole pass over the panels,
+          // out of L2 since): fetched while this tile computes.
+          const int64_t ni = i + 1 < tiles ? i + 1 : 0, ng = i + 1 < tiles ? g : g + 1;
+          if (ng < g1)
+            for (int64_t t = start[ni]; t < start[ni + 1]; ++t) {
+              const float* yn = y + (t0 + t) * w.rows + ng * kPanelRows;
+              _mm_prefetch(reinterpret_cast<const char*>(yn), _MM_HINT_T0);
+              _mm_prefetch(reinterpret_cast<const char*>(yn + kPanelRows - 1), _MM_HINT_T0);
+            }
+          with_tile_size<kTileTokens>(s, [&]<int NT>() { prefill_tile<T, NT>(wp, xt, len, out, ldy, add); });
+          if (g >= full)
+            for (int64_t t = 0; t < s; ++t) std::copy_n(buf + t * kPanelRows, valid, yt + t * w.rows);
+        }
+      }
+    }
   }
 }
 
@@ -269,11 +289,16 @@ void quant_groups(const WeightMatrix& w, const QuantizedActs& a, float* y, int64
 
 }  // namespace
 
-void panel_rows_avx2(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1) {
+void panel_rows_avx2(const WeightMatrix& w, const float* x, const float* xp, int64_t n, float* y, int64_t g0,
+                     int64_t g1) {
+  auto run = [&]<DType T>() {
+    if (n <= kDecodeTokens) decode_rows<T>(w, x, n, y, g0, g1);
+    else prefill_rows<T>(w, xp, n, y, g0, g1);
+  };
   switch (w.dtype) {
-    case DType::F32: panel_rows<DType::F32>(w, x, n, y, g0, g1); break;
-    case DType::F16: panel_rows<DType::F16>(w, x, n, y, g0, g1); break;
-    case DType::BF16: panel_rows<DType::BF16>(w, x, n, y, g0, g1); break;
+    case DType::F32: run.template operator()<DType::F32>(); break;
+    case DType::F16: run.template operator()<DType::F16>(); break;
+    case DType::BF16: run.template operator()<DType::BF16>(); break;
   }
 }
 

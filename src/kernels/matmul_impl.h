@@ -21,18 +21,32 @@ constexpr int64_t kDecodePrefetchAhead = 4096;
 // Up to this many tokens a product is decode: it streams the weights once, with kernels of its own.
 constexpr int64_t kDecodeTokens = 2;
 
-// Panel-packed plain weights: 16-row panels [g0, g1) for all n tokens. Both give the same bits. The
-// AVX-512 kernel reads the activations as pack_panel_acts lays them out (xp, n x cols floats),
-// except in decode, where it runs the AVX2 kernel on x.
-void panel_rows_avx2(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1);
+// Panel-packed plain weights: 16-row panels [g0, g1) for all n tokens. Both give the same bits. In
+// prefill (more than kDecodeTokens) each reads the activations as pack_panel_acts lays them out for
+// it (xp, n x cols floats); in decode the AVX2 kernel reads x, and the AVX-512 one runs it.
+void panel_rows_avx2(const WeightMatrix& w, const float* x, const float* xp, int64_t n, float* y, int64_t g0,
+                     int64_t g1);
 void panel_rows_avx512(const WeightMatrix& w, const float* x, const float* xp, int64_t n, float* y, int64_t g0,
                        int64_t g1);
 // Panels per register tile of the AVX-512 panel kernel: matmul_fused hands it whole tiles.
 constexpr int64_t kPanelTile512 = 3;
-// The AVX-512 panel kernel's activations, transposed once per product for all threads' chunks:
-// pieces [p0, p1) of the panel_pack_pieces(n, cols) (token block x column block) of x into xp.
-int64_t panel_pack_pieces(int64_t n, int64_t cols);
-void pack_panel_acts(const float* x, int64_t n, int64_t cols, float* xp, int64_t p0, int64_t p1);
+// How a panel kernel's prefill reads the activations, transposed once per product for all threads'
+// chunks: blocks of kTokenBlock tokens x col_block columns; in each block the register tiles of at
+// most tile_tokens tokens (panel_tile_starts) one after another, each column by column (xp[k * s + t])
+// so that every broadcast has a constant offset.
+struct PanelActsLayout {
+  int64_t tile_tokens, col_block;
+};
+// AVX2: 6 tokens x 2 vectors of one panel; a panel's block of 256 columns (16 KiB as float32) stays in L1.
+constexpr PanelActsLayout kPanelActsAvx2{6, 256};
+// AVX-512: 9 tokens x 3 panels (matmul_panel_avx512.cc); 3 panels' block of 128 columns, 24 KiB.
+constexpr PanelActsLayout kPanelActsAvx512{9, 128};
+// The first token of each register tile of a block of nt tokens, as even as possible (tiles + 1
+// entries); returns the number of tiles.
+int64_t panel_tile_starts(int64_t nt, int64_t tile_tokens, int64_t* start);
+// Pieces [p0, p1) of the panel_pack_pieces(l, n, cols) (token block x column block) of x into xp.
+int64_t panel_pack_pieces(PanelActsLayout l, int64_t n, int64_t cols);
+void pack_panel_acts(PanelActsLayout l, const float* x, int64_t n, int64_t cols, float* xp, int64_t p0, int64_t p1);
 
 // Quantized weights: 16-row groups [g0, g1) for all tokens of a. The AVX-512 kernel reads the
 // activations as pack_quant_acts lays them out for w's type (xp, quant_pack_size(a) int32s).

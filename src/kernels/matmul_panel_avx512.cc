@@ -2,8 +2,8 @@
 // of 16 rows is one zmm of floats, so a register tile holds more tokens than the AVX2 kernel's and the
 // two 512-bit FMA ports stay busy. Only AVX512F is used (CMakeLists.txt); it is called only where
 // cpu.cc found the Avx512 set. Decode (one or two tokens) is bound by the weight stream and runs the
-// AVX2 kernel, which gives the same bits. The activations come transposed (pack_panel_acts) once
-// per product: every chunk of panels reuses them.
+// AVX2 kernel, which gives the same bits. The activations come transposed (pack_panel_acts,
+// kPanelActsAvx512) once per product: every chunk of panels reuses them.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -95,17 +95,6 @@ void panels_n(int np, int nt, const void* w, int64_t pstride, const float* xp, i
   else tile_n<T, 1, kTileTokens>(nt, w, pstride, xp, len, y, ldy, add, last);
 }
 
-// The first token of each register tile of a block of nt tokens, as even as possible (tiles + 1
-// entries); returns the number of tiles.
-int64_t tile_starts(int64_t nt, int64_t* start) {
-  const int64_t tiles = (nt + kTileTokens - 1) / kTileTokens;
-  for (int64_t i = 0, t = 0; i <= tiles; ++i) {
-    start[i] = t;
-    if (i < tiles) t += (nt - t) / (tiles - i);
-  }
-  return tiles;
-}
-
 template <DType T>
 void panel_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, int64_t g0, int64_t g1) {
   const int64_t K = w.cols, pstride = kPanelRows * K, es = static_cast<int64_t>(dtype_size(T));
@@ -115,7 +104,7 @@ void panel_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, int
   for (int64_t t0 = 0; t0 < n; t0 += kTokens) {
     const int64_t nt = std::min(kTokens, n - t0);
     int64_t start[kTokens + 1];
-    const int64_t tiles = tile_starts(nt, start);
+    const int64_t tiles = panel_tile_starts(nt, kTileTokens, start);
     const bool expand = T != DType::F32 && tiles >= kExpandTiles;
     for (int64_t k0 = 0; k0 < K; k0 += kColBlock) {
       const int64_t len = std::min(kColBlock, K - k0);
@@ -156,34 +145,10 @@ void panel_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, int
 
 }  // namespace
 
-int64_t panel_pack_pieces(int64_t n, int64_t cols) {
-  return (n + kTokens - 1) / kTokens * ((cols + kColBlock - 1) / kColBlock);
-}
-
-void pack_panel_acts(const float* x, int64_t n, int64_t cols, float* xp, int64_t p0, int64_t p1) {
-  const int64_t col_blocks = (cols + kColBlock - 1) / kColBlock;
-  for (int64_t p = p0; p < p1; ++p) {
-    const int64_t t0 = p / col_blocks * kTokens, k0 = p % col_blocks * kColBlock;
-    const int64_t nt = std::min(kTokens, n - t0), len = std::min(kColBlock, cols - k0);
-    int64_t start[kTokens + 1];
-    const int64_t tiles = tile_starts(nt, start);
-    // Each tile's activations column by column (xp[k * s + t]), tiles one after another.
-    float* block = xp + t0 * cols + nt * k0;
-    for (int64_t i = 0; i < tiles; ++i) {
-      const int64_t s = start[i + 1] - start[i];
-      float* dst = block + start[i] * len;
-      for (int64_t t = 0; t < s; ++t) {
-        const float* src = x + (t0 + start[i] + t) * cols + k0;
-        for (int64_t k = 0; k < len; ++k) dst[k * s + t] = src[k];
-      }
-    }
-  }
-}
-
 void panel_rows_avx512(const WeightMatrix& w, const float* x, const float* xp, int64_t n, float* y, int64_t g0,
                        int64_t g1) {
   if (n <= kDecodeTokens) {
-    panel_rows_avx2(w, x, n, y, g0, g1);
+    panel_rows_avx2(w, x, nullptr, n, y, g0, g1);
     return;
   }
   switch (w.dtype) {
