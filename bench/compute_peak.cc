@@ -1,10 +1,10 @@
 // The core's arithmetic peaks, the yardstick for the matmul kernels' FLOP/s: float32 FMA (256- and
-// 512-bit), AVX2's int8 dot product (vpmaddubsw, vpmaddwd, vpaddd: what the quantized kernels use
-// where there is no VNNI), and where the CPU has them the BF16 dot product (vdpbf16ps) and int8 VNNI
-// (vpdpbusd). Each loop runs kChains independent accumulator chains (more than latency x ports), on
-// registers only; the results are stored after the loop so no work can be dropped (the asm of each
-// loop body is kChains of the one instruction, or of AVX2's three). Counted as 2 operations per
-// multiply-add; one vdpbf16ps lane does 2 multiply-adds, one vpdpbusd lane 4, AVX2's sequence 32 per
+// 512-bit), AVX2's int8 dot product (vpmaddubsw, which the quantized kernels use where there is no
+// VNNI), and where the CPU has them the BF16 dot product (vdpbf16ps) and int8 VNNI (vpdpbusd). Each
+// loop runs kChains independent accumulator chains (more than latency x ports), on registers only;
+// the results are stored after the loop so no work can be dropped (the asm of each loop body is
+// kChains of the one instruction, and for AVX2's int8 an add). Counted as 2 operations per
+// multiply-add; one vdpbf16ps lane does 2 multiply-adds, one vpdpbusd lane 4, one vpmaddubsw 32 per
 // 256 bits.
 #include <immintrin.h>
 
@@ -40,13 +40,14 @@ constexpr int64_t kIters = 1 << 20;  // iterations of one timed run per thread
   _mm256_storeu_ps(out, sum);
 }
 
-// u8 x s8 pairs summed to s16 (vpmaddubsw), pairs of those to s32 (vpmaddwd by ones), added to the
-// accumulator. The chain's own accumulator is the u8 operand so no chain shares a product with another.
+// u8 x s8 pairs summed to s16 (vpmaddubsw) and added to a 16-bit accumulator: the multiply port's
+// bound (the kernels widen to 32 bits with vpmaddwd once per one or two of these). The chain's own
+// accumulator is the u8 operand so no chain shares a product with another.
 [[gnu::target("avx2")]] void maddubs256(int32_t* out) {
   __m256i acc[kChains];
   for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_epi32(c);
-  __m256i a = _mm256_set1_epi8(-2), b = _mm256_set1_epi16(1);
-  EMBER_PEAK_CHAINS(acc, a, b, _mm256_add_epi32(acc[c], _mm256_madd_epi16(_mm256_maddubs_epi16(acc[c], a), b)))
+  __m256i a = _mm256_set1_epi8(-2), b = _mm256_set1_epi8(1);
+  EMBER_PEAK_CHAINS(acc, a, b, _mm256_add_epi16(acc[c], _mm256_maddubs_epi16(acc[c], a)))
   __m256i sum = acc[0];
   for (int c = 1; c < kChains; ++c) sum = _mm256_add_epi32(sum, acc[c]);
   _mm256_storeu_si256(reinterpret_cast<__m256i*>(out), sum);
