@@ -1,6 +1,6 @@
 // AVX2 kernels of K-quant weights (kquant.h) where AVX-512 is missing: as the AVX-512 ones
-// (matmul_kquant_avx512.cc) with maddubs + madd for the 4-product lanes, one 8-row half of a group
-// at a time (16 registers hold one half's sums for two tokens).
+// (matmul_kquant_avx512.cc) with maddubs + madd for the 4-product lanes, 8-row halves of a group in
+// ymm registers (kq_tile).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -43,82 +43,113 @@ inline __m256i kq_add_high256(__m256i q, const uint8_t* tile, int j, int u, int 
   return q;
 }
 
-// Rows 8h..8h+7 of one group x NT tokens over all super-blocks.
+// One group (16 rows) x NT tokens over all super-blocks, in passes of HP 8-row halves: one token
+// takes both halves in one pass, so decode streams each tile from memory once; two tokens' sums fill
+// the registers with one half, so they take two passes (the second finds the tiles cached).
 template <QType Q, int NT>
 [[gnu::noinline]] void kq_tile(const uint8_t* tiles, const KQuantActs& a, int64_t t0, float* y, int64_t ldy,
                                int64_t valid_rows) {
   using S = KqShape<Q>;
+  constexpr int HP = NT == 1 ? 2 : 1;
   const int64_t nb = a.n_blocks;
   const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
-  for (int h = 0; h < 2 && kKqHalfRows * h < valid_rows; ++h) {
-    __m256 acc[NT];
+  for (int h0 = 0; h0 < 2 && kKqHalfRows * h0 < valid_rows; h0 += HP) {
+    // Every loop over halves and tokens must unroll (GCC does not at -O2) or the sums live on the stack.
+    __m256 acc[HP][NT];
     #pragma GCC unroll 2
-    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    for (int i = 0; i < HP; ++i)
+      #pragma GCC unroll 2
+      for (int t = 0; t < NT; ++t) acc[i][t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* tile = tiles + b * kq_tile_bytes(Q);
-      // Decode streams the weights from memory once (the second half's pass finds them cached): one
-      // core keeps too few reads in flight to reach the bandwidth while it computes, so a few
+      // Decode streams the weights from memory once (a second pass finds them cached): one core
+      // keeps too few reads in flight to reach the bandwidth while it computes, so a few
       // super-blocks ahead are fetched (prefetches past the end do not fault).
       if constexpr (NT <= 2)
-        if (h == 0)
+        if (h0 == 0)
           for (int64_t l = 0; l < kq_tile_bytes(Q); l += kCacheLine)
             _mm_prefetch(reinterpret_cast<const char*>(tile + kDecodePrefetchAhead + l), _MM_HINT_T0);
-      const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + kKqD + 16 * h)));
-      __m256 dm;  // the mins' factor: dmin, or Q6_K's 32 * d
-      if constexpr (Q == QType::Q6_K) dm = _mm256_mul_ps(d, _mm256_set1_ps(32.0f));
-      else dm = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + kKqDmin + 16 * h)));
-      __m256 f[NT];
+      __m256 d[HP], dm[HP];  // dm: the mins' factor, dmin or Q6_K's 32 * d
       #pragma GCC unroll 2
-      for (int t = 0; t < NT; ++t) f[t] = _mm256_setzero_ps();
-      for (int p = 0; p < S::kPairs; ++p) {
-        __m256i sa[NT], sb[NT];
+      for (int i = 0; i < HP; ++i) {
+        const int h = h0 + i;
+        d[i] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + kKqD + 16 * h)));
+        if constexpr (Q == QType::Q6_K) dm[i] = _mm256_mul_ps(d[i], _mm256_set1_ps(32.0f));
+        else dm[i] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + kKqDmin + 16 * h)));
+      }
+      __m256 f[HP][NT];
+      #pragma GCC unroll 2
+      for (int i = 0; i < HP; ++i)
         #pragma GCC unroll 2
-        for (int t = 0; t < NT; ++t) sa[t] = sb[t] = _mm256_setzero_si256();
+        for (int t = 0; t < NT; ++t) f[i][t] = _mm256_setzero_ps();
+      for (int p = 0; p < S::kPairs; ++p) {
+        __m256i sa[HP][NT], sb[HP][NT];
+        #pragma GCC unroll 2
+        for (int i = 0; i < HP; ++i)
+          #pragma GCC unroll 2
+          for (int t = 0; t < NT; ++t) sa[i][t] = sb[i][t] = _mm256_setzero_si256();
         for (int u = 0; u < S::kUnits; ++u) {
-          const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + S::kNibbles + 64 * (p * S::kUnits + u) + 32 * h));
-          __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-          if constexpr (Q != QType::Q4_K) {
-            lo = kq_add_high256<Q>(lo, tile, 2 * p, u, h);
-            hi = kq_add_high256<Q>(hi, tile, 2 * p + 1, u, h);
-          }
+          __m256i xa[NT], xb[NT];
           #pragma GCC unroll 2
           for (int t = 0; t < NT; ++t) {
             const int8_t* xq = a.q.data() + (t0 + t) * a.cols + b * kQK_K + 4 * u;
-            const __m256i xa = _mm256_set1_epi32(kq_x4(xq + S::kWidth * 2 * p));
-            const __m256i xb = _mm256_set1_epi32(kq_x4(xq + S::kWidth * (2 * p + 1)));
-            sa[t] = _mm256_add_epi32(sa[t], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xa), ones));
-            sb[t] = _mm256_add_epi32(sb[t], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xb), ones));
+            xa[t] = _mm256_set1_epi32(kq_x4(xq + S::kWidth * 2 * p));
+            xb[t] = _mm256_set1_epi32(kq_x4(xq + S::kWidth * (2 * p + 1)));
+          }
+          #pragma GCC unroll 2
+          for (int i = 0; i < HP; ++i) {
+            const int h = h0 + i;
+            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + S::kNibbles + 64 * (p * S::kUnits + u) + 32 * h));
+            __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+            if constexpr (Q != QType::Q4_K) {
+              lo = kq_add_high256<Q>(lo, tile, 2 * p, u, h);
+              hi = kq_add_high256<Q>(hi, tile, 2 * p + 1, u, h);
+            }
+            #pragma GCC unroll 2
+            for (int t = 0; t < NT; ++t) {
+              sa[i][t] = _mm256_add_epi32(sa[i][t], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xa[t]), ones));
+              sb[i][t] = _mm256_add_epi32(sb[i][t], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xb[t]), ones));
+            }
           }
         }
-        const __m256 sca = kq_row_bytes256<Q>(tile + S::kScales + 16 * (2 * p) + 8 * h);
-        const __m256 scb = kq_row_bytes256<Q>(tile + S::kScales + 16 * (2 * p + 1) + 8 * h);
-        __m256 ma, mb;
-        if constexpr (Q == QType::Q6_K) {
-          ma = _mm256_mul_ps(dm, sca);
-          mb = _mm256_mul_ps(dm, scb);
-        } else {
-          ma = _mm256_mul_ps(dm, kq_row_bytes256<Q>(tile + kKqMin + 16 * (2 * p) + 8 * h));
-          mb = _mm256_mul_ps(dm, kq_row_bytes256<Q>(tile + kKqMin + 16 * (2 * p + 1) + 8 * h));
-        }
-        const __m256 da = _mm256_mul_ps(d, sca), db = _mm256_mul_ps(d, scb);
         #pragma GCC unroll 2
-        for (int t = 0; t < NT; ++t) {
-          const int64_t tb = (t0 + t) * nb + b;
-          f[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sa[t]), da, f[t]);
-          f[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sb[t]), db, f[t]);
-          f[t] = _mm256_fnmadd_ps(ma, _mm256_set1_ps(kq_act_sum<Q>(a, tb, 2 * p)), f[t]);
-          f[t] = _mm256_fnmadd_ps(mb, _mm256_set1_ps(kq_act_sum<Q>(a, tb, 2 * p + 1)), f[t]);
+        for (int i = 0; i < HP; ++i) {
+          const int h = h0 + i;
+          const __m256 sca = kq_row_bytes256<Q>(tile + S::kScales + 16 * (2 * p) + 8 * h);
+          const __m256 scb = kq_row_bytes256<Q>(tile + S::kScales + 16 * (2 * p + 1) + 8 * h);
+          __m256 ma, mb;
+          if constexpr (Q == QType::Q6_K) {
+            ma = _mm256_mul_ps(dm[i], sca);
+            mb = _mm256_mul_ps(dm[i], scb);
+          } else {
+            ma = _mm256_mul_ps(dm[i], kq_row_bytes256<Q>(tile + kKqMin + 16 * (2 * p) + 8 * h));
+            mb = _mm256_mul_ps(dm[i], kq_row_bytes256<Q>(tile + kKqMin + 16 * (2 * p + 1) + 8 * h));
+          }
+          const __m256 da = _mm256_mul_ps(d[i], sca), db = _mm256_mul_ps(d[i], scb);
+          #pragma GCC unroll 2
+          for (int t = 0; t < NT; ++t) {
+            const int64_t tb = (t0 + t) * nb + b;
+            f[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sa[i][t]), da, f[i][t]);
+            f[i][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sb[i][t]), db, f[i][t]);
+            f[i][t] = _mm256_fnmadd_ps(ma, _mm256_set1_ps(kq_act_sum<Q>(a, tb, 2 * p)), f[i][t]);
+            f[i][t] = _mm256_fnmadd_ps(mb, _mm256_set1_ps(kq_act_sum<Q>(a, tb, 2 * p + 1)), f[i][t]);
+          }
         }
       }
       #pragma GCC unroll 2
-      for (int t = 0; t < NT; ++t) acc[t] = _mm256_fmadd_ps(f[t], _mm256_set1_ps(a.d[(t0 + t) * nb + b]), acc[t]);
+      for (int i = 0; i < HP; ++i)
+        #pragma GCC unroll 2
+        for (int t = 0; t < NT; ++t) acc[i][t] = _mm256_fmadd_ps(f[i][t], _mm256_set1_ps(a.d[(t0 + t) * nb + b]), acc[i][t]);
     }
-    const int64_t n = std::min<int64_t>(kKqHalfRows, valid_rows - kKqHalfRows * h);
     #pragma GCC unroll 2
-    for (int t = 0; t < NT; ++t) {
-      alignas(__m256) float out[kKqHalfRows];
-      _mm256_store_ps(out, acc[t]);
-      std::copy_n(out, n, y + t * ldy + kKqHalfRows * h);
+    for (int i = 0; i < HP; ++i) {
+      const int64_t n = std::min<int64_t>(kKqHalfRows, valid_rows - kKqHalfRows * (h0 + i));
+      #pragma GCC unroll 2
+      for (int t = 0; t < NT; ++t) {
+        alignas(__m256) float out[kKqHalfRows];
+        _mm256_store_ps(out, acc[i][t]);
+        std::copy_n(out, std::max<int64_t>(0, n), y + t * ldy + kKqHalfRows * (h0 + i));
+      }
     }
   }
 }

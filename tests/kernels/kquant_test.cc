@@ -171,6 +171,32 @@ TEST(KQuant, ActivationsAreGgmlQ8KExactly) {
     }
 }
 
+// A token's outputs have the same bits alone (decode: both 8-row halves of a group in one pass) as
+// among others (two-token tiles, a half per pass, and prompts): the server's batched steps of a GGUF
+// model rely on it. Groups with one half partly or wholly past the last row, every instruction set.
+TEST(KQuant, TokenResultsDoNotDependOnHowManyShareTheCall) {
+  ThreadPool pool(2);
+  std::mt19937 rng(29);
+  const int64_t n = 9, cols = 2 * kQK_K;
+  for (GgmlType type : kKTypes)
+    for (int64_t rows : {5, 12, 33}) {
+      const RandomKMatrix k(type, rows, cols, rng, pool);
+      const std::vector<float> x = random_acts(n, cols, rng);
+      for (Isa isa : supported_isas()) {
+        std::vector<float> all(static_cast<size_t>(n * rows));
+        matmul(k.m.view(), x.data(), n, all.data(), pool, isa);
+        for (int64_t count : {1, 2, 3}) {
+          const int64_t t0 = n - count;
+          std::vector<float> some(static_cast<size_t>(count * rows));
+          matmul(k.m.view(), x.data() + t0 * cols, count, some.data(), pool, isa);
+          for (int64_t i = 0; i < count * rows; ++i)
+            ASSERT_EQ(some[static_cast<size_t>(i)], all[static_cast<size_t>(t0 * rows + i)])
+                << ggml_type_name(type) << " " << isa_name(isa) << " rows=" << rows << " tokens=" << count << " element " << i;
+        }
+      }
+    }
+}
+
 TEST(KQuant, EveryIsaMatchesReference) {
   ThreadPool pool(2);
   std::mt19937 rng(13);
