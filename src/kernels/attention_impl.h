@@ -1,5 +1,6 @@
 #pragma once
-// Internal: what attention.cc (dispatch, scalar reference) shares with attention_avx2.cc.
+// Internal: what attention.cc (dispatch, scalar reference) shares with the SIMD kernels (attention_avx2.cc
+// for single tokens, attention_prompt.h for prompts).
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -63,7 +64,7 @@ inline void kv_rows(const KvView& kv, int64_t kvh, int64_t row_bytes, int64_t p0
   }
 }
 
-// A prompt's work unit (attention_prompt_avx2.cc): up to block_tokens consecutive tokens of one
+// A prompt's work unit (attention_prompt.h): up to block_tokens consecutive tokens of one
 // sequence times the query heads of one kv head, kBlockRows query rows or more. Each tile of keys
 // and values is read (and converted to float32) once for all of them.
 constexpr int64_t kBlockRows = 32;
@@ -72,8 +73,8 @@ inline int64_t block_tokens(const AttentionShape& s) {
 }
 
 // A work unit's buffers (one per pool chunk): a tile of keys and of values as float32, the query
-// rows' columns eight rows to a group, a tile of scores, and each row's running maximum and sum and
-// output row. The single-token kernels use the scores and sums.
+// rows' columns a vector of rows to a group, a tile of scores, and each row's running maximum and sum
+// and output row. Only the prompt kernel uses it (a decode chunk never allocates one).
 struct AttnScratch {
   explicit AttnScratch(const AttentionShape& s)
       : k(static_cast<size_t>(kAttnTile * s.head_dim)), v(k.size()),

@@ -130,10 +130,26 @@ void prefill_tile(const void* w, const float* xp, int64_t len, float* y, int64_t
     for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * ldy + h * kLanes, acc[h][t]);
 }
 
+// Slice i of `slices` of the `lines` cache lines from p, into L2.
+inline void prefetch_slice(const char* p, int64_t lines, int64_t i, int64_t slices) {
+  for (int64_t l = i * lines / slices, e = (i + 1) * lines / slices; l < e; ++l) _mm_prefetch(p + l * kCacheLine, _MM_HINT_T1);
+}
+
+// One panel's outputs (16 floats, one line or two) for each of `tokens` rows ldy apart, into L1.
+inline void prefetch_panel_outputs(const float* y, int64_t ldy, int64_t tokens) {
+  for (int64_t t = 0; t < tokens; ++t) {
+    _mm_prefetch(reinterpret_cast<const char*>(y + t * ldy), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(y + t * ldy + kPanelRows - 1), _MM_HINT_T0);
+  }
+}
+
 // Prefill: panels [g0, g1) x all n tokens. Blocks of kTokenBlock tokens (their activations stay in
 // L2) x kColBlock columns: each panel's block is reused by every token tile from L1. 16-bit weights
 // are converted in the tiles: converting a block once into a float32 buffer was no faster at 64
-// tokens and slower at 16 (kernels_bench, Zen 3), unlike the AVX-512 kernel's.
+// tokens and slower at 16 (kernels_bench, Zen 3), unlike the AVX-512 kernel's. While a tile
+// computes, a slice of the next panel's block is fetched (it starts a page of its own, where the
+// hardware prefetcher does not follow), and the next tile's outputs (last touched a column block
+// ago, a whole pass over the panels, out of L2 since).
 template <DType T>
 void prefill_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, int64_t g0, int64_t g1) {
   const int64_t K = w.cols, pstride = kPanelRows * K, es = static_cast<int64_t>(dtype_size(T));
@@ -144,38 +160,29 @@ void prefill_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, i
     const int64_t nt = std::min(kTokenBlock, n - t0);
     int64_t start[kTokenBlock + 1];
     const int64_t tiles = panel_tile_starts(nt, kTileTokens, start);
+    // Row t of the token block's outputs at panel g, and tile i's count of tokens.
+    auto out_at = [&](int64_t t, int64_t g) { return y + (t0 + t) * w.rows + g * kPanelRows; };
+    auto tokens = [&](int64_t i) { return start[i + 1] - start[i]; };
     for (int64_t k0 = 0; k0 < K; k0 += kColBlock) {
       const int64_t len = std::min(kColBlock, K - k0);
       const float* xb = xp + t0 * K + nt * k0;  // this block's packed activations
       const bool add = k0 > 0;
       for (int64_t g = g0; g < g1; ++g) {
-        const void* wp = base + (g * pstride + k0 * kPanelRows) * es;
+        const auto* wp = base + (g * pstride + k0 * kPanelRows) * es;
+        const int64_t next_lines = g + 1 < g1 ? len * kPanelRows * es / kCacheLine : 0;
         const int64_t valid = std::min(kPanelRows, w.rows - g * kPanelRows);
-        // The next panel's block starts a page of its own, where the hardware prefetcher does not
-        // follow: fetch it into L2 a slice per tile while this panel computes.
-        const int64_t lines = g + 1 < g1 ? len * kPanelRows * es / kCacheLine : 0;
-        const auto* wnext = static_cast<const char*>(wp) + pstride * es;
         for (int64_t i = 0; i < tiles; ++i) {
-          for (int64_t l = i * lines / tiles, e = (i + 1) * lines / tiles; l < e; ++l)
-            _mm_prefetch(wnext + l * kCacheLine, _MM_HINT_T1);
-          const int64_t s = start[i + 1] - start[i];
-          const float* xt = xb + start[i] * len;
-          float* yt = y + (t0 + start[i]) * w.rows + g * kPanelRows;
-          float* out = g < full ? yt : buf;
-          const int64_t ldy = g < full ? w.rows : kPanelRows;
+          prefetch_slice(reinterpret_cast<const char*>(wp + pstride * es), next_lines, i, tiles);
+          if (i + 1 < tiles) prefetch_panel_outputs(out_at(start[i + 1], g), w.rows, tokens(i + 1));
+          else if (g + 1 < g1) prefetch_panel_outputs(out_at(0, g + 1), w.rows, tokens(0));
+          const int64_t s = tokens(i);
+          float* yt = out_at(start[i], g);
           if (g >= full)
             for (int64_t t = 0; t < s; ++t)
               for (int64_t r = 0; r < kPanelRows; ++r) buf[t * kPanelRows + r] = add && r < valid ? yt[t * w.rows + r] : 0.0f;
-          // The next tile's outputs, last touched a column block ago (a whole pass over the panels,
-          // out of L2 since): fetched while this tile computes.
-          const int64_t ni = i + 1 < tiles ? i + 1 : 0, ng = i + 1 < tiles ? g : g + 1;
-          if (ng < g1)
-            for (int64_t t = start[ni]; t < start[ni + 1]; ++t) {
-              const float* yn = y + (t0 + t) * w.rows + ng * kPanelRows;
-              _mm_prefetch(reinterpret_cast<const char*>(yn), _MM_HINT_T0);
-              _mm_prefetch(reinterpret_cast<const char*>(yn + kPanelRows - 1), _MM_HINT_T0);
-            }
-          with_tile_size<kTileTokens>(s, [&]<int NT>() { prefill_tile<T, NT>(wp, xt, len, out, ldy, add); });
+          with_tile_size<kTileTokens>(s, [&]<int NT>() {
+            prefill_tile<T, NT>(wp, xb + start[i] * len, len, g < full ? yt : buf, g < full ? w.rows : kPanelRows, add);
+          });
           if (g >= full)
             for (int64_t t = 0; t < s; ++t) std::copy_n(buf + t * kPanelRows, valid, yt + t * w.rows);
         }
