@@ -24,6 +24,14 @@ inline __m256 kq_row_bytes256(const uint8_t* p) {
   else return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(v));
 }
 
+// How many units' maddubs sums add up in 16 bits before they widen. A lane of one is at most
+// 2 * 15 * 127 for Q4_K (activations lie in [-127, 127], so maddubs never saturates), and a
+// sub-block's 8 stay within 32767; integer sums are exact, so the bits are those of widening every
+// unit. Q5_K / Q6_K could add 4 / 2, but their extra sums cost registers the high bits need: widening
+// each unit measured faster there (kernels_bench).
+template <QType Q>
+constexpr int kq_units_in_16_bits() { return Q == QType::Q4_K ? 8 : 1; }
+
 // Bit j of a 32-bit mask as `value` in byte j.
 inline __m256i kq_bits_to(const uint8_t* p, char value) {
   uint32_t m;
@@ -88,29 +96,43 @@ template <QType Q, int NT>
         for (int i = 0; i < HP; ++i)
           #pragma GCC unroll 2
           for (int t = 0; t < NT; ++t) sa[i][t] = sb[i][t] = _mm256_setzero_si256();
-        for (int u = 0; u < S::kUnits; ++u) {
-          __m256i xa[NT], xb[NT];
+        for (int u0 = 0; u0 < S::kUnits; u0 += kq_units_in_16_bits<Q>()) {
+          __m256i wa[HP][NT], wb[HP][NT];  // 16-bit sums of kq_units_in_16_bits units
           #pragma GCC unroll 2
-          for (int t = 0; t < NT; ++t) {
-            const int8_t* xq = a.q.data() + (t0 + t) * a.cols + b * kQK_K + 4 * u;
-            xa[t] = _mm256_set1_epi32(kq_x4(xq + S::kWidth * 2 * p));
-            xb[t] = _mm256_set1_epi32(kq_x4(xq + S::kWidth * (2 * p + 1)));
-          }
-          #pragma GCC unroll 2
-          for (int i = 0; i < HP; ++i) {
-            const int h = h0 + i;
-            const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + S::kNibbles + 64 * (p * S::kUnits + u) + 32 * h));
-            __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-            if constexpr (Q != QType::Q4_K) {
-              lo = kq_add_high256<Q>(lo, tile, 2 * p, u, h);
-              hi = kq_add_high256<Q>(hi, tile, 2 * p + 1, u, h);
-            }
+          for (int i = 0; i < HP; ++i)
+            #pragma GCC unroll 2
+            for (int t = 0; t < NT; ++t) wa[i][t] = wb[i][t] = _mm256_setzero_si256();
+          for (int u = u0; u < u0 + kq_units_in_16_bits<Q>(); ++u) {
+            __m256i xa[NT], xb[NT];
             #pragma GCC unroll 2
             for (int t = 0; t < NT; ++t) {
-              sa[i][t] = _mm256_add_epi32(sa[i][t], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xa[t]), ones));
-              sb[i][t] = _mm256_add_epi32(sb[i][t], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xb[t]), ones));
+              const int8_t* xq = a.q.data() + (t0 + t) * a.cols + b * kQK_K + 4 * u;
+              xa[t] = _mm256_set1_epi32(kq_x4(xq + S::kWidth * 2 * p));
+              xb[t] = _mm256_set1_epi32(kq_x4(xq + S::kWidth * (2 * p + 1)));
+            }
+            #pragma GCC unroll 2
+            for (int i = 0; i < HP; ++i) {
+              const int h = h0 + i;
+              const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + S::kNibbles + 64 * (p * S::kUnits + u) + 32 * h));
+              __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+              if constexpr (Q != QType::Q4_K) {
+                lo = kq_add_high256<Q>(lo, tile, 2 * p, u, h);
+                hi = kq_add_high256<Q>(hi, tile, 2 * p + 1, u, h);
+              }
+              #pragma GCC unroll 2
+              for (int t = 0; t < NT; ++t) {
+                wa[i][t] = _mm256_add_epi16(wa[i][t], _mm256_maddubs_epi16(lo, xa[t]));
+                wb[i][t] = _mm256_add_epi16(wb[i][t], _mm256_maddubs_epi16(hi, xb[t]));
+              }
             }
           }
+          #pragma GCC unroll 2
+          for (int i = 0; i < HP; ++i)
+            #pragma GCC unroll 2
+            for (int t = 0; t < NT; ++t) {
+              sa[i][t] = _mm256_add_epi32(sa[i][t], _mm256_madd_epi16(wa[i][t], ones));
+              sb[i][t] = _mm256_add_epi32(sb[i][t], _mm256_madd_epi16(wb[i][t], ones));
+            }
         }
         #pragma GCC unroll 2
         for (int i = 0; i < HP; ++i) {
