@@ -225,6 +225,33 @@ TEST(KQuant, EveryIsaMatchesReference) {
         }
 }
 
+// The largest integer sums a kernel can meet (every quant at its maximum, every activation at
+// +-127: AVX2 adds a Q4_K sub-block's products in 16 bits) equal the reference's.
+TEST(KQuant, LargestSumsDoNotOverflow) {
+  ThreadPool pool(2);
+  const int64_t rows = 16, cols = 2 * kQK_K;
+  for (GgmlType type : kKTypes) {
+    std::vector<uint8_t> ggml(static_cast<size_t>(ggml_row_bytes(type, cols) * rows));
+    std::mt19937 rng(5);
+    for (size_t at = 0; at < ggml.size(); at += static_cast<size_t>(ggml_type_info(type).block_bytes))
+      random_ggml_block(type, BlockKind::Extreme, rng, ggml.data() + at);
+    const QuantizedMatrix m = from_ggml_blocks(type, ggml.data(), rows, cols, pool);
+    for (float sign : {1.0f, -1.0f})
+      for (int64_t n : {1, 2, 9}) {
+        const std::vector<float> x(static_cast<size_t>(n * cols), sign);
+        std::vector<float> ref(static_cast<size_t>(n * rows));
+        matmul_reference(m.view(), x.data(), n, ref.data());
+        for (Isa isa : supported_isas()) {
+          std::vector<float> y(ref.size(), 0.0f);
+          matmul(m.view(), x.data(), n, y.data(), pool, isa);
+          for (size_t i = 0; i < y.size(); ++i)
+            ASSERT_NEAR(y[i], ref[i], 1e-5 * std::fabs(ref[i])) << ggml_type_name(type) << " " << isa_name(isa)
+                                                               << " n=" << n << " sign=" << sign << " i=" << i;
+        }
+      }
+  }
+}
+
 // A fused set mixing K-quants with Q8_0 (as a Q4_K_M file's attention) equals the separate products.
 TEST(KQuant, FusedWithOtherQuantTypes) {
   ThreadPool pool(2);
