@@ -51,6 +51,57 @@ inline __m256i kq_add_high256(__m256i q, const uint8_t* tile, int j, int u, int 
   return q;
 }
 
+// The integer sums of sub-block pair p of super-block b (sa: sub-block 2p, sb: 2p + 1) for HP
+// 8-row halves from h0 and NT tokens from t0.
+template <QType Q, int NT, int HP>
+[[gnu::always_inline]] inline void kq_pair_sums(const uint8_t* tile, const KQuantActs& a, int64_t t0, int64_t b, int p,
+                                                int h0, __m256i (&sa)[HP][NT], __m256i (&sb)[HP][NT]) {
+  using S = KqShape<Q>;
+  const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
+  #pragma GCC unroll 2
+  for (int i = 0; i < HP; ++i)
+    #pragma GCC unroll 2
+    for (int t = 0; t < NT; ++t) sa[i][t] = sb[i][t] = _mm256_setzero_si256();
+  for (int u0 = 0; u0 < S::kUnits; u0 += kq_units_in_16_bits<Q>()) {
+    __m256i wa[HP][NT], wb[HP][NT];  // 16-bit sums of kq_units_in_16_bits units
+    #pragma GCC unroll 2
+    for (int i = 0; i < HP; ++i)
+      #pragma GCC unroll 2
+      for (int t = 0; t < NT; ++t) wa[i][t] = wb[i][t] = _mm256_setzero_si256();
+    for (int u = u0; u < u0 + kq_units_in_16_bits<Q>(); ++u) {
+      __m256i xa[NT], xb[NT];
+      #pragma GCC unroll 2
+      for (int t = 0; t < NT; ++t) {
+        const int8_t* xq = a.q.data() + (t0 + t) * a.cols + b * kQK_K + 4 * u;
+        xa[t] = _mm256_set1_epi32(kq_x4(xq + S::kWidth * 2 * p));
+        xb[t] = _mm256_set1_epi32(kq_x4(xq + S::kWidth * (2 * p + 1)));
+      }
+      #pragma GCC unroll 2
+      for (int i = 0; i < HP; ++i) {
+        const int h = h0 + i;
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + S::kNibbles + 64 * (p * S::kUnits + u) + 32 * h));
+        __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
+        if constexpr (Q != QType::Q4_K) {
+          lo = kq_add_high256<Q>(lo, tile, 2 * p, u, h);
+          hi = kq_add_high256<Q>(hi, tile, 2 * p + 1, u, h);
+        }
+        #pragma GCC unroll 2
+        for (int t = 0; t < NT; ++t) {
+          wa[i][t] = _mm256_add_epi16(wa[i][t], _mm256_maddubs_epi16(lo, xa[t]));
+          wb[i][t] = _mm256_add_epi16(wb[i][t], _mm256_maddubs_epi16(hi, xb[t]));
+        }
+      }
+    }
+    #pragma GCC unroll 2
+    for (int i = 0; i < HP; ++i)
+      #pragma GCC unroll 2
+      for (int t = 0; t < NT; ++t) {
+        sa[i][t] = _mm256_add_epi32(sa[i][t], _mm256_madd_epi16(wa[i][t], ones));
+        sb[i][t] = _mm256_add_epi32(sb[i][t], _mm256_madd_epi16(wb[i][t], ones));
+      }
+  }
+}
+
 // One group (16 rows) x NT tokens over all super-blocks, in passes of HP 8-row halves: one token
 // takes both halves in one pass, so decode streams each tile from memory once; two tokens' sums fill
 // the registers with one half, so they take two passes (the second finds the tiles cached).
@@ -60,7 +111,6 @@ template <QType Q, int NT>
   using S = KqShape<Q>;
   constexpr int HP = NT == 1 ? 2 : 1;
   const int64_t nb = a.n_blocks;
-  const __m256i low4 = _mm256_set1_epi8(0x0F), ones = _mm256_set1_epi16(1);
   for (int h0 = 0; h0 < 2 && kKqHalfRows * h0 < valid_rows; h0 += HP) {
     // Every loop over halves and tokens must unroll (GCC does not at -O2) or the sums live on the stack.
     __m256 acc[HP][NT];
@@ -92,48 +142,7 @@ template <QType Q, int NT>
         for (int t = 0; t < NT; ++t) f[i][t] = _mm256_setzero_ps();
       for (int p = 0; p < S::kPairs; ++p) {
         __m256i sa[HP][NT], sb[HP][NT];
-        #pragma GCC unroll 2
-        for (int i = 0; i < HP; ++i)
-          #pragma GCC unroll 2
-          for (int t = 0; t < NT; ++t) sa[i][t] = sb[i][t] = _mm256_setzero_si256();
-        for (int u0 = 0; u0 < S::kUnits; u0 += kq_units_in_16_bits<Q>()) {
-          __m256i wa[HP][NT], wb[HP][NT];  // 16-bit sums of kq_units_in_16_bits units
-          #pragma GCC unroll 2
-          for (int i = 0; i < HP; ++i)
-            #pragma GCC unroll 2
-            for (int t = 0; t < NT; ++t) wa[i][t] = wb[i][t] = _mm256_setzero_si256();
-          for (int u = u0; u < u0 + kq_units_in_16_bits<Q>(); ++u) {
-            __m256i xa[NT], xb[NT];
-            #pragma GCC unroll 2
-            for (int t = 0; t < NT; ++t) {
-              const int8_t* xq = a.q.data() + (t0 + t) * a.cols + b * kQK_K + 4 * u;
-              xa[t] = _mm256_set1_epi32(kq_x4(xq + S::kWidth * 2 * p));
-              xb[t] = _mm256_set1_epi32(kq_x4(xq + S::kWidth * (2 * p + 1)));
-            }
-            #pragma GCC unroll 2
-            for (int i = 0; i < HP; ++i) {
-              const int h = h0 + i;
-              const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + S::kNibbles + 64 * (p * S::kUnits + u) + 32 * h));
-              __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
-              if constexpr (Q != QType::Q4_K) {
-                lo = kq_add_high256<Q>(lo, tile, 2 * p, u, h);
-                hi = kq_add_high256<Q>(hi, tile, 2 * p + 1, u, h);
-              }
-              #pragma GCC unroll 2
-              for (int t = 0; t < NT; ++t) {
-                wa[i][t] = _mm256_add_epi16(wa[i][t], _mm256_maddubs_epi16(lo, xa[t]));
-                wb[i][t] = _mm256_add_epi16(wb[i][t], _mm256_maddubs_epi16(hi, xb[t]));
-              }
-            }
-          }
-          #pragma GCC unroll 2
-          for (int i = 0; i < HP; ++i)
-            #pragma GCC unroll 2
-            for (int t = 0; t < NT; ++t) {
-              sa[i][t] = _mm256_add_epi32(sa[i][t], _mm256_madd_epi16(wa[i][t], ones));
-              sb[i][t] = _mm256_add_epi32(sb[i][t], _mm256_madd_epi16(wb[i][t], ones));
-            }
-        }
+        kq_pair_sums<Q, NT, HP>(tile, a, t0, b, p, h0, sa, sb);
         #pragma GCC unroll 2
         for (int i = 0; i < HP; ++i) {
           const int h = h0 + i;
