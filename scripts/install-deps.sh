@@ -6,6 +6,7 @@ pkgs=(build-essential cmake ninja-build pkg-config git python3
       libssl-dev zlib1g-dev libbrotli-dev libedit-dev
       json-schema-test-suite python3-jsonschema  # grammar tests: the suite's schemas, an independent validator
       googletest libgtest-dev libgmock-dev libbenchmark-dev
+      libsimde-dev  # the AVX-512 kernel tests on machines without AVX-512 (tests/kernels)
       chromium
       nginx-light
       clang libclang-rt-14-dev)  # clang's libFuzzer and sanitizer runtimes: the `fuzz` preset

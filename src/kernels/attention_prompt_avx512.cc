@@ -1,7 +1,7 @@
 // The prompt attention kernel (attention_prompt.h) in 16 lanes of __m512, twice the rows per
 // instruction of the AVX2 one and the same bits. Only AVX512F is used (CMakeLists.txt); it is called
 // only where cpu.cc found the Avx512 set.
-#include <immintrin.h>
+#include "kernels/avx512_intrinsics.h"
 
 #include "kernels/attention_prompt.h"
 

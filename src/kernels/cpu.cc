@@ -47,7 +47,13 @@ detail::CpuWords read_words() {
 }
 
 const detail::IsaSupport& support() {
-  static const detail::IsaSupport s = detail::isa_support(read_words());  // immutable after the first call
+  static const detail::IsaSupport s = [] {  // immutable after the first call
+    detail::IsaSupport found = detail::isa_support(read_words());
+#if defined(EMBER_AVX512_EMULATED)
+    found.avx512 = found.avx2;  // the AVX-512 kernels run on SIMDe (avx512_intrinsics.h)
+#endif
+    return found;
+  }();
   return s;
 }
 

@@ -59,7 +59,7 @@ inline float exp_det(float x) {
 }
 #endif
 
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(EMBER_AVX512_EMULATED_INTRINSICS)
 // exp8's operations on 16 lanes, in the same order, so every lane's result is exp8's (and exp_det's).
 [[gnu::always_inline]] inline __m512 exp16(__m512 x) {
   using namespace exp_constants;

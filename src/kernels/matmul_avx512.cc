@@ -1,7 +1,7 @@
 // AVX-512 kernels of quantized weights (plain weights: matmul_panel_avx512.cc). Only
 // this file is compiled with AVX-512 flags, exactly the features it uses (F, BW, VNNI: see
 // CMakeLists.txt and cpu.h), and it is only called when cpu.cc found them.
-#include <immintrin.h>
+#include "kernels/avx512_intrinsics.h"
 
 #include <algorithm>
 #include <cstring>

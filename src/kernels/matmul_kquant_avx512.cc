@@ -2,7 +2,7 @@
 // group's 16 rows, each vpdpbusd adds 4 consecutive products of every row, and each sub-block's
 // integer sums are scaled in float once per token. Compiled with exactly the AVX-512 features the
 // quantized kernels need (F, BW, VNNI: CMakeLists.txt, cpu.h).
-#include <immintrin.h>
+#include "kernels/avx512_intrinsics.h"
 
 #include <algorithm>
 #include <cstring>

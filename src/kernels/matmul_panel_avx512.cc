@@ -4,7 +4,7 @@
 // cpu.cc found the Avx512 set. Decode (one or two tokens) is bound by the weight stream and runs the
 // AVX2 kernel, which gives the same bits. The activations come transposed (pack_panel_acts,
 // kPanelActsAvx512) once per product: every chunk of panels reuses them.
-#include <immintrin.h>
+#include "kernels/avx512_intrinsics.h"
 
 #include <algorithm>
 
