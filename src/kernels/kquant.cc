@@ -58,21 +58,19 @@ void kq_parts_from_ggml(const uint8_t* b, KqParts& p) {
 }
 
 // Where quant (row i, column e) of a tile lives: its nibble byte (low or high nibble) and, for the
-// high bits, the bit index within the bit-plane words of its unit.
+// high bits, their byte and first bit.
 struct KqPos {
   int64_t nibble_byte;
   bool high_nibble;
-  int64_t unit;  // (sub-block, unit) index: 8j + u (Q5_K) or 4j + u (Q6_K)
-  int bit;       // 4i + k
+  int64_t high_byte;
+  int high_shift;
 };
 template <QType Q>
 KqPos kq_pos(int64_t i, int e) {
   constexpr int w = kq_sub_width(Q), units = w / 4;
   const int j = e / w, u = (e % w) / 4, k = e % 4;
-  return {(j / 2 * units + u) * 64 + 4 * i + k, j % 2 == 1, static_cast<int64_t>(j) * units + u, static_cast<int>(4 * i + k)};
+  return {(j / 2 * units + u) * 64 + 4 * i + k, j % 2 == 1, kq_high_block(Q, j, u) + 4 * i + k, kq_high_shift(Q, j, u)};
 }
-
-bool kq_get_bit(const uint8_t* words, int64_t word, int bit) { return (words[word * 8 + bit / 8] >> (bit % 8)) & 1; }
 
 // Row i of a tile from parts (the tile starts zeroed).
 template <QType q>
@@ -88,8 +86,7 @@ void kq_parts_to_ember(const KqParts& p, uint8_t* tile, int64_t i) {
     }
   }
   if (!six) kq_store_u16(tile + kKqDmin + 2 * i, p.dmin);
-  // Each byte written once from registers (no read-modify-write chains): the nibble bytes of row i,
-  // then its 4 bits in each high-bit word.
+  // Each byte of row i written once (no read-modify-write chains): its nibbles, then its high bits.
   constexpr int w = kq_sub_width(q), units = w / 4;
   uint8_t* nib = tile + (six ? kKq6Nibbles : kKqNibbles);
   for (int pair = 0; pair < kQK_K / (2 * w); ++pair)
@@ -99,18 +96,15 @@ void kq_parts_to_ember(const KqParts& p, uint8_t* tile, int64_t i) {
         nib[(pair * units + u) * 64 + 4 * i + k] = static_cast<uint8_t>((p.q[e] & 0x0F) | ((p.q[e + w] & 0x0F) << 4));
       }
   if constexpr (q != QType::Q4_K) {
-    uint8_t* words = tile + (six ? kKq6Bits : kKq5Bits);
-    for (int j = 0; j < kQK_K / w; ++j)
-      for (int u = 0; u < units; ++u) {
-        int b4 = 0, b5 = 0;
+    constexpr int hu = kq_high_units(q);
+    for (int j = 0; j < kQK_K / w; j += 2)  // a block: sub-blocks j and j + 1, units u0 to u0 + hu
+      for (int u0 = 0; u0 < units; u0 += hu)
         for (int k = 0; k < 4; ++k) {
-          b4 |= ((p.q[j * w + 4 * u + k] >> 4) & 1) << k;
-          b5 |= ((p.q[j * w + 4 * u + k] >> 5) & 1) << k;
+          int byte = 0;
+          for (int s = 0; s < 2; ++s)
+            for (int u = u0; u < u0 + hu; ++u) byte |= (p.q[(j + s) * w + 4 * u + k] >> 4) << kq_high_shift(q, j + s, u);
+          tile[kq_high_block(q, j, u0) + 4 * i + k] = static_cast<uint8_t>(byte);
         }
-        const int64_t word = six ? 2 * (j * units + u) : j * units + u, at = word * 8 + i / 2, shift = 4 * (i % 2);
-        words[at] = static_cast<uint8_t>(words[at] | (b4 << shift));
-        if (six) words[at + 8] = static_cast<uint8_t>(words[at + 8] | (b5 << shift));
-      }
   }
 }
 
@@ -134,9 +128,7 @@ void kq_parts_from_ember_t(const uint8_t* tile, int64_t i, KqParts& p) {
   for (int e = 0; e < kQK_K; ++e) {
     const KqPos at = kq_pos<q>(i, e);
     int v = at.high_nibble ? nib[at.nibble_byte] >> 4 : nib[at.nibble_byte] & 0x0F;
-    if (q == QType::Q5_K && kq_get_bit(tile + kKq5Bits, at.unit, at.bit)) v |= 16;
-    if (six && kq_get_bit(tile + kKq6Bits, 2 * at.unit, at.bit)) v |= 16;
-    if (six && kq_get_bit(tile + kKq6Bits, 2 * at.unit + 1, at.bit)) v |= 32;
+    if (q != QType::Q4_K) v |= ((tile[at.high_byte] >> at.high_shift) & ((1 << kq_high_bits(q)) - 1)) << 4;
     p.q[e] = static_cast<uint8_t>(v);
   }
 }

@@ -13,9 +13,10 @@
 //   Quants: a 64-byte unit holds 4 consecutive quants of each of the 16 rows (byte 4i + k), the low 4
 //   bits of sub-block 2p in the low nibbles and of sub-block 2p + 1 in the high nibbles; unit u
 //   (< W / 4) of pair p is at nibbles + 64 * (p * W / 4 + u) and holds columns W * 2p + 4u + k.
-//   Q5_K: bit 4 of quant (i, 32j + 4u + k) is bit 4i + k of the uint64 at kKq5Bits + 8 * (8j + u).
-//   Q6_K: bits 4 and 5 of quant (i, 16j + 4u + k): bit 4i + k of the uint64s at kKq6Bits +
-//   16 * (4j + u) and 8 bytes further.
+//   High bits (Q5_K: bit 4, Q6_K: bits 4 and 5) are fields of b = 1 / 2 bits, 8 / b to a byte, laid
+//   out as the nibbles: those of quant (i, W * j + 4u + k) are in byte 4i + k of the 64-byte block
+//   kq_high_block(q, j, u), from bit kq_high_shift(q, j, u). A block holds the units of sub-block pair
+//   j / 2 that one load turns into high bits with a shift and a mask.
 // Per row and super-block that is the file's size (Q6_K: 210 bytes) or 4 bytes more (Q4_K 148 against
 // 144, Q5_K 180 against 176: the scales and mins unpacked to bytes).
 #include <cstdint>
@@ -40,6 +41,14 @@ constexpr int64_t kKqD = 0, kKqDmin = 32, kKqSc = 64, kKqMin = 192, kKqNibbles =
 constexpr int64_t kKq6Sc = 32, kKq6Nibbles = 288, kKq6Bits = 2336;
 // Sub-block width and count.
 constexpr int kq_sub_width(QType q) { return q == QType::Q6_K ? 16 : 32; }
+// The high bits of sub-block j, unit u (Q5_K, Q6_K): their block's offset in a tile, and the bit
+// their fields start at. A block has both sub-blocks of a pair for 8 / b / 2 consecutive units.
+constexpr int kq_high_bits(QType q) { return q == QType::Q6_K ? 2 : 1; }
+constexpr int kq_high_units(QType q) { return 4 / kq_high_bits(q); }
+constexpr int64_t kq_high_block(QType q, int j, int u) {
+  return (q == QType::Q6_K ? kKq6Bits : kKq5Bits) + 64 * ((j / 2) * (kq_sub_width(q) / 4 / kq_high_units(q)) + u / kq_high_units(q));
+}
+constexpr int kq_high_shift(QType q, int j, int u) { return kq_high_bits(q) * (2 * (u % kq_high_units(q)) + j % 2); }
 
 inline int64_t kquant_groups(int64_t rows) { return (rows + kKqRows - 1) / kKqRows; }
 // Bytes a K-quant matrix occupies.

@@ -27,12 +27,12 @@ inline int32_t kq_x4(const int8_t* p) {
   return v;
 }
 
-// The high-bit words of sub-block j, unit u: Q5_K's bit 4, Q6_K's bits 4 and 5 (the second at +8).
+// The high bits of sub-block j, unit u (kquant.h) as its fields' byte-wise shift to bit 4 (positive:
+// left) and the mask that keeps them there.
 template <QType Q>
-inline const uint8_t* kq_bit_words(const uint8_t* tile, int j, int u) {
-  if constexpr (Q == QType::Q6_K) return tile + kKq6Bits + 16 * (4 * j + u);
-  else return tile + kKq5Bits + 8 * (8 * j + u);
-}
+constexpr int kq_high_to_bit4(int j, int u) { return 4 - kq_high_shift(Q, j, u); }
+template <QType Q>
+constexpr char kq_high_mask() { return static_cast<char>(((1 << kq_high_bits(Q)) - 1) << 4); }
 
 // The activation sums that sub-block j's mins multiply (KQuantActs::sum32 / sum16), of token block tb.
 template <QType Q>

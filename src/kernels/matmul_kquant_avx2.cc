@@ -32,23 +32,14 @@ inline __m256 kq_row_bytes256(const uint8_t* p) {
 template <QType Q>
 constexpr int kq_units_in_16_bits() { return Q == QType::Q4_K ? 8 : 1; }
 
-// Bit j of a 32-bit mask as `value` in byte j.
-inline __m256i kq_bits_to(const uint8_t* p, char value) {
-  uint32_t m;
-  std::memcpy(&m, p, 4);
-  const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(m)),
-                                            _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303));
-  const __m256i bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
-  return _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bytes, bit), bit), _mm256_set1_epi8(value));
-}
-
-// Adds the high bits of unit u of sub-block j (rows of half h) to its nibbles.
+// Unit u of sub-block j (rows of half h) with its high bits, which lie in the high vector hv: each
+// 16-bit shift moves whole fields to bit 4 of their own byte, and what crosses into the other byte
+// of the lane lies outside the mask.
 template <QType Q>
-inline __m256i kq_add_high256(__m256i q, const uint8_t* tile, int j, int u, int h) {
-  const uint8_t* words = kq_bit_words<Q>(tile, j, u) + 4 * h;
-  q = _mm256_or_si256(q, kq_bits_to(words, 16));
-  if constexpr (Q == QType::Q6_K) q = _mm256_or_si256(q, kq_bits_to(words + 8, 32));
-  return q;
+inline __m256i kq_add_high256(__m256i q, __m256i hv, int j, int u) {
+  const int s = kq_high_to_bit4<Q>(j, u);
+  const __m256i at4 = s >= 0 ? _mm256_slli_epi16(hv, s) : _mm256_srli_epi16(hv, -s);
+  return _mm256_or_si256(q, _mm256_and_si256(at4, _mm256_set1_epi8(kq_high_mask<Q>())));
 }
 
 // The integer sums of sub-block pair p of super-block b (sa: sub-block 2p, sb: 2p + 1) for HP
@@ -62,6 +53,7 @@ template <QType Q, int NT, int HP>
   for (int i = 0; i < HP; ++i)
     #pragma GCC unroll 2
     for (int t = 0; t < NT; ++t) sa[i][t] = sb[i][t] = _mm256_setzero_si256();
+  #pragma GCC unroll 8  // so that each unit's high-bit shifts are constants
   for (int u0 = 0; u0 < S::kUnits; u0 += kq_units_in_16_bits<Q>()) {
     __m256i wa[HP][NT], wb[HP][NT];  // 16-bit sums of kq_units_in_16_bits units
     #pragma GCC unroll 2
@@ -82,8 +74,9 @@ template <QType Q, int NT, int HP>
         const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + S::kNibbles + 64 * (p * S::kUnits + u) + 32 * h));
         __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
         if constexpr (Q != QType::Q4_K) {
-          lo = kq_add_high256<Q>(lo, tile, 2 * p, u, h);
-          hi = kq_add_high256<Q>(hi, tile, 2 * p + 1, u, h);
+          const __m256i hv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + kq_high_block(Q, 2 * p, u) + 32 * h));
+          lo = kq_add_high256<Q>(lo, hv, 2 * p, u);
+          hi = kq_add_high256<Q>(hi, hv, 2 * p + 1, u);
         }
         #pragma GCC unroll 2
         for (int t = 0; t < NT; ++t) {

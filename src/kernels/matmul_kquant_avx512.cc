@@ -27,24 +27,19 @@ inline __m512 kq_row_bytes512(const uint8_t* p) {
   else return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v));
 }
 
-// Unit u of sub-block j: the nibbles of v under low4 with the high bits of the tile set above them
-// (Q5_K's bit 4, Q6_K's bits 4 and 5). The bits are disjoint, so an or adds them: one vpternlogd
-// does the and and the or, and the high bytes are built in place (no register copies for merging).
+// Unit u of sub-block j: the nibbles of v under low4 with their high bits (Q5_K's bit 4, Q6_K's 4
+// and 5) from the tile's high block hv above them: a 16-bit shift takes the fields to bit 4 of their
+// own bytes (what crosses into the lane's other byte is masked off), and one vpternlogd does
+// (v & low4) | high, as the bits are disjoint.
 template <QType Q>
-inline __m512i kq_unit512(__m512i v, __m512i low4, const uint8_t* tile, int j, int u) {
+inline __m512i kq_unit512(__m512i v, __m512i low4, __m512i hv, int j, int u) {
   if constexpr (Q == QType::Q4_K) {
     return _mm512_and_si512(v, low4);
   } else {
-    const uint8_t* words = kq_bit_words<Q>(tile, j, u);
-    uint64_t b4;
-    std::memcpy(&b4, words, 8);
-    __m512i h = _mm512_maskz_mov_epi8(_cvtu64_mask64(b4), _mm512_set1_epi8(16));
-    if constexpr (Q == QType::Q6_K) {
-      uint64_t b5;
-      std::memcpy(&b5, words + 8, 8);
-      h = _mm512_mask_add_epi8(h, _cvtu64_mask64(b5), h, _mm512_set1_epi8(32));
-    }
-    return _mm512_ternarylogic_epi32(v, low4, h, 0xEA);  // (v & low4) | h
+    const int s = kq_high_to_bit4<Q>(j, u);
+    const __m512i at4 = s >= 0 ? _mm512_slli_epi16(hv, static_cast<unsigned>(s)) : _mm512_srli_epi16(hv, static_cast<unsigned>(-s));
+    const __m512i high = _mm512_and_si512(at4, _mm512_set1_epi8(kq_high_mask<Q>()));
+    return _mm512_ternarylogic_epi32(v, low4, high, 0xEA);  // (v & low4) | high
   }
 }
 
@@ -86,8 +81,10 @@ template <QType Q, int NT>
       #pragma GCC unroll 8
       for (int u = 0; u < S::kUnits; ++u) {
         const __m512i v = _mm512_loadu_si512(tile + S::kNibbles + 64 * (p * S::kUnits + u));
-        const __m512i lo = kq_unit512<Q>(v, low4, tile, 2 * p, u);
-        const __m512i hi = kq_unit512<Q>(_mm512_srli_epi16(v, 4), low4, tile, 2 * p + 1, u);
+        __m512i hv = _mm512_setzero_si512();
+        if constexpr (Q != QType::Q4_K) hv = _mm512_loadu_si512(tile + kq_high_block(Q, 2 * p, u));
+        const __m512i lo = kq_unit512<Q>(v, low4, hv, 2 * p, u);
+        const __m512i hi = kq_unit512<Q>(_mm512_srli_epi16(v, 4), low4, hv, 2 * p + 1, u);
         #pragma GCC unroll 8
         for (int t = 0; t < NT; ++t) {
           const int8_t* xq = a.q.data() + (t0 + t) * a.cols + b * kQK_K + 4 * u;
