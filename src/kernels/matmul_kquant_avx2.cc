@@ -4,7 +4,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "kernels/kquant_simd.h"
 #include "kernels/matmul_impl.h"
@@ -32,9 +31,9 @@ inline __m256 kq_row_bytes256(const uint8_t* p) {
 template <QType Q>
 constexpr int kq_units_in_16_bits() { return Q == QType::Q4_K ? 8 : 1; }
 
-// Unit u of sub-block j (rows of half h) with its high bits, which lie in the high vector hv: each
-// 16-bit shift moves whole fields to bit 4 of their own byte, and what crosses into the other byte
-// of the lane lies outside the mask.
+// The nibbles q of unit u of sub-block j with their high bits, from the high vector hv (the same
+// 8-row half): a 16-bit shift moves whole fields to bit 4 of their own byte, and what crosses into
+// the other byte of the lane lies outside the mask.
 template <QType Q>
 inline __m256i kq_add_high256(__m256i q, __m256i hv, int j, int u) {
   const int s = kq_high_to_bit4<Q>(j, u);

@@ -5,7 +5,6 @@
 #include "kernels/avx512_intrinsics.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "kernels/kquant_simd.h"
 #include "kernels/matmul_impl.h"
