@@ -100,15 +100,21 @@ void Args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_Matmul)->Apply(Args)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-// A small model's fused gate/up product (chat-skills: 2 x 640 rows of 256 columns, cache-resident):
-// decode of one sequence against a batched step of 16 (what serving runs), one thread.
-void BM_MatmulSmall(benchmark::State& state) {
-  const int kind = static_cast<int>(state.range(0));
-  const int64_t n = state.range(1), rows = 1280, cols = 256;
+// One thread at the best instruction set: weight type state.range(0), state.range(1) tokens.
+void time_one_thread(benchmark::State& state, int64_t rows, int64_t cols) {
   ThreadPool pool(1);
-  Fixture f(kind, rows, cols, pool);
-  time_matmul(state, f, n, rows, cols, pool, best_isa());
+  const Fixture f(static_cast<int>(state.range(0)), rows, cols, pool);
+  time_matmul(state, f, state.range(1), rows, cols, pool, best_isa());
 }
+
+// The kernels' arithmetic rate with the weights in L2 (128 x 2048, at most 1 MiB in f32): decode's
+// ceiling apart from memory, per weight type.
+void BM_MatmulCached(benchmark::State& state) { time_one_thread(state, 128, 2048); }
+BENCHMARK(BM_MatmulCached)->ArgNames({"type", "tokens"})->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7}, {1, 2}})->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// A small model's fused gate/up product (chat-skills: 2 x 640 rows of 256 columns, cache-resident):
+// decode of one sequence against a batched step of 16 (what serving runs).
+void BM_MatmulSmall(benchmark::State& state) { time_one_thread(state, 1280, 256); }
 BENCHMARK(BM_MatmulSmall)->ArgNames({"type", "tokens"})->ArgsProduct({{0, 2}, {1, 16}})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // One batched decode step's attention, chat-skills' shape (8 query heads, 4 kv heads of 32) over a
