@@ -1,9 +1,9 @@
 #pragma once
 // The intrinsics of the *_avx512.cc kernels: the compiler's, or, where EMBER_AVX512_EMULATED is
 // defined (the test build tests/kernels/CMakeLists.txt makes for machines without AVX-512), SIMDe's
-// portable versions of the same functions on the AVX2 baseline, plus the few SIMDe 0.7.4 lacks. An
-// intrinsic missing from both stays the compiler's and fails to compile there (target mismatch), so
-// the emulated build never runs a real AVX-512 instruction.
+// portable versions of the same functions on the AVX2 baseline, plus the few SIMDe 0.7.4 lacks or
+// misnames. An intrinsic missing from both stays the compiler's and fails to compile there (target
+// mismatch), so the emulated build never runs a real AVX-512 instruction.
 #include <immintrin.h>
 
 #if defined(EMBER_AVX512_EMULATED)
@@ -57,15 +57,28 @@ inline void mask_storeu_ps(void* p, __mmask16 k, __m512 v) {
     if ((k >> i) & 1) std::memcpy(static_cast<float*>(p) + i, in + i, 4);
 }
 
+inline __m512i srai_epi32(__m512i v, unsigned s) {
+  int32_t lanes[16];
+  std::memcpy(lanes, &v, sizeof(lanes));
+  for (int32_t& l : lanes) l = s > 31 ? (l < 0 ? -1 : 0) : l >> s;  // arithmetic, as the instruction
+  std::memcpy(&v, lanes, sizeof(lanes));
+  return v;
+}
+
 }  // namespace ember::kernels::emulated
 
 #define _mm512_cvtepi32_ps(a) (::ember::kernels::emulated::widen<float, int32_t, __m512i, __m512>(a))
 #define _mm512_cvtepi8_epi32(a) (::ember::kernels::emulated::widen<int32_t, int8_t, __m128i, __m512i>(a))
 #define _mm512_cvtepu8_epi32(a) (::ember::kernels::emulated::widen<int32_t, uint8_t, __m128i, __m512i>(a))
+#define _mm512_cvtepu8_epi16(a) (::ember::kernels::emulated::widen<int16_t, uint8_t, __m256i, __m512i>(a))
+#define _mm512_srai_epi32(a, s) (::ember::kernels::emulated::srai_epi32((a), (s)))
 #define _mm512_cvtepu16_epi32(a) (::ember::kernels::emulated::widen<int32_t, uint16_t, __m256i, __m512i>(a))
 #define _cvtu64_mask64(a) (static_cast<simde__mmask64>(a))
 #define _mm512_cvtps_epi32(a) (::ember::kernels::emulated::cvtps_epi32(a))
 #define _mm512_cvtph_ps(a) (::ember::kernels::emulated::cvtph_ps(a))
 #define _mm512_maskz_loadu_ps(k, p) (::ember::kernels::emulated::maskz_loadu_ps((k), (p)))
 #define _mm512_mask_storeu_ps(p, k, v) (::ember::kernels::emulated::mask_storeu_ps((p), (k), (v)))
+// SIMDe 0.7.4 aliases the plain form to the masked one's four arguments.
+#undef _mm512_madd_epi16
+#define _mm512_madd_epi16(a, b) (simde_mm512_madd_epi16((a), (b)))
 #endif

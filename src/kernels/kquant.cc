@@ -79,10 +79,10 @@ void kq_parts_to_ember(const KqParts& p, uint8_t* tile, int64_t i) {
   const bool six = q == QType::Q6_K;
   for (int j = 0; j < kQK_K / p.sub; ++j) {
     if (six) {
-      tile[kKq6Sc + 16 * j + i] = static_cast<uint8_t>(static_cast<int8_t>(p.sc[j]));
+      tile[kKq6Sc + kq_pair_byte(j, i)] = static_cast<uint8_t>(static_cast<int8_t>(p.sc[j]));
     } else {
-      tile[kKqSc + 16 * j + i] = static_cast<uint8_t>(p.sc[j]);
-      tile[kKqMin + 16 * j + i] = static_cast<uint8_t>(p.m[j]);
+      tile[kKqSc + kq_pair_byte(j, i)] = static_cast<uint8_t>(p.sc[j]);
+      tile[kKqMin + kq_pair_byte(j, i)] = static_cast<uint8_t>(p.m[j]);
     }
   }
   if (!six) kq_store_u16(tile + kKqDmin + 2 * i, p.dmin);
@@ -117,11 +117,11 @@ void kq_parts_from_ember_t(const uint8_t* tile, int64_t i, KqParts& p) {
   p.dmin = six ? 0 : kq_load_u16(tile + kKqDmin + 2 * i);
   for (int j = 0; j < kQK_K / p.sub; ++j) {
     if (six) {
-      p.sc[j] = static_cast<int8_t>(tile[kKq6Sc + 16 * j + i]);
+      p.sc[j] = static_cast<int8_t>(tile[kKq6Sc + kq_pair_byte(j, i)]);
       p.m[j] = 32 * p.sc[j];
     } else {
-      p.sc[j] = tile[kKqSc + 16 * j + i];
-      p.m[j] = tile[kKqMin + 16 * j + i];
+      p.sc[j] = tile[kKqSc + kq_pair_byte(j, i)];
+      p.m[j] = tile[kKqMin + kq_pair_byte(j, i)];
     }
   }
   const uint8_t* nib = tile + (six ? kKq6Nibbles : kKqNibbles);
@@ -268,8 +268,8 @@ void quantize_acts_k(const float* x, int64_t n, int64_t cols, KQuantActs& out, T
         }
         const float iscale = amax != 0.0f ? -127.0f / mx : 0.0f;
         const __m256 vs = _mm256_set1_ps(iscale);
-        float* s16 = out.sum16.data() + (t * nb + b) * 16;
-        float* s32 = out.sum32.data() + (t * nb + b) * 8;
+        int16_t* s16 = out.sum16.data() + (t * nb + b) * 16;
+        int16_t* s32 = out.sum32.data() + (t * nb + b) * 8;
         for (int i = 0; i < kVecs; i += 4) {  // 32 values: two sub-blocks of 16
           __m256i q4[4];
           for (int j = 0; j < 4; ++j) q4[j] = _mm256_cvtps_epi32(_mm256_mul_ps(vs, _mm256_loadu_ps(v + 8 * (i + j))));
@@ -279,10 +279,10 @@ void quantize_acts_k(const float* x, int64_t n, int64_t cols, KQuantActs& out, T
             // The sums of the saturated quants: 128 -> 127 as stored.
             const __m256i c0 = _mm256_min_epi32(q4[2 * j], _mm256_set1_epi32(127));
             const __m256i c1 = _mm256_min_epi32(q4[2 * j + 1], _mm256_set1_epi32(127));
-            s16[i / 2 + j] = static_cast<float>(simd::hsum8(_mm256_add_epi32(c0, c1)));
+            s16[i / 2 + j] = static_cast<int16_t>(simd::hsum8(_mm256_add_epi32(c0, c1)));
           }
         }
-        for (int j = 0; j < 8; ++j) s32[j] = s16[2 * j] + s16[2 * j + 1];
+        for (int j = 0; j < 8; ++j) s32[j] = static_cast<int16_t>(s16[2 * j] + s16[2 * j + 1]);
         out.d[t * nb + b] = amax != 0.0f ? 1.0f / iscale : 0.0f;
       }
   });
@@ -305,9 +305,12 @@ float kquant_row_dot(const WeightMatrix& w, int64_t r, const KQuantActs& a, int6
       isum += p.sc[j] * dot;
       msum += p.m[j] * xs;
     }
+    // Q6_K's m is 32 * sc with d for dmin: the same bits as the kernels' sc with 32 * d, as
+    // multiplying by 32 is exact.
     const float dx = a.d[t * a.n_blocks + b];
     const float dm = q == QType::Q6_K ? f16_to_f32(p.d) : f16_to_f32(p.dmin);
-    s += f16_to_f32(p.d) * dx * static_cast<float>(isum) - dm * dx * static_cast<float>(msum);
+    s = std::fma(static_cast<float>(isum), f16_to_f32(p.d) * dx, s);
+    s = std::fma(-static_cast<float>(msum), dm * dx, s);
   }
   return s;
 }

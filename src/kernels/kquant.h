@@ -8,8 +8,10 @@
 //   Q6_K:        d * sc[e / 16] * (q - 32), q unsigned 6 bits, sc signed (sub-blocks of W = 16).
 // Rows are padded to groups of 16 (padding weighs 0). A tile is one group's super-block, the
 // tiles of a group one after the other (kq_tile_bytes each); row i's bytes in a tile:
-//   d (float16) at kKqD + 2i; Q4_K / Q5_K: dmin at kKqDmin + 2i, sc of sub-block j at kKqSc + 16j + i,
-//   m at kKqMin + 16j + i; Q6_K: sc (int8) at kKq6Sc + 16j + i.
+//   d (float16) at kKqD + 2i; Q4_K / Q5_K: dmin at kKqDmin + 2i, sc of sub-block j at kKqSc +
+//   kq_pair_byte(j, i), m at kKqMin + kq_pair_byte(j, i); Q6_K: sc (int8) at kKq6Sc + kq_pair_byte(j, i).
+//   A pair of sub-blocks' scales (mins) of a row are adjacent: one widening load gives each row lane
+//   the pair of 16-bit factors that multiply two sums at once.
 //   Quants: a 64-byte unit holds 4 consecutive quants of each of the 16 rows (byte 4i + k), the low 4
 //   bits of sub-block 2p in the low nibbles and of sub-block 2p + 1 in the high nibbles; unit u
 //   (< W / 4) of pair p is at nibbles + 64 * (p * W / 4 + u) and holds columns W * 2p + 4u + k.
@@ -41,6 +43,8 @@ constexpr int64_t kKqD = 0, kKqDmin = 32, kKqSc = 64, kKqMin = 192, kKqNibbles =
 constexpr int64_t kKq6Sc = 32, kKq6Nibbles = 288, kKq6Bits = 2336;
 // Sub-block width and count.
 constexpr int kq_sub_width(QType q) { return q == QType::Q6_K ? 16 : 32; }
+// Where sub-block j's scale (min) of row i lies among a tile's scales (mins).
+constexpr int64_t kq_pair_byte(int j, int64_t i) { return 32 * (j / 2) + 2 * i + j % 2; }
 // The high bits of sub-block j, unit u (Q5_K, Q6_K): their block's offset in a tile, and the bit
 // their fields start at. A block has both sub-blocks of a pair for 8 / b / 2 consecutive units.
 constexpr int kq_high_bits(QType q) { return q == QType::Q6_K ? 2 : 1; }
@@ -67,19 +71,21 @@ void quantize_q4_k_row(const float* x, int64_t cols, uint8_t* tiles, int64_t i);
 void dequantize_kquant_row(const WeightMatrix& w, int64_t r, float* out);
 
 // Activations quantized per 256 values to int8 (Q8_K: float scale, quants in [-127, 127]) with the
-// sums of each 16 and each 32 quants, which the mins (Q4_K, Q5_K) and Q6_K's offset of 32 multiply.
+// sums of each 16 and each 32 quants (exact in 16 bits, as ggml's bsums), which the mins (Q4_K,
+// Q5_K) and Q6_K's offset of 32 multiply.
 struct KQuantActs {
   int64_t n = 0, cols = 0, n_blocks = 0;
-  std::vector<int8_t> q;     // [n][cols]
-  std::vector<float> d;      // [n][n_blocks]
-  std::vector<float> sum16;  // [n][n_blocks][16]
-  std::vector<float> sum32;  // [n][n_blocks][8]
+  std::vector<int8_t> q;       // [n][cols]
+  std::vector<float> d;        // [n][n_blocks]
+  std::vector<int16_t> sum16;  // [n][n_blocks][16]
+  std::vector<int16_t> sum32;  // [n][n_blocks][8]
 };
 void quantize_acts_k(const float* x, int64_t n, int64_t cols, KQuantActs& out, ThreadPool& pool);
 
 // Scalar reference of row r with token t: per super-block the exact integer dots
-// isum = sum sc * (q . x) and msum = sum m * (sum of x) (Q6_K: 32 * sc), then
-// d * dx * isum - dmin * dx * msum (Q6_K: d for dmin) summed in super-block order.
+// isum = sum sc * (q . x) and msum = sum m * (sum of x) (Q6_K: sc, its offset 32 going to dmin), then
+// s = fma(isum, d * dx, s) and s = fma(-msum, dmin * dx, s) (Q6_K: 32 * d for dmin) in super-block
+// order, as every kernel does: the products' bits do not depend on the instruction set.
 float kquant_row_dot(const WeightMatrix& w, int64_t r, const KQuantActs& a, int64_t t);
 
 }  // namespace ember::kernels

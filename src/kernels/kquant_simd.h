@@ -34,12 +34,5 @@ constexpr int kq_high_to_bit4(int j, int u) { return 4 - kq_high_shift(Q, j, u);
 template <QType Q>
 constexpr char kq_high_mask() { return static_cast<char>(((1 << kq_high_bits(Q)) - 1) << 4); }
 
-// The activation sums that sub-block j's mins multiply (KQuantActs::sum32 / sum16), of token block tb.
-template <QType Q>
-inline float kq_act_sum(const KQuantActs& a, int64_t tb, int j) {
-  if constexpr (Q == QType::Q6_K) return a.sum16[tb * 16 + j];
-  else return a.sum32[tb * 8 + j];
-}
-
 }  // namespace
 }  // namespace ember::kernels::detail

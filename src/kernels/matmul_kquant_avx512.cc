@@ -1,10 +1,12 @@
 // AVX-512 kernels of K-quant weights (kquant.h), laid out as the Q8_0 / Q4_0 ones: the lanes are a
-// group's 16 rows, each vpdpbusd adds 4 consecutive products of every row, and each sub-block's
-// integer sums are scaled in float once per token. Compiled with exactly the AVX-512 features the
+// group's 16 rows, each vpdpbusd adds 4 consecutive products of every row, each sub-block's sums
+// are multiplied by its scale in integers, and a super-block's exact sums meet the floats once per
+// token (kquant_row_dot's order, so the bits equal the scalar reference's and AVX2's). Compiled with exactly the AVX-512 features the
 // quantized kernels need (F, BW, VNNI: CMakeLists.txt, cpu.h).
 #include "kernels/avx512_intrinsics.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "kernels/kquant_simd.h"
 #include "kernels/matmul_impl.h"
@@ -18,12 +20,12 @@ namespace {
 // 8 measured faster than 4 and 6 (kernels_bench, q4_k / q5_k / q6_k at 16 and 64 tokens).
 constexpr int kKqTileTokens512 = 8;
 
-// The 16 rows' float values of one byte per row (a scale or min of sub-block j), signed for Q6_K.
-template <QType Q>
-inline __m512 kq_row_bytes512(const uint8_t* p) {
-  const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  if constexpr (Q == QType::Q6_K) return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(v));
-  else return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(v));
+// Lane r of the result: row r's pair of 16-bit factors (sub-blocks 2p, 2p + 1) from the 16 byte
+// pairs at p (kq_pair_byte), signed for Q6_K's scales.
+template <bool Signed>
+inline __m512i kq_pairs512(const uint8_t* p) {
+  const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return Signed ? _mm512_cvtepi8_epi16(v) : _mm512_cvtepu8_epi16(v);
 }
 
 // Unit u of sub-block j: the nibbles of v under low4 with their high bits (Q5_K's bit 4, Q6_K's 4
@@ -47,6 +49,7 @@ template <QType Q, int NT>
 [[gnu::noinline]] void kq_tile512(const uint8_t* tiles, const KQuantActs& a, int64_t t0, float* y, int64_t ldy,
                                   __mmask16 rows_mask) {
   using S = KqShape<Q>;
+  constexpr bool kSix = Q == QType::Q6_K;
   const int64_t nb = a.n_blocks;
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   // The token and unit loops must unroll (GCC does not at -O2) or the accumulators live on the stack.
@@ -61,13 +64,9 @@ template <QType Q, int NT>
     if constexpr (NT <= 2)
       for (int64_t l = 0; l < kq_tile_bytes(Q); l += kCacheLine)
         _mm_prefetch(reinterpret_cast<const char*>(tile + kDecodePrefetchAhead + l), _MM_HINT_T0);
-    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + kKqD)));
-    __m512 dm;  // the mins' factor: dmin, or Q6_K's 32 * d (its offset 32 times its scales)
-    if constexpr (Q == QType::Q6_K) dm = _mm512_mul_ps(d, _mm512_set1_ps(32.0f));
-    else dm = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + kKqDmin)));
-    __m512 f[NT];
+    __m512i isum[NT], msum[NT];
     #pragma GCC unroll 8
-    for (int t = 0; t < NT; ++t) f[t] = _mm512_setzero_ps();
+    for (int t = 0; t < NT; ++t) isum[t] = msum[t] = _mm512_setzero_si512();
     for (int p = 0; p < S::kPairs; ++p) {
       // Integer sums are exact in any order: with few tokens each sum is split into C chains
       // (units u % C) so vpdpbusd's latency is not the critical path.
@@ -98,28 +97,32 @@ template <QType Q, int NT>
           sb[0][t] = _mm512_add_epi32(sb[0][t], sb[1][t]);
         }
       }
-      const __m512 sca = kq_row_bytes512<Q>(tile + S::kScales + 16 * (2 * p));
-      const __m512 scb = kq_row_bytes512<Q>(tile + S::kScales + 16 * (2 * p + 1));
-      __m512 ma, mb;
-      if constexpr (Q == QType::Q6_K) {
-        ma = _mm512_mul_ps(dm, sca);
-        mb = _mm512_mul_ps(dm, scb);
-      } else {
-        ma = _mm512_mul_ps(dm, kq_row_bytes512<Q>(tile + kKqMin + 16 * (2 * p)));
-        mb = _mm512_mul_ps(dm, kq_row_bytes512<Q>(tile + kKqMin + 16 * (2 * p + 1)));
-      }
-      const __m512 da = _mm512_mul_ps(d, sca), db = _mm512_mul_ps(d, scb);
+      // The pair's scales as 32-bit lanes (the low and high halves of each pair), and its mins (Q6_K:
+      // the scales again) times the activations' sums, two per madd.
+      const __m512i sc = kq_pairs512<kSix>(tile + S::kScales + 32 * p);
+      const __m512i sca = kSix ? _mm512_srai_epi32(_mm512_slli_epi32(sc, 16), 16) : _mm512_and_si512(sc, _mm512_set1_epi32(0xFFFF));
+      const __m512i scb = kSix ? _mm512_srai_epi32(sc, 16) : _mm512_srli_epi32(sc, 16);
+      const __m512i m = kSix ? sc : kq_pairs512<false>(tile + kKqMin + 32 * p);
       #pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         const int64_t tb = (t0 + t) * nb + b;
-        f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sa[0][t]), da, f[t]);
-        f[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(sb[0][t]), db, f[t]);
-        f[t] = _mm512_fnmadd_ps(ma, _mm512_set1_ps(kq_act_sum<Q>(a, tb, 2 * p)), f[t]);
-        f[t] = _mm512_fnmadd_ps(mb, _mm512_set1_ps(kq_act_sum<Q>(a, tb, 2 * p + 1)), f[t]);
+        const int16_t* sums = kSix ? a.sum16.data() + tb * 16 : a.sum32.data() + tb * 8;
+        int32_t pair;
+        std::memcpy(&pair, sums + 2 * p, 4);
+        isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(sa[0][t], sca), _mm512_mullo_epi32(sb[0][t], scb)));
+        msum[t] = _mm512_add_epi32(msum[t], _mm512_madd_epi16(m, _mm512_set1_epi32(pair)));
       }
     }
+    const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + kKqD)));
+    // The mins' factor: dmin, or Q6_K's 32 * d (its offset 32 times its scales).
+    const __m512 dm = kSix ? _mm512_mul_ps(d, _mm512_set1_ps(32.0f))
+                           : _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + kKqDmin)));
     #pragma GCC unroll 8
-    for (int t = 0; t < NT; ++t) acc[t] = _mm512_fmadd_ps(f[t], _mm512_set1_ps(a.d[(t0 + t) * nb + b]), acc[t]);
+    for (int t = 0; t < NT; ++t) {
+      const __m512 dx = _mm512_set1_ps(a.d[(t0 + t) * nb + b]);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d, dx), acc[t]);
+      acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[t]), _mm512_mul_ps(dm, dx), acc[t]);
+    }
   }
   #pragma GCC unroll 8
   for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * ldy, rows_mask, acc[t]);
