@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 
 #include "base/dtype.h"
 #include "kernels/simd_avx2.h"
@@ -28,35 +29,6 @@ void kq_store_u16(uint8_t* p, uint16_t v) {
   p[1] = static_cast<uint8_t>(v >> 8);
 }
 
-// ggml's super-block (layouts in gguf_quants.cc) to parts.
-template <QType q>
-void kq_parts_from_ggml(const uint8_t* b, KqParts& p) {
-  if constexpr (q == QType::Q6_K) {
-    const uint8_t* ql = b;
-    const uint8_t* qh = b + 128;
-    p.sub = 16;
-    p.d = kq_load_u16(b + 208);
-    for (int j = 0; j < 16; ++j) p.sc[j] = static_cast<int8_t>(b[192 + j]), p.m[j] = 32 * p.sc[j];
-    for (int e = 0; e < kQK_K; ++e) {  // half e / 128; within it 32k + l
-      const int half = e / 128, k = (e % 128) / 32, l = e % 32;
-      const uint8_t lo = ql[64 * half + l + 32 * (k % 2)];
-      p.q[e] = static_cast<uint8_t>((k < 2 ? lo & 0x0F : lo >> 4) | (((qh[32 * half + l] >> (2 * k)) & 3) << 4));
-    }
-  } else {
-    p.d = kq_load_u16(b);
-    p.dmin = kq_load_u16(b + 2);
-    for (int j = 0; j < 8; ++j) kquant_scale_min(j, b + 4, p.sc[j], p.m[j]);
-    constexpr bool five = q == QType::Q5_K;
-    const uint8_t* qh = b + 16;
-    const uint8_t* qs = b + (five ? 48 : 16);
-    for (int e = 0; e < kQK_K; ++e) {  // 64 weights per 32 bytes: low nibbles first, then high
-      const uint8_t byte = qs[32 * (e / 64) + e % 32];
-      const int low = (e % 64) < 32 ? byte & 0x0F : byte >> 4;
-      p.q[e] = static_cast<uint8_t>(low | (five ? ((qh[e % 32] >> (e / 32)) & 1) << 4 : 0));
-    }
-  }
-}
-
 // Where quant (row i, column e) of a tile lives: its nibble byte (low or high nibble) and, for the
 // high bits, their byte and first bit.
 struct KqPos {
@@ -72,40 +44,77 @@ KqPos kq_pos(int64_t i, int e) {
   return {(j / 2 * units + u) * 64 + 4 * i + k, j % 2 == 1, kq_high_block(Q, j, u) + 4 * i + k, kq_high_shift(Q, j, u)};
 }
 
-// Row i of a tile from parts (the tile starts zeroed).
-template <QType q>
-void kq_parts_to_ember(const KqParts& p, uint8_t* tile, int64_t i) {
+// Row i of a Q4_K tile from parts (what quantize_q4_k_row makes).
+void kq_q4_k_parts_to_ember(const KqParts& p, uint8_t* tile, int64_t i) {
   kq_store_u16(tile + kKqD + 2 * i, p.d);
-  const bool six = q == QType::Q6_K;
-  for (int j = 0; j < kQK_K / p.sub; ++j) {
-    if (six) {
-      tile[kKq6Sc + kq_pair_byte(j, i)] = static_cast<uint8_t>(static_cast<int8_t>(p.sc[j]));
-    } else {
-      tile[kKqSc + kq_pair_byte(j, i)] = static_cast<uint8_t>(p.sc[j]);
-      tile[kKqMin + kq_pair_byte(j, i)] = static_cast<uint8_t>(p.m[j]);
+  kq_store_u16(tile + kKqDmin + 2 * i, p.dmin);
+  for (int j = 0; j < 8; ++j) {
+    tile[kKqSc + kq_pair_byte(j, i)] = static_cast<uint8_t>(p.sc[j]);
+    tile[kKqMin + kq_pair_byte(j, i)] = static_cast<uint8_t>(p.m[j]);
+  }
+  for (int pair = 0; pair < 4; ++pair)
+    for (int u = 0; u < 8; ++u)
+      for (int k = 0; k < 4; ++k) {
+        const int e = 64 * pair + 4 * u + k;
+        tile[kKqNibbles + (pair * 8 + u) * 64 + 4 * i + k] = static_cast<uint8_t>((p.q[e] & 0x0F) | ((p.q[e + 32] & 0x0F) << 4));
+      }
+}
+
+uint32_t kq_load_u32(const uint8_t* p) {
+  uint32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
+// One ggml super-block (layouts in gguf_quants.cc) into row i of a tile (zeroed), 4 quants (one
+// unit's bytes of a row) at a time: a model's load repacks every weight.
+template <QType q>
+void kq_repack_row(const uint8_t* in, uint8_t* tile, int64_t i) {
+  constexpr int w = kq_sub_width(q), units = w / 4;
+  constexpr int64_t first_high = kq_high_block(q, 0, 0);
+  uint32_t high[q == QType::Q4_K ? 1 : (kq_tile_bytes(q) - first_high) / 64] = {};  // row i's word of each block
+  // Adds unit u of sub-block j's high bits, one field per byte of `bits` at bit 0.
+  auto add_high = [&](int j, int u, uint32_t bits) { high[(kq_high_block(q, j, u) - first_high) / 64] |= bits << kq_high_shift(q, j, u); };
+  if constexpr (q == QType::Q6_K) {
+    const uint8_t* ql = in;
+    const uint8_t* qh = in + 128;
+    std::memcpy(tile + kKqD + 2 * i, in + 208, 2);
+    for (int j = 0; j < 16; ++j) tile[kKq6Sc + kq_pair_byte(j, i)] = in[192 + j];
+    // Element e = 32 p + l (l < 32) of a super-block: half p / 4, nibble (p % 4 < 2 ? low : high) of
+    // ql[64 * half + 32 * (p % 2) + l], bits 2 (p % 4) of qh[32 * half + l]. Pair p is sub-blocks 2p
+    // (l < 16) and 2p + 1.
+    for (int p = 0; p < 8; ++p)
+      for (int u = 0; u < units; ++u) {
+        const int half = p / 4, nib_shift = 4 * ((p % 4) / 2), high_shift = 2 * (p % 4);
+        const uint8_t* lo = ql + 64 * half + 32 * (p % 2) + 4 * u;
+        const uint32_t a = (kq_load_u32(lo) >> nib_shift) & 0x0F0F0F0F, b = (kq_load_u32(lo + 16) >> nib_shift) & 0x0F0F0F0F;
+        const uint32_t nibbles = a | (b << 4);
+        std::memcpy(tile + kKq6Nibbles + (p * units + u) * 64 + 4 * i, &nibbles, 4);
+        add_high(2 * p, u, (kq_load_u32(qh + 32 * half + 4 * u) >> high_shift) & 0x03030303);
+        add_high(2 * p + 1, u, (kq_load_u32(qh + 32 * half + 16 + 4 * u) >> high_shift) & 0x03030303);
+      }
+  } else {
+    std::memcpy(tile + kKqD + 2 * i, in, 2);
+    std::memcpy(tile + kKqDmin + 2 * i, in + 2, 2);
+    for (int j = 0; j < 8; ++j) {
+      int sc, m;
+      kquant_scale_min(j, in + 4, sc, m);
+      tile[kKqSc + kq_pair_byte(j, i)] = static_cast<uint8_t>(sc);
+      tile[kKqMin + kq_pair_byte(j, i)] = static_cast<uint8_t>(m);
+    }
+    // Byte 32 p + l of the quants holds element 64 p + l in its low nibble and 64 p + 32 + l in its
+    // high one: Ember's nibble byte of pair p, unit u, as it is.
+    const uint8_t* qs = in + (q == QType::Q5_K ? 48 : 16);
+    for (int p = 0; p < 4; ++p)
+      for (int u = 0; u < units; ++u) std::memcpy(tile + kKqNibbles + (p * units + u) * 64 + 4 * i, qs + 32 * p + 4 * u, 4);
+    if constexpr (q == QType::Q5_K) {  // bit j of qh[l]: element 32 j + l's bit 4
+      const uint8_t* qh = in + 16;
+      for (int j = 0; j < 8; ++j)
+        for (int u = 0; u < units; ++u) add_high(j, u, (kq_load_u32(qh + 4 * u) >> j) & 0x01010101);
     }
   }
-  if (!six) kq_store_u16(tile + kKqDmin + 2 * i, p.dmin);
-  // Each byte of row i written once (no read-modify-write chains): its nibbles, then its high bits.
-  constexpr int w = kq_sub_width(q), units = w / 4;
-  uint8_t* nib = tile + (six ? kKq6Nibbles : kKqNibbles);
-  for (int pair = 0; pair < kQK_K / (2 * w); ++pair)
-    for (int u = 0; u < units; ++u)
-      for (int k = 0; k < 4; ++k) {
-        const int e = 2 * pair * w + 4 * u + k;
-        nib[(pair * units + u) * 64 + 4 * i + k] = static_cast<uint8_t>((p.q[e] & 0x0F) | ((p.q[e + w] & 0x0F) << 4));
-      }
-  if constexpr (q != QType::Q4_K) {
-    constexpr int hu = kq_high_units(q);
-    for (int j = 0; j < kQK_K / w; j += 2)  // a block: sub-blocks j and j + 1, units u0 to u0 + hu
-      for (int u0 = 0; u0 < units; u0 += hu)
-        for (int k = 0; k < 4; ++k) {
-          int byte = 0;
-          for (int s = 0; s < 2; ++s)
-            for (int u = u0; u < u0 + hu; ++u) byte |= (p.q[(j + s) * w + 4 * u + k] >> 4) << kq_high_shift(q, j + s, u);
-          tile[kq_high_block(q, j, u0) + 4 * i + k] = static_cast<uint8_t>(byte);
-        }
-  }
+  if constexpr (q != QType::Q4_K)
+    for (size_t b = 0; b < std::size(high); ++b) std::memcpy(tile + first_high + 64 * static_cast<int64_t>(b) + 4 * i, &high[b], 4);
 }
 
 // Row i of a tile to parts.
@@ -131,13 +140,6 @@ void kq_parts_from_ember_t(const uint8_t* tile, int64_t i, KqParts& p) {
     if (q != QType::Q4_K) v |= ((tile[at.high_byte] >> at.high_shift) & ((1 << kq_high_bits(q)) - 1)) << 4;
     p.q[e] = static_cast<uint8_t>(v);
   }
-}
-
-// One ggml super-block into row i of a tile.
-template <QType q>
-void kq_repack_row(const uint8_t* in, uint8_t* tile, int64_t i, KqParts& p) {
-  kq_parts_from_ggml<q>(in, p);
-  kq_parts_to_ember<q>(p, tile, i);
 }
 
 void kq_parts_from_ember(QType q, const uint8_t* tile, int64_t i, KqParts& p) {
@@ -169,15 +171,14 @@ QType kquant_of(GgmlType t) {
 void repack_kquant(QType q, const uint8_t* src, int64_t rows, int64_t cols, uint8_t* dst, ThreadPool& pool) {
   const int64_t nsb = cols / kQK_K, in_block = kq_ggml_block_bytes(q), tile = kq_tile_bytes(q);
   pool.parallel_for(kquant_groups(rows), 1, [&](int64_t g0, int64_t g1) {
-    KqParts p;
     for (int64_t g = g0; g < g1; ++g)
       for (int64_t i = 0; i < kKqRows && g * kKqRows + i < rows; ++i)
         for (int64_t b = 0; b < nsb; ++b) {
           const uint8_t* in = src + ((g * kKqRows + i) * nsb + b) * in_block;
           uint8_t* t = dst + (g * nsb + b) * tile;
-          if (q == QType::Q4_K) kq_repack_row<QType::Q4_K>(in, t, i, p);
-          else if (q == QType::Q5_K) kq_repack_row<QType::Q5_K>(in, t, i, p);
-          else kq_repack_row<QType::Q6_K>(in, t, i, p);
+          if (q == QType::Q4_K) kq_repack_row<QType::Q4_K>(in, t, i);
+          else if (q == QType::Q5_K) kq_repack_row<QType::Q5_K>(in, t, i);
+          else kq_repack_row<QType::Q6_K>(in, t, i);
         }
   });
 }
@@ -212,7 +213,7 @@ void quantize_q4_k_row(const float* x, int64_t cols, uint8_t* tiles, int64_t i) 
         p.q[32 * j + k] = static_cast<uint8_t>(std::clamp(q, 0.0f, 15.0f));
       }
     }
-    kq_parts_to_ember<QType::Q4_K>(p, tiles + b * kq_tile_bytes(QType::Q4_K), i);
+    kq_q4_k_parts_to_ember(p, tiles + b * kq_tile_bytes(QType::Q4_K), i);
   }
 }
 
