@@ -87,7 +87,8 @@ void Args(benchmark::internal::Benchmark* b) {
   for (int isa : {1, 2})
     for (int kind = 0; kind < kKinds; ++kind)
       for (int n : {1, 16, 64}) b->Args({kind, n, isa, 1});  // decode, a batched decode step, prefill
-  for (int kind = 0; kind < kKinds; ++kind) b->Args({kind, 1, 2, 2});
+  for (int isa : {1, 2})
+    for (int kind = 0; kind < kKinds; ++kind) b->Args({kind, 1, isa, 2});  // decode on both cores
   for (int kind = 0; kind < kKinds; ++kind) b->Args({kind, 16, 1, 2});
   for (int kind = 3; kind < kKinds; ++kind) b->Args({kind, 64, 2, 2});  // quantized prefill, AVX-512, 2 threads
   // Plain weights' prefill on both cores, per panel kernel (16 tokens of AVX2 are above).

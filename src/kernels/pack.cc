@@ -31,10 +31,6 @@ PackedMatrix pack(const WeightMatrix& w, DType to, ThreadPool& pool) {
   const auto* src = static_cast<const uint8_t*>(w.data);
   // One weight converted to `to`, rounding to nearest even (as torch's .to() does).
   auto put = [&](uint8_t* out, int64_t r, int64_t c) {
-    if (to == w.dtype) {
-      std::memcpy(out, src + (r * w.cols + c) * es, static_cast<size_t>(es));
-      return;
-    }
     const float v = simd::load1(src, w.dtype, r * w.cols + c);
     if (to == DType::F32) {
       std::memcpy(out, &v, sizeof v);
@@ -43,8 +39,26 @@ PackedMatrix pack(const WeightMatrix& w, DType to, ThreadPool& pool) {
     const uint16_t h = to == DType::F16 ? f32_to_f16(v) : f32_to_bf16(v);
     std::memcpy(out, &h, sizeof h);
   };
+  // Panel p's rows transposed a block of columns at a time, so that the block's stores stay in L1
+  // (a whole panel is up to a few hundred KiB); the same type is copied as typed elements.
+  auto copy_panel = [&]<class T>(int64_t p) {
+    T* panel = reinterpret_cast<T*>(dst + p * kPanelRows * w.cols * ts);
+    const T* in = reinterpret_cast<const T*>(src) + p * kPanelRows * w.cols;
+    const int64_t valid = std::min(kPanelRows, w.rows - p * kPanelRows);
+    constexpr int64_t kBlock = 64;
+    for (int64_t c0 = 0; c0 < w.cols; c0 += kBlock) {
+      const int64_t c1 = std::min(w.cols, c0 + kBlock);
+      for (int64_t i = 0; i < kPanelRows; ++i)
+        for (int64_t c = c0; c < c1; ++c) panel[c * kPanelRows + i] = i < valid ? in[i * w.cols + c] : T{};
+    }
+  };
   pool.parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
+      if (to == w.dtype) {
+        if (es == 4) copy_panel.template operator()<uint32_t>(p);
+        else copy_panel.template operator()<uint16_t>(p);
+        continue;
+      }
       uint8_t* panel = dst + p * kPanelRows * w.cols * ts;
       for (int64_t i = 0; i < kPanelRows; ++i) {
         const int64_t r = p * kPanelRows + i;

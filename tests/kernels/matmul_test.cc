@@ -194,28 +194,28 @@ TEST(Pack, KeepsEveryWeightAndMatmulNeedsIt) {
   ThreadPool pool(2);
   std::mt19937 rng(13);
   for (DType t : {DType::F32, DType::F16, DType::BF16})
-    for (int64_t rows : {1, 16, 17, 50}) {
-      const int64_t cols = 37;
-      const RandomWeights rw(t, rows, cols, rng);
-      EXPECT_EQ(rw.view.layout, Layout::Panels);
-      EXPECT_EQ(rw.packed.bytes(), packed_bytes(t, rows, cols));
-      EXPECT_EQ(weight_bytes(rw.view), packed_bytes(t, rows, cols));
-      std::vector<float> a(cols), b(cols);
-      for (int64_t r = 0; r < rows; ++r) {
-        copy_row(rw.rows_view, r, a.data());
-        copy_row(rw.view, r, b.data());
-        ASSERT_EQ(a, b) << dtype_name(t) << " row " << r;
-        for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(weight_at(rw.view, r, c), a[c]);
+    for (int64_t rows : {1, 16, 17, 50})
+      for (int64_t cols : {37, 130}) {  // pack copies blocks of 64 columns
+        const RandomWeights rw(t, rows, cols, rng);
+        EXPECT_EQ(rw.view.layout, Layout::Panels);
+        EXPECT_EQ(rw.packed.bytes(), packed_bytes(t, rows, cols));
+        EXPECT_EQ(weight_bytes(rw.view), packed_bytes(t, rows, cols));
+        std::vector<float> a(cols), b(cols);
+        for (int64_t r = 0; r < rows; ++r) {
+          copy_row(rw.rows_view, r, a.data());
+          copy_row(rw.view, r, b.data());
+          ASSERT_EQ(a, b) << dtype_name(t) << " row " << r;
+          for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(weight_at(rw.view, r, c), a[c]);
+        }
+        std::vector<float> x = randn(cols, rng), y(rows);
+        try {
+          matmul(rw.rows_view, x.data(), 1, y.data(), pool);
+          ADD_FAILURE() << "unpacked plain weights were accepted";
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("pack"), std::string::npos) << e.what();
+        }
+        EXPECT_THROW(pack(rw.view, pool), Error);  // already packed
       }
-      std::vector<float> x = randn(cols, rng), y(rows);
-      try {
-        matmul(rw.rows_view, x.data(), 1, y.data(), pool);
-        ADD_FAILURE() << "unpacked plain weights were accepted";
-      } catch (const Error& e) {
-        EXPECT_NE(std::string(e.what()).find("pack"), std::string::npos) << e.what();
-      }
-      EXPECT_THROW(pack(rw.view, pool), Error);  // already packed
-    }
 }
 
 // Quantized weights: every instruction set computes the same integer dot products as the scalar
