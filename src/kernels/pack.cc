@@ -9,14 +9,12 @@
 
 namespace ember::kernels {
 
-void PackedMatrix::Free::operator()(uint8_t* p) const { ::operator delete[](p, std::align_val_t{64}); }
-
 int64_t packed_bytes(DType dtype, int64_t rows, int64_t cols) {
   const int64_t panels = (rows + kPanelRows - 1) / kPanelRows;
   return panels * kPanelRows * cols * static_cast<int64_t>(dtype_size(dtype));
 }
 
-int64_t PackedMatrix::bytes() const { return data_ ? packed_bytes(view_.dtype, view_.rows, view_.cols) : 0; }
+int64_t PackedMatrix::bytes() const { return data_.data() ? packed_bytes(view_.dtype, view_.rows, view_.cols) : 0; }
 
 PackedMatrix pack(const WeightMatrix& w, ThreadPool& pool) { return pack(w, w.dtype, pool); }
 
@@ -26,8 +24,8 @@ PackedMatrix pack(const WeightMatrix& w, DType to, ThreadPool& pool) {
   const int64_t ts = static_cast<int64_t>(dtype_size(to));
   PackedMatrix m;
   const int64_t bytes = packed_bytes(to, w.rows, w.cols);
-  m.data_.reset(static_cast<uint8_t*>(::operator new[](static_cast<size_t>(std::max<int64_t>(64, bytes)), std::align_val_t{64})));
-  uint8_t* dst = m.data_.get();
+  m.data_ = WeightBuffer(bytes);
+  uint8_t* dst = m.data_.data();
   const auto* src = static_cast<const uint8_t*>(w.data);
   // One weight converted to `to`, rounding to nearest even (as torch's .to() does).
   auto put = [&](uint8_t* out, int64_t r, int64_t c) {

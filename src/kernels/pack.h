@@ -7,9 +7,9 @@
 // matrix's dtype. A kernel loads the 16 rows' weights of one column as two 8-float vectors and
 // multiplies them by one broadcast activation.
 #include <cstdint>
-#include <memory>
 
 #include "kernels/matmul.h"
+#include "kernels/weight_buffer.h"
 
 namespace ember::kernels {
 
@@ -24,10 +24,7 @@ class PackedMatrix {
 
  private:
   friend PackedMatrix pack(const WeightMatrix& w, DType to, ThreadPool& pool);
-  struct Free {
-    void operator()(uint8_t* p) const;
-  };
-  std::unique_ptr<uint8_t, Free> data_;
+  WeightBuffer data_;
   WeightMatrix view_;
 };
 

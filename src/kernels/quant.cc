@@ -50,9 +50,9 @@ QuantizedMatrix QuantizedMatrix::allocate(QType q, int64_t rows, int64_t cols) {
   QuantizedMatrix m;
   m.n_quant_bytes_ = is_kquant(q) ? kquant_bytes(q, rows, cols) : ng * nb * qblock_bytes(q);
   m.n_scales_ = is_kquant(q) ? 0 : ng * nb * kQGroupRows;
-  m.quants_.reset(new uint8_t[static_cast<size_t>(m.n_quant_bytes_)]());
+  m.quants_ = WeightBuffer(m.n_quant_bytes_);
   m.scales_.reset(new uint16_t[static_cast<size_t>(m.n_scales_)]());
-  m.view_ = WeightMatrix{m.quants_.get(), DType::F32, rows, cols, q, m.scales_.get()};
+  m.view_ = WeightMatrix{m.quants_.data(), DType::F32, rows, cols, q, m.scales_.get()};
   return m;
 }
 
@@ -67,7 +67,7 @@ QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool) {
       std::vector<float> row(static_cast<size_t>(w.cols));
       for (int64_t r = g0 * kKqRows; r < std::min(w.rows, g1 * kKqRows); ++r) {
         copy_row(w, r, row.data());
-        quantize_q4_k_row(row.data(), w.cols, m.quants_.get() + (r / kKqRows) * group_bytes, r % kKqRows);
+        quantize_q4_k_row(row.data(), w.cols, m.quants_.data() + (r / kKqRows) * group_bytes, r % kKqRows);
       }
     });
     return m;
@@ -75,7 +75,7 @@ QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool) {
   if (is_kquant(q)) fail("quantize", std::string("Ember does not quantize to ") + qtype_name(q) + " (q8_0, q4_0, q4_k)");
   const int64_t nb = w.cols / kQBlock, ng = (w.rows + kQGroupRows - 1) / kQGroupRows, bb = qblock_bytes(q);
   QuantizedMatrix m = QuantizedMatrix::allocate(q, w.rows, w.cols);
-  uint8_t* quants = m.quants_.get();
+  uint8_t* quants = m.quants_.data();
   uint16_t* scales = m.scales_.get();
   pool.parallel_for(ng, 1, [&](int64_t g0, int64_t g1) {
     std::vector<float> row(static_cast<size_t>(w.cols));
@@ -125,7 +125,7 @@ QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, 
       fail("from_ggml_blocks", std::string(ggml_type_name(type)) + " rows of " + std::to_string(cols) +
                                    " columns are not whole super-blocks of 256");
     QuantizedMatrix m = QuantizedMatrix::allocate(k, rows, cols);
-    repack_kquant(k, static_cast<const uint8_t*>(data), rows, cols, m.quants_.get(), pool);
+    repack_kquant(k, static_cast<const uint8_t*>(data), rows, cols, m.quants_.data(), pool);
     return m;
   }
   if (type != GgmlType::Q8_0 && type != GgmlType::Q4_0)
@@ -136,7 +136,7 @@ QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, 
   const int64_t nb = cols / kQBlock, ng = (rows + kQGroupRows - 1) / kQGroupRows, bb = qblock_bytes(q);
   const int64_t in_block = ggml_type_info(type).block_bytes;  // f16 scale, then the quants
   QuantizedMatrix m = QuantizedMatrix::allocate(q, rows, cols);
-  uint8_t* quants = m.quants_.get();
+  uint8_t* quants = m.quants_.data();
   uint16_t* scales = m.scales_.get();
   const auto* src = static_cast<const uint8_t*>(data);
   pool.parallel_for(ng, 1, [&](int64_t g0, int64_t g1) {

@@ -17,6 +17,7 @@
 #include "kernels/gguf_quants.h"
 #include "kernels/kquant.h"
 #include "kernels/matmul.h"
+#include "kernels/weight_buffer.h"
 
 namespace ember::kernels {
 
@@ -51,7 +52,7 @@ class QuantizedMatrix {
   friend QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool);
   friend QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, int64_t cols, ThreadPool& pool);
   static QuantizedMatrix allocate(QType q, int64_t rows, int64_t cols);
-  std::unique_ptr<uint8_t[]> quants_;
+  WeightBuffer quants_;
   std::unique_ptr<uint16_t[]> scales_;
   int64_t n_quant_bytes_ = 0, n_scales_ = 0;
   WeightMatrix view_;
