@@ -34,5 +34,15 @@ constexpr int kq_high_to_bit4(int j, int u) { return 4 - kq_high_shift(Q, j, u);
 template <QType Q>
 constexpr char kq_high_mask() { return static_cast<char>(((1 << kq_high_bits(Q)) - 1) << 4); }
 
+// The activation sums that sub-block pair p's mins (Q6_K: scales) multiply, of token block tb
+// (KQuantActs::sum32, Q6_K: sum16), as the two 16-bit halves of one madd operand.
+template <QType Q>
+inline int32_t kq_act_sum_pair(const KQuantActs& a, int64_t tb, int p) {
+  const int16_t* sums = Q == QType::Q6_K ? a.sum16.data() + tb * 16 : a.sum32.data() + tb * 8;
+  int32_t v;
+  std::memcpy(&v, sums + 2 * p, 4);
+  return v;
+}
+
 }  // namespace
 }  // namespace ember::kernels::detail

@@ -4,7 +4,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "kernels/kquant_simd.h"
 #include "kernels/matmul_impl.h"
@@ -152,11 +151,8 @@ template <QType Q, int NT>
           const __m256i m = kq_pairs256<kSix>(tile + (kSix ? kKq6Sc : kKqMin) + 32 * p + 16 * (h0 + i));
           #pragma GCC unroll 2
           for (int t = 0; t < NT; ++t) {
-            const int64_t tb = (t0 + t) * nb + b;
-            const int16_t* sums = kSix ? a.sum16.data() + tb * 16 : a.sum32.data() + tb * 8;
-            int32_t pair;
-            std::memcpy(&pair, sums + 2 * p, 4);
-            msum[i][t] = _mm256_add_epi32(msum[i][t], _mm256_madd_epi16(m, _mm256_set1_epi32(pair)));
+            const int32_t sums = kq_act_sum_pair<Q>(a, (t0 + t) * nb + b, p);
+            msum[i][t] = _mm256_add_epi32(msum[i][t], _mm256_madd_epi16(m, _mm256_set1_epi32(sums)));
           }
         }
       }

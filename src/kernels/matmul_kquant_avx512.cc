@@ -1,12 +1,11 @@
 // AVX-512 kernels of K-quant weights (kquant.h), laid out as the Q8_0 / Q4_0 ones: the lanes are a
 // group's 16 rows, each vpdpbusd adds 4 consecutive products of every row, each sub-block's sums
 // are multiplied by its scale in integers, and a super-block's exact sums meet the floats once per
-// token (kquant_row_dot's order, so the bits equal the scalar reference's and AVX2's). Compiled with exactly the AVX-512 features the
-// quantized kernels need (F, BW, VNNI: CMakeLists.txt, cpu.h).
+// token (kquant_row_dot's order, so the bits equal the scalar reference's and AVX2's). Compiled with
+// exactly the AVX-512 features the quantized kernels need (F, BW, VNNI: CMakeLists.txt, cpu.h).
 #include "kernels/avx512_intrinsics.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "kernels/kquant_simd.h"
 #include "kernels/matmul_impl.h"
@@ -106,11 +105,8 @@ template <QType Q, int NT>
       #pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         const int64_t tb = (t0 + t) * nb + b;
-        const int16_t* sums = kSix ? a.sum16.data() + tb * 16 : a.sum32.data() + tb * 8;
-        int32_t pair;
-        std::memcpy(&pair, sums + 2 * p, 4);
         isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(sa[0][t], sca), _mm512_mullo_epi32(sb[0][t], scb)));
-        msum[t] = _mm512_add_epi32(msum[t], _mm512_madd_epi16(m, _mm512_set1_epi32(pair)));
+        msum[t] = _mm512_add_epi32(msum[t], _mm512_madd_epi16(m, _mm512_set1_epi32(kq_act_sum_pair<Q>(a, tb, p))));
       }
     }
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + kKqD)));
