@@ -39,9 +39,9 @@ struct KqPos {
 };
 template <QType Q>
 KqPos kq_pos(int64_t i, int e) {
-  constexpr int w = kq_sub_width(Q), units = w / 4;
+  constexpr int w = kq_sub_width(Q);
   const int j = e / w, u = (e % w) / 4, k = e % 4;
-  return {(j / 2 * units + u) * 64 + 4 * i + k, j % 2 == 1, kq_high_block(Q, j, u) + 4 * i + k, kq_high_shift(Q, j, u)};
+  return {kq_unit_offset(Q, j / 2, u) + 4 * i + k, j % 2 == 1, kq_high_block(Q, j, u) + 4 * i + k, kq_high_shift(Q, j, u)};
 }
 
 // Row i of a Q4_K tile from parts (what quantize_q4_k_row makes).
@@ -56,7 +56,7 @@ void kq_q4_k_parts_to_ember(const KqParts& p, uint8_t* tile, int64_t i) {
     for (int u = 0; u < 8; ++u)
       for (int k = 0; k < 4; ++k) {
         const int e = 64 * pair + 4 * u + k;
-        tile[kKqNibbles + (pair * 8 + u) * 64 + 4 * i + k] = static_cast<uint8_t>((p.q[e] & 0x0F) | ((p.q[e + 32] & 0x0F) << 4));
+        tile[kKqNibbles + kq_unit_offset(QType::Q4_K, pair, u) + 4 * i + k] = static_cast<uint8_t>((p.q[e] & 0x0F) | ((p.q[e + 32] & 0x0F) << 4));
       }
 }
 
@@ -89,7 +89,7 @@ void kq_repack_row(const uint8_t* in, uint8_t* tile, int64_t i) {
         const uint8_t* lo = ql + 64 * half + 32 * (p % 2) + 4 * u;
         const uint32_t a = (kq_load_u32(lo) >> nib_shift) & 0x0F0F0F0F, b = (kq_load_u32(lo + 16) >> nib_shift) & 0x0F0F0F0F;
         const uint32_t nibbles = a | (b << 4);
-        std::memcpy(tile + kKq6Nibbles + (p * units + u) * 64 + 4 * i, &nibbles, 4);
+        std::memcpy(tile + kKq6Nibbles + kq_unit_offset(q, p, u) + 4 * i, &nibbles, 4);
         add_high(2 * p, u, (kq_load_u32(qh + 32 * half + 4 * u) >> high_shift) & 0x03030303);
         add_high(2 * p + 1, u, (kq_load_u32(qh + 32 * half + 16 + 4 * u) >> high_shift) & 0x03030303);
       }
@@ -106,7 +106,7 @@ void kq_repack_row(const uint8_t* in, uint8_t* tile, int64_t i) {
     // high one: Ember's nibble byte of pair p, unit u, as it is.
     const uint8_t* qs = in + (q == QType::Q5_K ? 48 : 16);
     for (int p = 0; p < 4; ++p)
-      for (int u = 0; u < units; ++u) std::memcpy(tile + kKqNibbles + (p * units + u) * 64 + 4 * i, qs + 32 * p + 4 * u, 4);
+      for (int u = 0; u < units; ++u) std::memcpy(tile + kKqNibbles + kq_unit_offset(q, p, u) + 4 * i, qs + 32 * p + 4 * u, 4);
     if constexpr (q == QType::Q5_K) {  // bit j of qh[l]: element 32 j + l's bit 4
       const uint8_t* qh = in + 16;
       for (int j = 0; j < 8; ++j)

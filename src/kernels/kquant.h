@@ -43,6 +43,8 @@ constexpr int64_t kKqD = 0, kKqDmin = 32, kKqSc = 64, kKqMin = 192, kKqNibbles =
 constexpr int64_t kKq6Sc = 32, kKq6Nibbles = 288, kKq6Bits = 2336;
 // Sub-block width and count.
 constexpr int kq_sub_width(QType q) { return q == QType::Q6_K ? 16 : 32; }
+// Where unit u of sub-block pair p (64 bytes: 4 quants of each row) lies among a tile's nibbles.
+constexpr int64_t kq_unit_offset(QType q, int p, int u) { return 64 * (p * (kq_sub_width(q) / 4) + u); }
 // Where sub-block j's scale (min) of row i lies among a tile's scales (mins).
 constexpr int64_t kq_pair_byte(int j, int64_t i) { return 32 * (j / 2) + 2 * i + j % 2; }
 // The high bits of sub-block j, unit u (Q5_K, Q6_K): their block's offset in a tile, and the bit

@@ -76,7 +76,7 @@ template <QType Q, int NT, int HP>
     #pragma GCC unroll 2
     for (int i = 0; i < HP; ++i) {
       const int h = h0 + i;
-      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + S::kNibbles + 64 * (p * S::kUnits + u) + 32 * h));
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + S::kNibbles + kq_unit_offset(Q, p, u) + 32 * h));
       __m256i lo = _mm256_and_si256(v, low4), hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
       if constexpr (Q != QType::Q4_K) {
         const __m256i hv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + kq_high_block(Q, 2 * p, u) + 32 * h));

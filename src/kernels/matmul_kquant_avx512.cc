@@ -77,7 +77,7 @@ template <QType Q, int NT>
         for (int t = 0; t < NT; ++t) sa[c][t] = sb[c][t] = _mm512_setzero_si512();
       #pragma GCC unroll 8
       for (int u = 0; u < S::kUnits; ++u) {
-        const __m512i v = _mm512_loadu_si512(tile + S::kNibbles + 64 * (p * S::kUnits + u));
+        const __m512i v = _mm512_loadu_si512(tile + S::kNibbles + kq_unit_offset(Q, p, u));
         __m512i hv = _mm512_setzero_si512();
         if constexpr (Q != QType::Q4_K) hv = _mm512_loadu_si512(tile + kq_high_block(Q, 2 * p, u));
         const __m512i lo = kq_unit512<Q>(v, low4, hv, 2 * p, u);
