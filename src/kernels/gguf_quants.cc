@@ -2,6 +2,7 @@
 
 #include <array>
 #include <cstring>
+#include <limits>
 
 #include "base/dtype.h"
 #include "base/error.h"
@@ -258,6 +259,9 @@ int64_t ggml_row_bytes(GgmlType type, int64_t n) {
   if (n < 0 || n % info.block_size != 0)
     fail("ggml", std::to_string(n) + " elements of " + info.name + " are not whole blocks of " +
                      std::to_string(info.block_size));
+  // n comes from a file: a row of a zero-row tensor can be any length, so the product is checked.
+  if (n / info.block_size > std::numeric_limits<int64_t>::max() / info.block_bytes)
+    fail("ggml", "a row of " + std::to_string(n) + " " + info.name + " elements is too large");
   return n / info.block_size * info.block_bytes;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
@@ -202,6 +203,34 @@ void parse_moe(const Reader& r, const Architecture& arch, ModelConfig& c) {
 
 }  // namespace
 
+void check_dimensions(const ModelConfig& c, const std::string& where) {
+  // Far above any published model, low enough that every product of them that the loader, the memory
+  // plan and the kernels form (rows x cols, layers x kv_dim x bytes x context) fits in 64 bits.
+  constexpr int64_t kMaxWidth = int64_t{1} << 20, kMaxLayers = int64_t{1} << 16;
+  constexpr int64_t kMaxVocab = int64_t{1} << 24, kMaxContext = int64_t{1} << 31;
+  int64_t q_dim = 0;
+  if (__builtin_mul_overflow(c.num_attention_heads, c.head_dim, &q_dim)) q_dim = INT64_MAX;
+  const struct {
+    const char* name;
+    int64_t value, limit;
+  } dims[] = {{"hidden_size", c.hidden_size, kMaxWidth},
+              {"intermediate_size", c.intermediate_size, kMaxWidth},
+              {"num_hidden_layers", c.num_hidden_layers, kMaxLayers},
+              {"num_attention_heads", c.num_attention_heads, kMaxWidth},
+              {"num_key_value_heads", c.num_key_value_heads, kMaxWidth},
+              {"head_dim", c.head_dim, kMaxWidth},
+              {"num_attention_heads x head_dim", q_dim, kMaxWidth},
+              {"vocab_size", c.vocab_size, kMaxVocab},
+              {"max_position_embeddings", c.max_position_embeddings, kMaxContext},
+              {"number of experts", c.moe.num_experts, kMaxWidth},
+              {"expert intermediate size", c.moe.intermediate_size, kMaxWidth}};
+  for (const auto& d : dims) {
+    if (d.value > d.limit)
+      fail(where, std::string(d.name) + " is " + std::to_string(d.value) + ", more than Ember's limit of " +
+                      std::to_string(d.limit));
+  }
+}
+
 float ModelConfig::attention_scale() const {
   const double d = query_pre_attn_scalar > 0 ? query_pre_attn_scalar : static_cast<double>(head_dim);
   return static_cast<float>(1.0 / std::sqrt(d));
@@ -271,6 +300,7 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
   if (c.num_attention_heads % c.num_key_value_heads != 0)
     fail(where, "num_attention_heads must be a multiple of num_key_value_heads");
   c.max_position_embeddings = r.integer_or("max_position_embeddings", 2048);
+  check_dimensions(c, where);  // before anything is sized by them
   c.rms_norm_eps = r.number_or("rms_norm_eps", 1e-6);
   c.rope.theta = r.number_or("rope_theta", 10000.0);
   if (const json* rs = r.find("rope_scaling")) parse_rope_scaling(*rs, where, c);
@@ -288,6 +318,7 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
   c.fused_gate_up = !arch->names->fused_gate_up.empty();
   parse_family_options(r, *arch, c);
   parse_moe(r, *arch, c);
+  check_dimensions(c, where);  // the experts'
 
   c.bos_token_id = static_cast<int32_t>(r.integer_or("bos_token_id", -1));
   if (const json* eos = r.find("eos_token_id")) {

@@ -102,6 +102,10 @@ struct ModelConfig {
 // or mistyped field, an unknown model_type or an unsupported option, naming it and what is supported.
 ModelConfig parse_config(const std::string& json_text, const std::string& where);
 
+// Fails, naming `where`, when a dimension read from a file is beyond what Ember can size safely
+// (every parser calls it before allocating by them).
+void check_dimensions(const ModelConfig& c, const std::string& where);
+
 // Reads <dir>/config.json.
 ModelConfig load_config(const std::string& model_dir);
 

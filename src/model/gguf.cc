@@ -264,6 +264,11 @@ GgufFile::GgufFile(const std::string& path) : file_(path) {
       r.error(type_at, what + ": row length " + std::to_string(t.row_length()) + " is not a multiple of the " +
                            info->name + " block size " + std::to_string(block));
     if (numel / block > std::numeric_limits<uint64_t>::max() / block_bytes) r.error(type_at, what + " is too large");
+    // A tensor with a zero dimension holds no bytes but still has a row length, which row_bytes()
+    // multiplies out: that product must fit too.
+    const auto max_blocks = static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) / block_bytes;
+    if (static_cast<uint64_t>(t.row_length()) / block > max_blocks)
+      r.error(type_at, what + ": a row of " + std::to_string(t.row_length()) + " elements is too large");
     const uint64_t bytes = numel / block * block_bytes;
     const uint64_t off_at = r.pos();
     const uint64_t rel = r.u64(what + " data offset");

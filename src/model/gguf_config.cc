@@ -86,6 +86,7 @@ ModelConfig gguf_config(const GgufFile& g) {
   if (c.num_attention_heads % c.num_key_value_heads != 0)
     fail(where, "metadata " + k.key("attention.head_count") + " must be a multiple of attention.head_count_kv");
   c.max_position_embeddings = k.positive_or("context_length", 2048);
+  check_dimensions(c, where);
   c.rms_norm_eps = g.get_float(k.key("attention.layer_norm_rms_epsilon"));
   read_rope(k, c);
   read_freq_divisors(g, c);
@@ -94,6 +95,7 @@ ModelConfig gguf_config(const GgufFile& g) {
   if (tokens == nullptr || tokens->type != GgufValueType::Array) fail(where, "metadata tokenizer.ggml.tokens: missing token list");
   c.vocab_size = static_cast<int64_t>(tokens->count);
   if (c.vocab_size == 0) fail(where, "metadata tokenizer.ggml.tokens is empty");
+  check_dimensions(c, where);
   // llama.cpp writes no output.weight when the output projection is the embedding.
   c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
 

@@ -93,6 +93,27 @@ TEST(Config, UnknownModelTypeListsSupported) {
   EXPECT_NE(e.find("qwen3"), std::string::npos) << e;
 }
 
+TEST(Config, DimensionsBeyondTheLimitsAreNamed) {
+  // Each would overflow a size computed from it (or ask for a vector of that many layers).
+  for (const char* key : {"hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+                          "vocab_size", "max_position_embeddings"}) {
+    json j = base_config();
+    j[key] = int64_t{1} << 62;
+    if (std::string(key) == "num_attention_heads") {
+      j["num_key_value_heads"] = int64_t{1} << 62;
+      j["head_dim"] = 16;
+    }
+    const std::string e = error_of(j);
+    EXPECT_NE(e.find(key), std::string::npos) << e;
+    EXPECT_NE(e.find("limit"), std::string::npos) << e;
+  }
+  json j = base_config();  // each factor within the limit, the product not
+  j["num_attention_heads"] = 1 << 16;
+  j["num_key_value_heads"] = 1 << 16;
+  j["head_dim"] = 1 << 16;
+  EXPECT_NE(error_of(j).find("num_attention_heads x head_dim"), std::string::npos) << error_of(j);
+}
+
 TEST(Config, UnsupportedOptionsAreNamed) {
   json j = base_config();
   j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};

@@ -153,6 +153,14 @@ TEST_F(GgufErrors, CraftedFiles) {
     EXPECT_HAS(m, "nested deeper");
   }
   {
+    // No elements, so no bytes, but a row of 2^62 F32 elements (2^64 bytes): found by fuzz_gguf.
+    test::GgufWriter w;
+    w.tensor("t", {uint64_t{1} << 62, 0}, 0, "");
+    const std::string m = error_of(w.bytes());
+    EXPECT_HAS(m, "tensor \"t\"");
+    EXPECT_HAS(m, "too large");
+  }
+  {
     test::GgufWriter w;
     w.tensor("t", {4}, 0, std::string(16, '\0'));
     w.tensor("t", {4}, 0, std::string(16, '\0'));
