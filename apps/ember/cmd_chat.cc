@@ -49,7 +49,7 @@ class ChatApp {
  public:
   ChatApp(const ChatOpts& o, std::shared_ptr<const grammar::Grammar> grammar)
       : o_(o), m_(load_model(o.model, &o.sampling)), chat_(*m_.model, m_.tokenizer, o.model.dir, planned_context(*m_.model, o.model)) {
-    options_.grammar = constraint_for(std::move(grammar), m_.tokenizer);
+    options_.grammar = constraint_for(std::move(grammar), m_.tokenizer, o.grammar.source());
     if (o.think) options_.enable_thinking = true;
     if (o.no_think) options_.enable_thinking = false;
     options_.think_budget = o.think_budget;

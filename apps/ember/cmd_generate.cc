@@ -87,7 +87,7 @@ Run add_generate_command(CLI::App& app) {
     }
     const int32_t samples = o->num_return.value_or(1);
     if (samples > 1 && !params.do_sample) throw Error("--num-return-sequences without --beams needs sampling (e.g. --temperature 1)");
-    const std::optional<engine::GrammarConstraint> constraint = constraint_for(std::move(grammar), tok);
+    const std::optional<engine::GrammarConstraint> constraint = constraint_for(std::move(grammar), tok, o->grammar.source());
     engine::Session session(*model, tok, context);
     for (int32_t i = 0; i < samples; ++i) {
       engine::GenerationRequest request;

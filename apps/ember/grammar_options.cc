@@ -25,10 +25,17 @@ std::shared_ptr<const grammar::Grammar> GrammarOptions::compile() const {
   }
 }
 
+std::string GrammarOptions::source() const {
+  return !json_schema_file.empty() ? "the JSON schema in " + json_schema_file : "the grammar in " + grammar_file;
+}
+
 std::optional<engine::GrammarConstraint> constraint_for(std::shared_ptr<const grammar::Grammar> grammar,
-                                                        const tokenizer::Tokenizer& tokenizer) {
+                                                        const tokenizer::Tokenizer& tokenizer,
+                                                        const std::string& source) {
   if (!grammar) return std::nullopt;
-  return engine::GrammarConstraint{std::move(grammar), engine::grammar_vocabulary(tokenizer)};
+  engine::GrammarConstraint c{std::move(grammar), engine::grammar_vocabulary(tokenizer)};
+  c.source = source;
+  return c;
 }
 
 }  // namespace ember::app

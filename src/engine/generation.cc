@@ -1,6 +1,7 @@
 #include "engine/generation.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <limits>
 
 #include "base/error.h"
@@ -29,10 +30,11 @@ int64_t resolve_context(const model::ModelConfig& config, int64_t requested) {
 }
 
 void check_prompt_fits(int64_t prompt_tokens, int64_t context) {
-  if (prompt_tokens <= 0) throw Error("the prompt is empty: nothing to continue");
+  if (prompt_tokens <= 0) throw RequestError("the prompt is empty: nothing to continue", "prompt", "empty_prompt");
   if (prompt_tokens >= context)
-    throw Error("the prompt has " + std::to_string(prompt_tokens) + " tokens but the context holds " +
-                std::to_string(context) + " (raise --ctx or shorten the conversation)");
+    throw RequestError("the prompt has " + std::to_string(prompt_tokens) + " tokens but the context holds " +
+                           std::to_string(context) + " (raise --ctx or shorten the conversation)",
+                       "prompt", "context_length_exceeded");
 }
 
 int64_t max_new_tokens(const sampling::SamplingParams& params, int64_t prompt_tokens, int64_t context) {
@@ -44,26 +46,93 @@ int64_t max_new_tokens(const sampling::SamplingParams& params, int64_t prompt_to
 }
 
 namespace {
-GenerationRequest validated(GenerationRequest r, int64_t vocab_size) {
-  r.params.validate(static_cast<size_t>(vocab_size));
+
+// Up to 12 of the bytes `m` could take next, for an error message: 'a', '{', \xe2.
+std::string next_bytes(grammar::Matcher& m) {
+  std::string out;
+  int shown = 0, more = 0;
+  for (int b = 0; b < 256; ++b) {
+    const char c = static_cast<char>(b);
+    if (!m.can_accept(std::string_view(&c, 1))) continue;
+    if (shown == 12) {
+      ++more;
+      continue;
+    }
+    char buf[8];
+    if (b >= 0x20 && b < 0x7f) std::snprintf(buf, sizeof buf, "'%c'", c);
+    else std::snprintf(buf, sizeof buf, "\\x%02x", b);
+    out += (shown++ ? ", " : "") + std::string(buf);
+  }
+  if (more) out += " and " + std::to_string(more) + " more";
+  return out.empty() ? "nothing" : out;
+}
+
+// Whether a matcher at its start allows some token of its vocabulary (or is already complete).
+bool can_start(grammar::Matcher& m) {
+  if (m.complete()) return true;
+  const std::vector<uint64_t>& allowed = m.allowed();
+  return std::any_of(allowed.begin(), allowed.end(), [](uint64_t w) { return w != 0; });
+}
+
+// The stop strings of a request plus the text of each special end token: a model may spell its end
+// token out in plain pieces before (or instead of) emitting it (story-656k writes "<|", "end",
+// "_story", "|>", then <|end_story|>), and that text is no part of the answer.
+std::vector<std::string> stops_with_end_texts(const tokenizer::Tokenizer& tok, const sampling::SamplingParams& p) {
+  std::vector<std::string> stops = p.stop_strings;
+  for (int32_t id : p.eos_token_ids) {
+    if (id < 0 || id >= tok.vocab_size() || !tok.is_special(id)) continue;
+    const std::string text = tok.decode(std::span<const int32_t>(&id, 1), /*skip_special_tokens=*/false);
+    if (text.size() >= 3 && std::find(stops.begin(), stops.end(), text) == stops.end()) stops.push_back(text);
+  }
+  return stops;
+}
+
+GenerationRequest validated(GenerationRequest r, int64_t context, int64_t vocab_size) {
+  check_request(r, context, vocab_size);
   return r;
 }
+
 }  // namespace
+
+void check_request(const GenerationRequest& r, int64_t context, int64_t vocab_size) {
+  check_prompt_fits(static_cast<int64_t>(r.prompt.size()), context);
+  for (int32_t t : r.prompt)
+    if (t < 0 || t >= vocab_size)
+      throw RequestError("prompt token id " + std::to_string(t) + " is outside the vocabulary [0, " +
+                             std::to_string(vocab_size) + ")",
+                         "prompt", "invalid_token_id");
+  try {
+    r.params.validate(static_cast<size_t>(vocab_size));
+    sampling::StopStringMatcher check(r.params.stop_strings);  // throws for a bad stop string
+  } catch (const RequestError&) {
+    throw;
+  } catch (const Error& e) {
+    throw RequestError(e.what(), "", "invalid_request");
+  }
+  const auto& g = r.grammar;
+  if (!g) return;
+  if (!g->grammar || !g->vocabulary) throw Error("a grammar constraint needs both a grammar and a vocabulary");
+  // A thought comes first when the prompt opens one or the reply may: the grammar starts after it.
+  if (r.split_reasoning) return;
+  grammar::Matcher m(g->grammar, g->vocabulary, g->masks);
+  if (!can_start(m))
+    throw RequestError(g->source + " cannot start: no token of this model's vocabulary begins with what it allows "
+                                   "first (" + next_bytes(m) + ")",
+                       "", "grammar_unsatisfiable");
+}
 
 Generation::Generation(const tokenizer::Tokenizer& tokenizer, GenerationRequest request, int64_t context,
                        int64_t vocab_size)
-    : request_(validated(std::move(request), vocab_size)),
+    : request_(validated(std::move(request), context, vocab_size)),
       context_limit_(context),
       max_new_(max_new_tokens(request_.params, prompt_tokens(), context)),
       sampler_(request_.params),
-      stops_(request_.params.stop_strings),
+      stops_(stops_with_end_texts(tokenizer, request_.params)),
       decoder_(tokenizer, /*skip_special_tokens=*/false),
       parser_(request_.starts_in_reasoning),
       context_(request_.prompt),
       want_logprobs_(request_.params.logprobs || request_.params.top_logprobs > 0) {
-  check_prompt_fits(prompt_tokens(), context);
   if (const auto& g = request_.grammar) {
-    if (!g->grammar || !g->vocabulary) throw Error("a grammar constraint needs both a grammar and a vocabulary");
     matcher_.emplace(g->grammar, g->vocabulary, g->masks);
     grammar_on_ = !(request_.split_reasoning && request_.starts_in_reasoning);
     if (request_.split_reasoning && grammar_on_) think_open_ = tokenizer.token_to_id("<think>");
@@ -91,7 +160,16 @@ bool Generation::is_eos(int32_t t) const {
   return std::find(e.begin(), e.end(), t) != e.end();
 }
 
+void Generation::dead_end() {
+  throw RequestError(request_.grammar->source + " cannot continue after " +
+                         std::to_string(context_.size() - request_.prompt.size()) + " generated tokens (" +
+                         std::to_string(output_bytes_) + " bytes of output): no token of this model's vocabulary "
+                         "begins with what it allows next (" + next_bytes(*matcher_) + ")",
+                     "", "grammar_unsatisfiable");
+}
+
 void Generation::route(std::string text, GenerationStep& out) {
+  output_bytes_ += static_cast<int64_t>(text.size());
   if (!request_.split_reasoning) {
     out.content += text;
     return;
@@ -129,9 +207,13 @@ GenerationStep Generation::step(std::span<const float> logits) {
     return out;
   }
   const bool constrained = matcher_ && grammar_on_;
-  if (constrained && !mask(logits)) {  // the grammar allows nothing more (and no end token is known)
-    end(FinishReason::kEos, out);
-    return out;
+  if (constrained && !mask(logits)) {
+    // A whole sentence that nothing may follow and no end token to close it: the output is done.
+    if (matcher_->complete()) {
+      end(FinishReason::kEos, out);
+      return out;
+    }
+    dead_end();  // never an empty "stop": the output is not what was asked for
   }
   const int32_t tok = sampler_.sample(constrained ? std::span<const float>(masked_) : logits, context_,
                                       request_.prompt.size());
@@ -152,6 +234,7 @@ GenerationStep Generation::step(std::span<const float> logits) {
     std::optional<FinishReason> why;
     if (is_eos(t)) {
       why = FinishReason::kEos;
+      out.tokens[i].end = true;
     } else {
       const auto s = stops_.feed(decoder_.push(t));
       text += s.text;

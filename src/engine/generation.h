@@ -9,8 +9,10 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "base/error.h"
 #include "chat/reasoning.h"
 #include "chat/thinking_budget.h"
 #include "engine/grammar_constraint.h"
@@ -27,6 +29,15 @@ namespace ember::engine {
 enum class FinishReason { kEos, kStopString, kLength, kContext, kCancelled };
 // "stop" (end token, stop string), "length" (max tokens, context) or "cancelled".
 const char* finish_reason_name(FinishReason r);
+
+// A request the engine refuses, with what an API's error names: `param` the request field at fault
+// ("prompt", "max_tokens", "response_format"), `code` the error code ("context_length_exceeded").
+class RequestError : public Error {
+ public:
+  RequestError(const std::string& message, std::string param, std::string code)
+      : Error(message), param(std::move(param)), code(std::move(code)) {}
+  std::string param, code;
+};
 
 // The context limits, one owner for every driver.
 // Tokens one sequence may hold: `requested`, or the model's max_position_embeddings when <= 0.
@@ -52,9 +63,16 @@ struct GenerationRequest {
   std::optional<GrammarConstraint> grammar;
 };
 
+// Every check a request passes before it is queued or run, one owner for Session, the Scheduler and
+// the server: the prompt fits `context` with room for a token, its ids are in the vocabulary, the
+// sampling options and stop strings are valid, and a grammar lets the output start. Throws
+// RequestError naming what is wrong.
+void check_request(const GenerationRequest& request, int64_t context, int64_t vocab_size);
+
 struct GeneratedToken {
   int32_t id;
   std::optional<sampling::TokenLogprobs> logprobs;  // set when the request asked for them (sampled tokens)
+  bool end = false;  // an end token: it ended the sequence and is not part of the text
 };
 
 // What one step (or the end) produced.
@@ -88,6 +106,8 @@ class Generation {
 
  private:
   bool is_eos(int32_t t) const;
+  // The error for a grammar that allows no token now: where the output stopped and what it expected.
+  [[noreturn]] void dead_end();
   // The logits with every token the grammar forbids at -inf; false when it allows none.
   bool mask(std::span<const float> logits);
   void route(std::string text, GenerationStep& out);  // to content, or through the reasoning parser
@@ -100,6 +120,7 @@ class Generation {
   tokenizer::StreamDecoder decoder_;
   chat::ReasoningParser parser_;
   std::vector<int32_t> context_;  // prompt + generated
+  int64_t output_bytes_ = 0;      // of the text streamed so far
   std::optional<grammar::Matcher> matcher_;
   bool grammar_on_ = false;     // false inside a thought: the grammar starts after it
   std::optional<int32_t> think_open_;  // a split-reasoning reply may open a thought as its first token

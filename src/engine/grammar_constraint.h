@@ -3,6 +3,7 @@
 // both immutable, and the masks already computed for them; all shared by every sequence (and
 // every copy of the constraint) that uses them.
 #include <memory>
+#include <string>
 
 #include "sampling/grammar.h"
 #include "sampling/grammar_matcher.h"
@@ -15,6 +16,7 @@ struct GrammarConstraint {
   std::shared_ptr<const grammar::Grammar> grammar;
   std::shared_ptr<const grammar::Vocabulary> vocabulary;  // from grammar_vocabulary(tokenizer)
   std::shared_ptr<grammar::MaskCache> masks = std::make_shared<grammar::MaskCache>();
+  std::string source = "the grammar";  // names it in errors: "the JSON schema in FILE", "'response_format'"
 };
 
 // The tokenizer's tokens as byte strings; special tokens are control tokens no grammar allows.

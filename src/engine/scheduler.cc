@@ -73,6 +73,7 @@ struct Scheduler::Sequence {
   std::vector<int32_t> feed;       // tokens to run in the next step once the prompt is in
   int64_t reused = 0;
   bool first_token = true, done = false;
+  std::string error_code;  // of the RequestError that ended it
 };
 
 // A finished sequence kept for prefix reuse.
@@ -112,12 +113,7 @@ std::vector<std::shared_ptr<RequestStream>> Scheduler::submit(GenerationRequest 
   if (choices < 1 || choices > options_.max_parallel)
     throw Error(std::to_string(choices) + " choices need as many parallel sequences; this scheduler runs " +
                 std::to_string(options_.max_parallel) + " (--parallel)");
-  check_prompt_fits(static_cast<int64_t>(request.prompt.size()), options_.context);
-  const int32_t vocab = static_cast<int32_t>(model_.config().vocab_size);
-  for (int32_t t : request.prompt)
-    if (t < 0 || t >= vocab) throw Error("prompt token id " + std::to_string(t) + " is outside the vocabulary");
-  request.params.validate(static_cast<size_t>(vocab));
-  sampling::StopStringMatcher check(request.params.stop_strings);  // throws for a bad stop string
+  check_request(request, options_.context, model_.config().vocab_size);
 
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (int i = 0; i < choices; ++i) streams.push_back(std::make_shared<RequestStream>());
@@ -323,6 +319,9 @@ bool Scheduler::step() {
     for (Sequence* c : fork_siblings(s)) {
       try {
         after_forward(*c, std::span<const float>(items[i].logits, vocab));
+      } catch (const RequestError& e) {  // e.g. a grammar that this vocabulary cannot continue
+        c->error_code = e.code;
+        finish(*c, FinishReason::kCancelled, e.what());
       } catch (const std::exception& e) {
         finish(*c, FinishReason::kCancelled, e.what());
       }
@@ -414,6 +413,7 @@ void Scheduler::finish(Sequence& s, FinishReason reason, const std::string& erro
     u.finished = true;
     u.finish = reason;
     u.error = error;
+    u.error_code = s.error_code;
     u.prompt_tokens = static_cast<int64_t>(s.n_prompt());
     u.cached_tokens = s.reused;
     u.completion_tokens = static_cast<int64_t>(s.gen.generated().size());
@@ -423,6 +423,7 @@ void Scheduler::finish(Sequence& s, FinishReason reason, const std::string& erro
       u.finished = true;
       u.finish = reason;
       u.error = error;
+    u.error_code = s.error_code;
       u.prompt_tokens = static_cast<int64_t>(s.n_prompt());
     });
     std::lock_guard lock(mu_);

@@ -32,6 +32,7 @@ struct StreamUpdate {
   bool finished = false;
   FinishReason finish = FinishReason::kLength;
   std::string error;  // non-empty: the request failed inside the scheduler
+  std::string error_code;  // set when the request itself was at fault (a RequestError's code)
   int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;
   double queue_seconds = 0, first_token_seconds = 0;  // from submit
 };

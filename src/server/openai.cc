@@ -326,21 +326,25 @@ TextRequest parse_text_request(const ordered_json& body, const sampling::Samplin
 
 const char* finish_reason(engine::FinishReason r) { return engine::finish_reason_name(r); }
 
-ordered_json logprobs_json(const tokenizer::Tokenizer& tok, const std::vector<engine::GeneratedToken>& tokens,
+ordered_json logprobs_json(tokenizer::StreamDecoder& pieces, const std::vector<engine::GeneratedToken>& tokens,
                            bool with_top) {
-  auto entry = [&](int32_t id, float logprob) {
-    const std::string text = tok.decode(std::vector<int32_t>{id}, false);
+  auto entry = [](const std::string& text, float logprob) {
     ordered_json bytes = ordered_json::array();
     for (unsigned char c : text) bytes.push_back(static_cast<int>(c));
     return ordered_json{{"token", text}, {"logprob", logprob}, {"bytes", bytes}};
   };
   ordered_json out = ordered_json::array();
   for (const auto& t : tokens) {
-    if (!t.logprobs) continue;  // forced tokens were not sampled
-    ordered_json e = entry(t.id, t.logprobs->chosen.logprob);
+    if (t.end) continue;  // not part of the text
     ordered_json top = ordered_json::array();
-    if (with_top)
-      for (const auto& alt : t.logprobs->top) top.push_back(entry(alt.token, alt.logprob));
+    if (with_top && t.logprobs)
+      for (const auto& alt : t.logprobs->top) {
+        tokenizer::StreamDecoder what_if = pieces;  // the alternative in the same place
+        top.push_back(entry(what_if.push(alt.token), alt.logprob));
+      }
+    const std::string text = pieces.push(t.id);
+    if (!t.logprobs) continue;  // forced tokens were not sampled
+    ordered_json e = entry(text, t.logprobs->chosen.logprob);
     e["top_logprobs"] = top;
     out.push_back(std::move(e));
   }

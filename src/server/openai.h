@@ -82,8 +82,12 @@ ordered_json parse_body(const std::string& text);
 // OpenAI's finish_reason for an engine finish.
 const char* finish_reason(engine::FinishReason r);
 
-// {"token", "logprob", "bytes", "top_logprobs"} entries of the generated tokens.
-ordered_json logprobs_json(const tokenizer::Tokenizer& tok, const std::vector<engine::GeneratedToken>& tokens,
+// {"token", "logprob", "bytes", "top_logprobs"} entries of the generated tokens. `pieces` has been
+// fed the choice's earlier tokens: each token's text is what it adds to the choice's text (a
+// SentencePiece token keeps its leading space; a byte of a character split over tokens shows as ""
+// until the character is whole), so the entries' texts concatenate to the content. End tokens, which
+// the content leaves out, get no entry.
+ordered_json logprobs_json(tokenizer::StreamDecoder& pieces, const std::vector<engine::GeneratedToken>& tokens,
                            bool with_top);
 
 ordered_json usage_json(const engine::StreamUpdate& final_update);

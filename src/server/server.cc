@@ -143,6 +143,7 @@ struct Server::Stream {
     engine::StreamUpdate all;  // everything so far (the whole response, when not streaming)
     bool sent_role = false, ended = false;
     size_t text_offset = 0;
+    std::optional<tokenizer::StreamDecoder> pieces;  // the logprobs' token texts, in context
     std::optional<chat::ToolCallParser> tools;  // a request with tools: calls out of the streamed content
   };
   std::vector<Choice> choices;
@@ -175,7 +176,8 @@ struct Server::Stream {
     }
     c["logprobs"] = nullptr;
     if (logprobs && !u.tokens.empty()) {
-      ordered_json entries = logprobs_json(tok, u.tokens, with_top);
+      if (!ch.pieces) ch.pieces.emplace(tok, /*skip_special_tokens=*/false);
+      ordered_json entries = logprobs_json(*ch.pieces, u.tokens, with_top);
       c["logprobs"] = chat ? ordered_json{{"content", entries}} : legacy_logprobs(entries, ch.text_offset);
     }
     const bool called = ch.tools && ch.tools->calls() > 0 &&
@@ -301,6 +303,7 @@ struct Server::Stream {
     std::string message, code;
   };
   std::optional<Failure> failure(const engine::StreamUpdate& u, bool shutting_down) const {
+    if (!u.error.empty() && !u.error_code.empty()) return Failure{400, u.error, u.error_code};  // the request's fault
     if (!u.error.empty()) return Failure{500, "generation failed: " + u.error, ""};
     if (!u.finished || u.finish != engine::FinishReason::kCancelled) return std::nullopt;
     if (timed_out)
@@ -323,6 +326,7 @@ struct Server::Stream {
       ch.all.finished = true;
       ch.all.finish = u.finish;
       ch.all.error = u.error;
+      ch.all.error_code = u.error_code;
       ch.all.prompt_tokens = u.prompt_tokens;
       ch.all.cached_tokens = u.cached_tokens;
       ch.all.completion_tokens = u.completion_tokens;
@@ -489,6 +493,8 @@ void Server::routes() {
         (this->*fn)(req, res);
       } catch (const ApiError& e) {
         send_error(res, e.status, e.what(), e.param, e.code);
+      } catch (const engine::RequestError& e) {
+        send_error(res, 400, e.what(), e.param, e.code);
       } catch (const engine::QueueFull& e) {
         res.set_header("Retry-After", "1");
         send_error(res, 429, std::string("the server is busy: ") + e.what(), {}, "rate_limit_exceeded");
@@ -563,6 +569,7 @@ std::optional<engine::GrammarConstraint> Server::output_grammar(const ChatReques
   // Compiled outside the lock: other requests' lookups need not wait for it. Two requests of a new
   // grammar at once may both compile it; the second to finish takes the first one's entry.
   engine::GrammarConstraint c{std::make_shared<const grammar::Grammar>(grammar::Grammar::from_gbnf(gbnf)), vocab};
+  c.source = std::string("'") + param + "'";
   std::lock_guard lock(vocab_mu_);
   for (const auto& [text, known] : recent_grammars_)
     if (text == gbnf) return known;
@@ -584,9 +591,17 @@ void Server::handle_tokenize(const httplib::Request& req, httplib::Response& res
   };
   const bool add_special = flag("add_special"), with_pieces = flag("with_pieces");
   ordered_json tokens = ordered_json::array();
-  for (int32_t id : tokenizer_.encode(content->get<std::string>(), add_special)) {
-    if (!with_pieces) tokens.push_back(id);
-    else tokens.push_back({{"id", id}, {"piece", tokenizer_.decode(std::span<const int32_t>(&id, 1), false)}});
+  const std::vector<int32_t> ids = tokenizer_.encode(content->get<std::string>(), add_special);
+  // Each piece is what its token adds to the text, so the pieces concatenate to the decoded text.
+  tokenizer::StreamDecoder pieces(tokenizer_, /*skip_special_tokens=*/false);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (!with_pieces) {
+      tokens.push_back(ids[i]);
+      continue;
+    }
+    std::string piece = pieces.push(ids[i]);
+    if (i + 1 == ids.size()) piece += pieces.flush();
+    tokens.push_back({{"id", ids[i]}, {"piece", piece}});
   }
   send_json(res, 200, {{"tokens", tokens}});
 }
@@ -655,7 +670,7 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, std::v
   try {
     for (auto& g : gens)
       for (auto& rs : scheduler_->submit(std::move(g), cr.n)) {
-        st->choices.push_back({std::move(rs), {}, false, false, 0, std::nullopt});
+        st->choices.push_back({std::move(rs), {}, false, false, 0, std::nullopt, std::nullopt});
         if (tool_format) st->choices.back().tools.emplace(*tool_format, chat::random_call_ids(*tool_format));
       }
   } catch (...) {

@@ -186,6 +186,58 @@ TEST_F(GenerationTest, GrammarWithoutEndTokenStopsWhenNothingCanFollow) {
   EXPECT_TRUE(second.tokens.empty());
 }
 
+// A grammar that this vocabulary cannot produce is an error naming it and what it expected, never
+// an empty "stop": at once when no token can start it (the server answers 400 before any token),
+// later when the output reaches a point no token continues.
+TEST_F(GenerationTest, GrammarTheVocabularyCannotFollowIsAnError) {
+  GenerationRequest r = request();
+  r.grammar = grammar_of(*tok_, "root ::= [\x01]");  // no token of this vocabulary is that byte
+  r.grammar->source = "the grammar in g.gbnf";
+  try {
+    check_request(r, 64, tok_->vocab_size());
+    ADD_FAILURE() << "no error";
+  } catch (const RequestError& e) {
+    EXPECT_EQ(e.code, "grammar_unsatisfiable");
+    EXPECT_NE(std::string(e.what()).find("the grammar in g.gbnf cannot start"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("\\x01"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(Generation(*tok_, r, 64, tok_->vocab_size()), RequestError);
+
+  r.grammar = grammar_of(*tok_, "root ::= \"ab\" [\x01]");
+  Generation g(*tok_, std::move(r), 64, tok_->vocab_size());
+  std::string content;
+  try {
+    for (int i = 0; i < 10; ++i) content += g.step(pick(id("zebra"))).content;
+    ADD_FAILURE() << "no error; content " << content;
+  } catch (const RequestError& e) {
+    EXPECT_EQ(content, "ab");
+    EXPECT_NE(std::string(e.what()).find("cannot continue after"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("2 bytes of output"), std::string::npos) << e.what();
+  }
+}
+
+// A model that spells its end token out in plain pieces (story-656k writes "<|", "end", "_story",
+// "|>" before <|end_story|>) ends there, and that text is not shown.
+TEST_F(GenerationTest, EndTokenSpelledOutEndsTheTextUnshown) {
+  const std::string end = "<|im_end|>";
+  // Encoded whole, the end token's text would come back as the end token: spell it in two parts,
+  // the second without the word-start marker an encode puts before its text.
+  std::vector<int32_t> pieces = tok_->encode("Hi.<|im_end", /*add_special_tokens=*/false);
+  const std::vector<int32_t> a = tok_->encode("a", false), tail = tok_->encode("a|>", false);
+  ASSERT_TRUE(std::equal(a.begin(), a.end(), tail.begin()));
+  pieces.insert(pieces.end(), tail.begin() + static_cast<std::ptrdiff_t>(a.size()), tail.end());
+  for (int32_t t : pieces) ASSERT_FALSE(tok_->is_special(t)) << t;
+  ASSERT_EQ(tok_->decode(pieces, false), "Hi." + end);
+  Generation g(*tok_, request(), 64, tok_->vocab_size());
+  std::string content;
+  for (int32_t t : pieces) {
+    if (g.done()) break;
+    content += g.step(pick(t)).content;
+  }
+  EXPECT_TRUE(g.done());
+  EXPECT_EQ(content, "Hi.");
+}
+
 // The grammar starts after the thought: one the prompt opens, or one the reply opens as its first
 // token; a reply that starts without one cannot open it later.
 TEST_F(GenerationTest, GrammarStartsAfterTheThought) {

@@ -191,7 +191,11 @@ TEST_P(Golden, CommandLineLogitsAndGenerate) {
     std::vector<int32_t> greedy = cs["greedy_ids"].get<std::vector<int32_t>>();
     const auto eos = std::find(greedy.begin(), greedy.end(), g["eos_token_id"].get<int32_t>());
     greedy.erase(eos, greedy.end());
-    const std::string expected = text + tok.decode(greedy, false) + "\n";
+    std::string reply = tok.decode(greedy, false);
+    // A model that writes its end token out as text before emitting it ends there, unshown.
+    const std::string end_text = tok.decode(std::vector<int32_t>{g["eos_token_id"].get<int32_t>()}, false);
+    reply = reply.substr(0, reply.find(end_text));
+    const std::string expected = text + reply + "\n";
     const test::Output gen = test::run_command("'" + test::ember_binary() + "' generate -q -m '" + dir + "' -p '" + text +
                                                "' -n " + std::to_string(greedy.size()) + " --temperature 0 --repeat-penalty 1 --kv-dtype f32");
     ASSERT_EQ(gen.status, 0) << gen.out;

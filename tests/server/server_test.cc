@@ -434,12 +434,32 @@ TEST_F(ServeTest, LogprobsAndStopStrings) {
   ASSERT_EQ(res->status, 200) << res->body;
   const auto j = ordered_json::parse(res->body);
   const auto& lp = j["choices"][0]["logprobs"]["content"];
-  ASSERT_EQ(lp.size(), j["usage"]["completion_tokens"].get<size_t>());
+  // One entry per token of the text: the end token, which the text leaves out, has none.
+  const bool ended_by_token = j["choices"][0]["finish_reason"] == "stop";
+  ASSERT_EQ(lp.size() + (ended_by_token ? 1 : 0), j["usage"]["completion_tokens"].get<size_t>());
+  std::string joined;
   for (const auto& e : lp) {
+    joined += e["token"].get<std::string>();
     EXPECT_LE(e["logprob"].get<double>(), 0.0);
     ASSERT_EQ(e["top_logprobs"].size(), 3u);
     EXPECT_EQ(e["top_logprobs"][0]["logprob"], e["logprob"]);  // greedy: the chosen one is the best
+    EXPECT_EQ(e["top_logprobs"][0]["token"], e["token"]);       // and shows the same text in place
   }
+  EXPECT_EQ(joined, j["choices"][0]["message"]["content"]);  // pieces keep their leading spaces
+  // The legacy shape: tokens concatenate to the text and text_offset holds byte offsets into it.
+  ordered_json text_body{{"prompt", "Once upon a time"}, {"max_tokens", 24}, {"logprobs", 1}};
+  res = post(c, "/v1/completions", text_body);
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const auto t = ordered_json::parse(res->body)["choices"][0];
+  const std::string text = t["text"];
+  std::string concatenated;
+  for (size_t i = 0; i < t["logprobs"]["tokens"].size(); ++i) {
+    EXPECT_EQ(t["logprobs"]["text_offset"][i], concatenated.size()) << i;
+    concatenated += t["logprobs"]["tokens"][i].get<std::string>();
+  }
+  EXPECT_EQ(concatenated, text);
+  EXPECT_NE(text.find(' '), std::string::npos) << text;
   // A stop string cuts the answer before it.
   ASSERT_GT(r.content.size(), 4u);
   const std::string stop = r.content.substr(r.content.size() / 2, 2);
@@ -636,10 +656,12 @@ TEST_F(ServeTest, TokenizeDetokenizeApplyTemplate) {
   const ordered_json pieces = ordered_json::parse(special->body)["tokens"];
   const auto with_special = tok_->encode(text, true);
   ASSERT_EQ(pieces.size(), with_special.size());
+  std::string joined;
   for (size_t i = 0; i < pieces.size(); ++i) {
     EXPECT_EQ(pieces[i]["id"], with_special[i]);
-    EXPECT_TRUE(pieces[i]["piece"].is_string());
+    joined += pieces[i]["piece"].get<std::string>();
   }
+  EXPECT_EQ(joined, tok_->decode(with_special, false));  // a SentencePiece piece keeps its space
   auto d = post(c, "/detokenize", {{"tokens", ids}});
   ASSERT_TRUE(d);
   EXPECT_EQ(ordered_json::parse(d->body)["content"], tok_->decode(ids, false));
@@ -720,8 +742,10 @@ TEST_F(ServeTest, WaitingStreamSendsKeepAlives) {
   auto srv = start({.max_parallel = 1}, o);
   auto busy = srv->client();
   std::thread first([&] { post(busy, "/v1/completions", endless(900, true)); });
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
   auto c = srv->client();
+  // Queued behind it only once it runs (its 900 tokens take far longer than the poll).
+  for (int i = 0; i < 1000 && metric(c.Get("/metrics")->body, "ember_running_sequences") < 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   auto waited = post(c, "/v1/completions", endless(4, true));
   first.join();
   ASSERT_TRUE(waited);
@@ -734,7 +758,7 @@ TEST_F(ServeTest, WaitingStreamSendsKeepAlives) {
 // it), then [DONE].
 TEST_F(ServeTest, RequestTimeoutIsAnErrorNotAFinishReason) {
   server::ServerOptions o;
-  o.request_timeout_s = 0.3;
+  o.request_timeout_s = 0.001;  // far below what 900 tokens take, on any machine
   auto srv = start({}, o);
   auto c = srv->client();
   auto whole = post(c, "/v1/completions", endless(900, false));
