@@ -18,16 +18,6 @@ inline void cpu_relax() {
 }
 // About 20-50 microseconds of spinning: covers the gap between the loops of one decode step.
 constexpr int kSpinIterations = 1000;
-// Loops are judged in windows of at least this much of their time: whether all threads took longer
-// than the caller alone would have. A busy neighbour that holds a worker's core makes the caller
-// wait for that worker's chunk; brief delays (a server's connection threads writing a token, a
-// hypervisor's tick) cost less than the second thread gives and must not send loops to one thread
-// (judging single waits of 1 ms ran half of a 2-thread prefill alone on a host with 5% steal).
-constexpr auto kWindow = std::chrono::milliseconds(20);
-// Solo periods start short (a neighbour may leave) and double while stalls recur, up to a bound
-// that keeps the cost of probing again (one stall) small.
-constexpr auto kMinBackoff = std::chrono::milliseconds(20);
-constexpr auto kMaxBackoff = std::chrono::milliseconds(1000);
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
@@ -72,7 +62,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
     return;
   }
   const Clock::time_point start = Clock::now();
-  if (start < solo_until_) {
+  if (stalls_.solo(start)) {
     ++solo_loops_;
     fn(0, n);
     return;
@@ -100,23 +90,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   }
   fn_ = nullptr;
   const Clock::time_point end = waited ? Clock::now() : own_end;
-  note_loop(own_end - start, own, end - start, end);
-}
-
-void ThreadPool::note_loop(Clock::duration own, uint32_t own_chunks, Clock::duration took, Clock::time_point now) {
-  // The caller alone would have run every chunk at its own pace (an estimate that favours all
-  // threads where they share memory bandwidth: there the WidthTuner measures both widths).
-  window_took_ += took;
-  window_alone_ += own_chunks > 0 ? own * n_chunks_ / own_chunks : took;
-  if (window_took_ < kWindow) return;
-  const bool slower = window_took_ > window_alone_;
-  window_took_ = window_alone_ = Clock::duration{};
-  if (!slower) return;
-  // A slow window soon after the last solo period ended means the neighbour is still there.
-  const bool recurring = backoff_.count() > 0 && now - last_stall_ < 4 * backoff_;
-  backoff_ = recurring ? std::min<Clock::duration>(2 * backoff_, kMaxBackoff) : Clock::duration(kMinBackoff);
-  last_stall_ = now;
-  solo_until_ = now + backoff_;
+  stalls_.note(own_end - start, own, n_chunks_, end - start, end);
 }
 
 void ThreadPool::worker_loop() {

@@ -7,16 +7,18 @@
 //
 // A worker that is descheduled while it holds a chunk (another process shares its core) still makes
 // the caller wait for that chunk, up to a scheduler time slice. The pool compares, over windows of
-// loops, the time they took with what the caller alone would have taken (its own time per chunk for
-// every chunk); when all threads were slower it runs loops on the caller alone for a while,
-// doubling that while slow windows keep coming back, so sharing a core with a busy neighbour never
-// makes more threads slower than one, and brief delays do not cost the second thread.
+// loops, the time they took with what the caller alone would have taken; when all threads were
+// slower it runs loops on the caller alone for a while (kernels/stall_window.h), so sharing a core
+// with a busy neighbour never makes more threads slower than one, and brief delays do not cost the
+// second thread.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <thread>
 #include <vector>
+
+#include "kernels/stall_window.h"
 
 namespace ember::kernels {
 
@@ -38,15 +40,13 @@ class ThreadPool {
 
   // While set, loops run on the calling thread alone (a WidthTuner found the others do not help).
   void set_caller_only(bool on) { caller_only_ = on; }
+  bool caller_only() const { return caller_only_; }
 
  private:
   using Clock = std::chrono::steady_clock;
   void worker_loop();
   // Claims and runs chunks of loop `gen` until none is left; returns how many it ran.
   uint32_t run_chunks(uint32_t gen);
-  // Adds one loop's timings (the caller's own chunks, the whole loop) to the window, and at the
-  // window's end starts a solo period if the loops were slower than the caller alone.
-  void note_loop(Clock::duration own, uint32_t own_chunks, Clock::duration took, Clock::time_point now);
 
   std::vector<std::thread> workers_;
   // Each shared word on its own cache line: claims and completions would otherwise take the line
@@ -61,10 +61,7 @@ class ThreadPool {
   alignas(64) const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0, chunk_ = 1;
   uint32_t n_chunks_ = 0;
-  // The window and the solo back-off, touched by the calling thread only.
-  Clock::duration window_took_{}, window_alone_{};
-  Clock::time_point solo_until_{}, last_stall_{};
-  Clock::duration backoff_{};
+  StallWindow stalls_;  // touched by the calling thread only
   int64_t solo_loops_ = 0;
   bool caller_only_ = false;
 };

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/kv_type.h"
+#include "kernels/ops.h"
 
 namespace ember::kernels {
 namespace {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -54,26 +55,54 @@ TEST(ThreadPool, StallOfAWorkerSwitchesToCallerAlone) {
   for (auto& h : hits) ASSERT_EQ(h.load(), first + 1);
 }
 
-// A worker delayed near the end of every loop (4 ms in its first chunk from index 48 on: a
-// neighbour's tick, a server's connection thread) makes the caller wait for it, about 2 ms, yet the
-// loop still takes less than the caller alone would (about 7.8 ms against 9.6), so loops keep
-// running on both threads. Judging each wait alone (over 1 ms and 4 chunks) sent the loops to the
-// caller. A bound rather than zero: a loaded machine may stall the worker for real.
-TEST(ThreadPool, BriefDelaysKeepBothThreads) {
-  ThreadPool pool(2);
-  const auto caller = std::this_thread::get_id();
-  const int loops = 40;
-  for (int rep = 0; rep < loops; ++rep) {
-    std::atomic<bool> delayed{false};
-    pool.parallel_for(64, 1, [&](int64_t b, int64_t e) {
-      if (b >= 48 && std::this_thread::get_id() != caller && !delayed.exchange(true))
-        std::this_thread::sleep_for(std::chrono::milliseconds(4));
-      const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(150) * (e - b);
-      while (std::chrono::steady_clock::now() < until) {
-      }
-    });
+// The solo rule with made-up times (no threads, no clock): a worker delayed near the end of every
+// loop makes each loop take about 7.8 ms where the caller alone would take 9.6 (it waits about 2 ms
+// for the worker's chunk but shares the rest), so loops keep running on both threads. Judging each
+// wait alone sent them to the caller.
+TEST(StallWindow, BriefDelaysKeepBothThreads) {
+  using namespace std::chrono_literals;
+  using D = StallWindow::Clock::duration;
+  StallWindow w;
+  StallWindow::Clock::time_point now{};
+  for (int loop = 0; loop < 40; ++loop) {
+    now += 7800us;
+    // 64 chunks: the caller ran 39 of them in 5.85 ms (alone it would take 9.6 ms), then waited.
+    EXPECT_FALSE(w.note(D(5850us), 39, 64, D(7800us), now));
+    EXPECT_FALSE(w.solo(now));
   }
-  EXPECT_LE(pool.solo_loops(), loops / 4);
+}
+
+// Loops slower on all threads than the caller alone: the window of 20 ms that shows it starts a
+// solo period, which doubles while slow windows recur soon after, up to the bound, and starts short
+// again once they stop.
+TEST(StallWindow, SlowWindowsStartSoloPeriodsThatBackOff) {
+  using namespace std::chrono_literals;
+  using D = StallWindow::Clock::duration;
+  StallWindow w;
+  StallWindow::Clock::time_point now{};
+  // A slow loop (the caller ran half the chunks in 1 ms, the loop took 10 ms: alone, 2 ms).
+  auto slow = [&] {
+    now += 10ms;
+    return w.note(D(1ms), 32, 64, D(10ms), now);
+  };
+  EXPECT_FALSE(slow());  // 10 ms: the window is not full yet
+  EXPECT_TRUE(slow());
+  EXPECT_TRUE(w.solo(now));
+  EXPECT_TRUE(w.solo(now + StallWindow::kMinBackoff - 1us));
+  EXPECT_FALSE(w.solo(now + StallWindow::kMinBackoff));
+  D period = StallWindow::kMinBackoff;
+  for (int i = 0; i < 10; ++i) {  // each solo period ends, the next window is slow again
+    now += period;
+    EXPECT_FALSE(slow());
+    EXPECT_TRUE(slow());
+    period = std::min(2 * period, StallWindow::kMaxBackoff);
+    EXPECT_TRUE(w.solo(now + period - 1us)) << i;
+    EXPECT_FALSE(w.solo(now + period)) << i;
+  }
+  now += 60s;  // the neighbour left long ago
+  EXPECT_FALSE(slow());
+  EXPECT_TRUE(slow());
+  EXPECT_FALSE(w.solo(now + StallWindow::kMinBackoff));
 }
 
 }  // namespace
