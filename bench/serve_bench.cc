@@ -206,7 +206,8 @@ void BM_BatchedDecodeStep(benchmark::State& state, const char* name) {
   ember::model::Model& model = state.range(1) == 1 ? *fx.single_thread : *fx.model;
   constexpr int64_t kContext = 64;
   const int64_t batch = state.range(0);
-  ember::model::KvCache cache(model.config(), batch * (kContext / 16 + 2), 16);
+  constexpr int64_t kBlock = ember::model::KvCache::kDefaultBlock;
+  ember::model::KvCache cache(model.config(), batch * (kContext / kBlock + 2), kBlock, model.kv_dtype());
   std::vector<ember::model::KvSequence> seqs;
   const std::vector<int32_t> prompt(kContext, 100);
   const size_t vocab = static_cast<size_t>(model.config().vocab_size);

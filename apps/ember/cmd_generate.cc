@@ -92,8 +92,7 @@ Run add_generate_command(CLI::App& app) {
     for (int32_t i = 0; i < samples; ++i) {
       engine::GenerationRequest request;
       request.prompt = prompt;
-      request.params = params;
-      if (params.seed && i > 0) request.params.seed = *params.seed + static_cast<uint64_t>(i);
+      request.params = engine::params_of_choice(params, i);
       request.grammar = constraint;
       if (samples > 1) std::cout << "--- sample " << i + 1 << '\n';
       std::cout << o->prompt << std::flush;

@@ -12,7 +12,7 @@
 int main(int argc, char** argv) {
   CLI::App app{"Ember: run Hugging Face language models on your own machine"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "ember 0.1.0");
+  app.set_version_flag("--version", "ember " EMBER_VERSION);
 
   std::vector<std::pair<CLI::App*, ember::app::Run>> commands;
   auto add = [&](ember::app::Run (*adder)(CLI::App&)) {

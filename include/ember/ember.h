@@ -33,7 +33,12 @@ namespace ember {
 struct LoadOptions {
   int threads = 0;               // 0: all cores
   int64_t context = 0;           // tokens per sequence; 0: the model's max_position_embeddings
-  std::string kv_dtype = "f16";  // how the KV cache stores keys and values: "f16", "bf16", "q8_0" or "f32"
+  // Memory the KV cache may take, in bytes; 0: 80% of what the system has available. The context
+  // is the smallest of the model's, `context` and what fits (ember's memory plan, as --mem).
+  int64_t kv_memory_bytes = 0;
+  // How the KV cache stores keys and values: "f16", "bf16", "q8_0" or "f32"; empty: Ember's default
+  // (f16, as llama.cpp and the ember commands).
+  std::string kv_dtype;
   std::string quantize = "none";  // "q8_0", "q4_0" or "q4_k": weight matrices quantized at load
   std::function<void(const std::string& stage)> progress;  // loading stages, for a progress display
 };

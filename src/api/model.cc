@@ -11,11 +11,20 @@ Model::Impl::Impl(const std::string& path, const LoadOptions& o)
       model(model::Model::load(path, model::LoadOptions{.threads = o.threads,
                                                         .progress = o.progress,
                                                         .quantize = kernels::parse_qtype(o.quantize),
-                                                        .kv_dtype = model::parse_kv_dtype(o.kv_dtype)})),
+                                                        .kv_dtype = o.kv_dtype.empty() ? model::kKvTypeDefault
+                                                                                       : model::parse_kv_dtype(o.kv_dtype)})),
       tokenizer(model::load_tokenizer(path)),
       prompts(tokenizer, path),
       defaults(engine::default_params(path, model->config())),
-      context(engine::resolve_context(model->config(), o.context)) {}
+      memory{.context = o.context, .sequences = 1, .pool_factor = 1, .budget_bytes = o.kv_memory_bytes},
+      context(planned_context(1, 1)) {}
+
+int64_t Model::Impl::planned_context(int64_t sequences, int64_t pool_factor) const {
+  engine::MemoryRequest r = memory;
+  r.sequences = sequences;
+  r.pool_factor = pool_factor;
+  return engine::plan_memory(*model, r).context;
+}
 
 sampling::SamplingParams Model::Impl::params(const SamplingOptions& o) const { return sampling::apply(defaults, o); }
 

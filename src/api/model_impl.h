@@ -9,6 +9,7 @@
 #include "ember/ember.h"
 #include "engine/chat_prompt.h"
 #include "engine/generation.h"
+#include "engine/memory_plan.h"
 #include "engine/session.h"
 #include "model/model.h"
 #include "tokenizer/tokenizer.h"
@@ -26,7 +27,12 @@ struct Model::Impl {
   tokenizer::Tokenizer tokenizer;
   engine::ChatPromptBuilder prompts;
   sampling::SamplingParams defaults;
-  int64_t context;
+  // The memory plan of `sequences` sequences (pool_factor: KV blocks per context) under the load
+  // options' context and memory budget; its context per sequence.
+  int64_t planned_context(int64_t sequences, int64_t pool_factor) const;
+
+  engine::MemoryRequest memory;  // from the load options
+  int64_t context;               // for one sequence (Model::generate, Model::chat)
   std::unique_ptr<engine::Session> session;  // Model::generate's sequence, made on first use
 };
 

@@ -7,7 +7,9 @@ struct Service::Impl {
   Impl(Model::Impl& m, const ServiceOptions& o)
       : model(m),
         scheduler(*m.model, m.tokenizer,
-                  engine::SchedulerOptions{.max_parallel = o.max_parallel, .context = m.context, .max_queue = o.max_queue}) {}
+                  engine::SchedulerOptions{.max_parallel = o.max_parallel,
+                                           .context = m.planned_context(o.max_parallel, engine::Scheduler::kPoolFactor),
+                                           .max_queue = o.max_queue}) {}
   Request submit(engine::GenerationRequest g) {
     Request r;
     try {

@@ -6,6 +6,10 @@
 
 namespace ember::chat {
 
+// The tags of a thought, as the thinking models' templates write them (one owner: the parser, the
+// prompt builder's budget and the grammar's wait for the thought all use these).
+inline constexpr std::string_view kThinkOpen = "<think>", kThinkClose = "</think>";
+
 struct ReasoningDelta {
   std::string reasoning;
   std::string content;
@@ -14,8 +18,8 @@ struct ReasoningDelta {
 class ReasoningParser {
  public:
   // start_in_reasoning: the prompt already opened a thought (it ends inside <think>).
-  explicit ReasoningParser(bool start_in_reasoning = false, std::string open_tag = "<think>",
-                           std::string close_tag = "</think>");
+  explicit ReasoningParser(bool start_in_reasoning = false, std::string open_tag = std::string(kThinkOpen),
+                           std::string close_tag = std::string(kThinkClose));
   ReasoningDelta push(std::string_view text);
   ReasoningDelta flush();
   bool in_reasoning() const { return in_reasoning_; }
@@ -34,7 +38,7 @@ class ReasoningParser {
 ReasoningDelta split_reasoning(std::string_view text, bool start_in_reasoning = false);
 
 // True if `prompt` leaves a <think> open (its last <think> comes after its last </think>).
-bool prompt_opens_reasoning(std::string_view prompt, std::string_view open_tag = "<think>",
-                            std::string_view close_tag = "</think>");
+bool prompt_opens_reasoning(std::string_view prompt, std::string_view open_tag = kThinkOpen,
+                            std::string_view close_tag = kThinkClose);
 
 }  // namespace ember::chat

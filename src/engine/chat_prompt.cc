@@ -35,11 +35,11 @@ ChatPrompt ChatPromptBuilder::build(const nlohmann::ordered_json& messages, cons
   p.ids = tokenizer_.encode(p.text, /*add_special_tokens=*/false);
   p.opens_reasoning = chat::prompt_opens_reasoning(p.text);
 
-  const auto open_id = tokenizer_.token_to_id("<think>");
+  const auto open_id = tokenizer_.token_to_id(chat::kThinkOpen);
   if (options.think_budget >= 0 && open_id) {
     std::vector<int32_t> close_ids;
-    if (auto close = tokenizer_.token_to_id("</think>")) close_ids = {*close};
-    else close_ids = tokenizer_.encode("</think>", false);
+    if (auto close = tokenizer_.token_to_id(chat::kThinkClose)) close_ids = {*close};
+    else close_ids = tokenizer_.encode(chat::kThinkClose, false);
     if (options.think_budget == 0 && p.opens_reasoning) {  // no thought at all: close it in the prompt
       p.ids.insert(p.ids.end(), close_ids.begin(), close_ids.end());
       p.opens_reasoning = false;

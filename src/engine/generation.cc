@@ -25,6 +25,18 @@ sampling::SamplingParams default_params(const std::string& model_dir, const mode
   return p;
 }
 
+sampling::SamplingParams params_of_choice(sampling::SamplingParams params, int64_t i) {
+  if (params.seed) params.seed = *params.seed + static_cast<uint64_t>(i);
+  return params;
+}
+
+size_t reusable_prefix(std::span<const int32_t> cached, std::span<const int32_t> prompt) {
+  if (prompt.empty()) return 0;
+  size_t n = 0;
+  while (n < cached.size() && n < prompt.size() && cached[n] == prompt[n]) ++n;
+  return std::min(n, prompt.size() - 1);
+}
+
 int64_t resolve_context(const model::ModelConfig& config, int64_t requested) {
   return requested > 0 ? requested : config.max_position_embeddings;
 }
@@ -135,7 +147,7 @@ Generation::Generation(const tokenizer::Tokenizer& tokenizer, GenerationRequest 
   if (const auto& g = request_.grammar) {
     matcher_.emplace(g->grammar, g->vocabulary, g->masks);
     grammar_on_ = !(request_.split_reasoning && request_.starts_in_reasoning);
-    if (request_.split_reasoning && grammar_on_) think_open_ = tokenizer.token_to_id("<think>");
+    if (request_.split_reasoning && grammar_on_) think_open_ = tokenizer.token_to_id(chat::kThinkOpen);
   }
 }
 

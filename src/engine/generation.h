@@ -48,6 +48,14 @@ void check_prompt_fits(int64_t prompt_tokens, int64_t context);
 // context; never more than the rest of the context.
 int64_t max_new_tokens(const sampling::SamplingParams& params, int64_t prompt_tokens, int64_t context);
 
+// The sampling options of choice `i` (0-based) of a request asking for several: seeds S, S+1, ...
+// so that each choice is reproducible alone (without a seed, each draws its own).
+sampling::SamplingParams params_of_choice(sampling::SamplingParams params, int64_t i);
+
+// How many of `cached` tokens a new prompt can reuse: the shared prefix, less the prompt's last
+// token, which is always computed again (its logits start the generation).
+size_t reusable_prefix(std::span<const int32_t> cached, std::span<const int32_t> prompt);
+
 // A model's decoding defaults: its folder's generation_config.json, config.json's end tokens merged in.
 sampling::SamplingParams default_params(const std::string& model_dir, const model::ModelConfig& config);
 

@@ -27,7 +27,7 @@ struct MemoryPlan {
   int64_t budget_bytes = 0;        // for the KV cache
   int64_t sequences = 1, context = 0;
   int64_t pool_factor = 1;  // KV blocks held per sequence's context (MemoryRequest::pool_factor)
-  kernels::KvType kv_dtype = kernels::KvType::F32;
+  kernels::KvType kv_dtype = model::kKvTypeDefault;
 
   int64_t kv_bytes() const;  // of the whole pool at full use (pool_factor included)
   std::string describe() const;  // the one line printed at start

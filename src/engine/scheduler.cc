@@ -17,12 +17,6 @@ double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-size_t common_prefix(std::span<const int32_t> a, std::span<const int32_t> b) {
-  size_t n = 0;
-  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-  return n;
-}
-
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 }  // namespace
 
@@ -93,7 +87,7 @@ Scheduler::Scheduler(model::Model& model, const tokenizer::Tokenizer& tokenizer,
   // Running sequences never reference more distinct blocks than their tables hold, so this many
   // blocks always suffice once finished sequences are evicted; the rest of the pool is the reuse cache.
   const int64_t per_seq = ceil_div(options_.context, options_.block_size) + 1;
-  const int64_t n_blocks = options_.max_parallel * per_seq * 2;
+  const int64_t n_blocks = options_.max_parallel * per_seq * kPoolFactor;
   cache_ = model.make_cache(n_blocks * options_.block_size, options_.block_size);
   stats_.kv_blocks_total = n_blocks;
   stats_.kv_blocks_free = n_blocks;
@@ -224,15 +218,14 @@ void Scheduler::start(Pending p) {
   const Sequence* live = nullptr;
   auto cached = lru_.end();
   for (const auto& r : running_) {
-    const size_t n = common_prefix(r->kv_tokens, prompt);
+    const size_t n = reusable_prefix(r->kv_tokens, prompt);
     if (n > best) best = n, live = r.get(), cached = lru_.end();
   }
   for (auto it = lru_.begin(); it != lru_.end(); ++it) {
-    const size_t n = common_prefix((*it)->tokens, prompt);
+    const size_t n = reusable_prefix((*it)->tokens, prompt);
     if (n > best) best = n, live = nullptr, cached = it;
   }
-  // As Session::prefill: the last prompt token is always computed, its logits start generation.
-  const size_t keep = std::min(best, prompt.size() - 1);
+  const size_t keep = best;
   if (keep > 0) {
     if (cached != lru_.end()) {
       s.kv = std::move((*cached)->kv);
@@ -361,7 +354,7 @@ std::vector<Scheduler::Sequence*> Scheduler::fork_siblings(Sequence& s) {
   std::vector<Sequence*> all{&s};
   for (size_t i = 0; i < s.siblings.size(); ++i) {
     GenerationRequest r = s.req();
-    if (r.params.seed) r.params.seed = *r.params.seed + i + 1;
+    r.params = params_of_choice(std::move(r.params), static_cast<int64_t>(i) + 1);
     auto c = std::make_unique<Sequence>(Pending{std::move(r), std::move(s.siblings[i]), s.submitted, {}}, *cache_,
                                         tokenizer_, options_.context, model_.config().vocab_size);
     c->kv = s.kv.fork();

@@ -64,7 +64,7 @@ struct SchedulerOptions {
   int64_t max_queue = 64;       // waiting requests beyond the running ones; more are refused
   int64_t prefill_chunk = 256;  // prompt tokens computed per step (over all prefilling sequences)
   int64_t cached_sequences = 0; // finished sequences kept for prefix reuse; <= 0: 2 * max_parallel
-  int64_t block_size = model::Model::kKvBlock;
+  int64_t block_size = model::KvCache::kDefaultBlock;
 };
 
 struct SchedulerStats {
@@ -85,6 +85,9 @@ struct QueueFull : std::runtime_error {
 class Scheduler {
  public:
   using Clock = std::chrono::steady_clock;
+  // KV blocks held per sequence's context: as many again as the running sequences need, to keep
+  // finished conversations' prefixes for reuse (the memory plan's pool_factor).
+  static constexpr int64_t kPoolFactor = 2;
   Scheduler(model::Model& model, const tokenizer::Tokenizer& tokenizer, SchedulerOptions options = {});
   ~Scheduler();  // cancels everything and joins the thread
   Scheduler(const Scheduler&) = delete;

@@ -23,11 +23,9 @@ void Session::reset() {
 
 int64_t Session::prefill(std::span<const int32_t> prompt) {
   check_prompt_fits(static_cast<int64_t>(prompt.size()), context_);
-  size_t keep = 0;
-  while (keep < cached_.size() && keep < prompt.size() && cached_[keep] == prompt[keep]) ++keep;
-  // At least the last prompt token is recomputed: its logits start the generation.
-  if (keep == prompt.size() && keep == cached_.size() && !logits_.empty()) return 0;
-  keep = std::min(keep, prompt.size() - 1);
+  // The same prompt again: its logits are still here.
+  if (std::equal(prompt.begin(), prompt.end(), cached_.begin(), cached_.end()) && !logits_.empty()) return 0;
+  const size_t keep = reusable_prefix(cached_, prompt);
   seq_.truncate(static_cast<int64_t>(keep));
   cached_.resize(keep);
   const auto rest = prompt.subspan(keep);

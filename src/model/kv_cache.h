@@ -18,8 +18,10 @@ class KvCache {
   // type: how keys and values are stored (F32; F16/BF16 for half the memory and bandwidth; Q8_0 for
   // about a quarter); attention converts back and computes in float32. Throws ember::Error when the
   // type cannot store this model's head size.
-  KvCache(const ModelConfig& config, int64_t n_blocks, int64_t block_size = 16,
-          kernels::KvType type = kernels::KvType::F32);
+  // Positions per block unless told: small enough that a prefix shared by conversations is reused
+  // to within a few tokens.
+  static constexpr int64_t kDefaultBlock = 16;
+  KvCache(const ModelConfig& config, int64_t n_blocks, int64_t block_size, kernels::KvType type);
 
   int64_t block_size() const { return block_size_; }
   int64_t n_blocks() const { return n_blocks_; }

@@ -25,10 +25,12 @@
 
 namespace ember::model {
 
-// What the commands and the library store keys and values as unless told (--kv-dtype): F16, as
-// llama.cpp does, half of F32's memory. LoadOptions itself defaults to F32, the reference precision
-// the float32 goldens are compared at (F16 moves tiny-model logits by about 1e-2, beyond them).
+// What the commands and the public library store keys and values as unless told (--kv-dtype): F16,
+// as llama.cpp does, half of F32's memory.
 constexpr kernels::KvType kKvTypeDefault = kernels::KvType::F16;
+// What model::LoadOptions itself defaults to: the reference precision the float32 goldens are
+// compared at (F16 moves tiny-model logits by about 1e-2, beyond them).
+constexpr kernels::KvType kKvTypeReference = kernels::KvType::F32;
 
 // "f32", "f16", "bf16" or "q8_0" (the --kv-dtype flag); throws ember::Error otherwise.
 kernels::KvType parse_kv_dtype(const std::string& name);
@@ -43,7 +45,7 @@ struct LoadOptions {
   kernels::QType quantize = kernels::QType::None;
   // How KV caches made by make_cache store keys and values. F16 halves the cache's memory and the
   // bytes attention reads per token (attention still computes in float32); see kKvTypeDefault.
-  kernels::KvType kv_dtype = kernels::KvType::F32;
+  kernels::KvType kv_dtype = kKvTypeReference;
   // Plain (float) weight matrices converted at load to this type (F32, F16 or BF16, rounding to
   // nearest even), e.g. a BF16 folder run in F16 as a llama.cpp F16 file is; unset: as stored.
   // Quantized matrices, the embedding table (unless tied to the output) and norms are not converted.
@@ -89,8 +91,7 @@ class Model {
 
   // A KV cache of blocks of `block_size` positions, `max_tokens` positions in total (over all
   // sequences that will share it), stored in the LoadOptions' kv_dtype.
-  static constexpr int64_t kKvBlock = 16;
-  std::unique_ptr<KvCache> make_cache(int64_t max_tokens, int64_t block_size = kKvBlock) const;
+  std::unique_ptr<KvCache> make_cache(int64_t max_tokens, int64_t block_size = KvCache::kDefaultBlock) const;
   kernels::KvType kv_dtype() const { return kv_dtype_; }
 
   // Runs all items as one batch: matrix products over every token of every item, attention per

@@ -128,6 +128,29 @@ TEST_F(Api, GenerateStreamsAndStops) {
   EXPECT_EQ(streamed, r.content);
 }
 
+// The library plans the KV cache's memory as the ember commands do: the context is what fits the
+// budget, not the model's max_position_embeddings; a budget too small for a useful context is an
+// error with the numbers.
+TEST(ApiMemoryPlan, ContextIsWhatFitsTheBudget) {
+  const std::string dir = ember::test::model_dir("chat-skills");
+  const auto c = nlohmann::json::parse(std::ifstream(dir + "/config.json"));
+  const int64_t f32_per_token = 2 * c["num_hidden_layers"].get<int64_t>() * c["num_key_value_heads"].get<int64_t>() *
+                                c["head_dim"].get<int64_t>() * 4;
+  const int64_t trained = c["max_position_embeddings"].get<int64_t>();
+  ember::LoadOptions o;
+  o.kv_dtype = "f32";
+  EXPECT_EQ(ember::Model(dir, o).context(), trained);
+  o.kv_memory_bytes = f32_per_token * (trained - 100);
+  EXPECT_EQ(ember::Model(dir, o).context(), trained - 100);
+  o.kv_memory_bytes = f32_per_token * 10;
+  try {
+    ember::Model tiny(dir, o);
+    FAIL() << "a 10-token budget loaded";
+  } catch (const ember::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not enough memory for the KV cache"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ApiErrors, BadInputNamesTheCulprit) {
   try {
     ember::Model m("/nonexistent/model");

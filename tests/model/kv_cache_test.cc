@@ -19,7 +19,7 @@ ModelConfig tiny_config() {
 }
 
 TEST(KvCache, ExtendTruncateAndRelease) {
-  KvCache cache(tiny_config(), 4, 2);
+  KvCache cache(tiny_config(), 4, 2, kernels::KvType::F32);
   {
     KvSequence s(cache);
     s.extend(3);
@@ -43,7 +43,7 @@ float key_at(const KvSequence& s, int64_t layer, int64_t pos) {
 
 TEST(KvCache, StoreWritesWhereAttentionReads) {
   const ModelConfig c = tiny_config();
-  KvCache cache(c, 8, 4);
+  KvCache cache(c, 8, 4, kernels::KvType::F32);
   KvSequence s(cache);
   s.extend(7);
   std::vector<float> k(static_cast<size_t>(c.kv_dim())), v(k.size());
@@ -60,7 +60,7 @@ TEST(KvCache, StoreWritesWhereAttentionReads) {
 
 TEST(KvCache, ForkSharesThenCopiesOnWrite) {
   const ModelConfig c = tiny_config();
-  KvCache cache(c, 8, 4);
+  KvCache cache(c, 8, 4, kernels::KvType::F32);
   KvSequence a(cache);
   a.extend(6);  // blocks: full + half-full
   std::vector<float> k(static_cast<size_t>(c.kv_dim()), 42.0f), v(k.size());
@@ -76,7 +76,7 @@ TEST(KvCache, ForkSharesThenCopiesOnWrite) {
 }
 
 TEST(KvCache, ExhaustionIsAnErrorAndLeaksNothing) {
-  KvCache cache(tiny_config(), 2, 2);
+  KvCache cache(tiny_config(), 2, 2, kernels::KvType::F32);
   KvSequence s(cache);
   s.extend(2);
   EXPECT_THROW(s.extend(10), Error);
