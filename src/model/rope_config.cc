@@ -64,9 +64,6 @@ struct RopeFields {
   }
 };
 
-// YaRN's attention scaling for a context `scale` times the original one.
-double yarn_mscale(double scale, double mscale) { return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0; }
-
 // As transformers' _compute_yarn_parameters: factor from the object (the ratio of the contexts
 // only where it is absent), attention scaling from attention_factor or mscale / mscale_all_dim.
 void parse_yarn(const RopeFields& r, const ModelConfig& c, RopeConfig& rope) {
@@ -85,7 +82,7 @@ void parse_yarn(const RopeFields& r, const ModelConfig& c, RopeConfig& rope) {
   const double mscale = r.number("mscale").value_or(0.0), all_dims = r.number("mscale_all_dim").value_or(0.0);
   rope.attention_factor = mscale != 0.0 && all_dims != 0.0
                               ? yarn_mscale(rope.factor, mscale) / yarn_mscale(rope.factor, all_dims)
-                              : yarn_mscale(rope.factor, 1.0);
+                              : yarn_mscale(rope.factor);
 }
 
 // As transformers' _compute_longrope_parameters: Phi-3 sets original_max_position_embeddings beside
@@ -183,6 +180,8 @@ void parse_rope_settings(const json& j, const std::string& where, bool local_rop
   c.rope = full != nullptr ? parse_rope({*full, "rope_parameters.full_attention", where}, j, c, true, start)
                            : parse_rope({*sliding, "rope_parameters.sliding_attention", where}, j, c, true, start);
 }
+
+double yarn_mscale(double scale, double mscale) { return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0; }
 
 std::vector<double> rope_inv_freq(const ModelConfig& c, int64_t seq_len) { return rope_inv_freq(c, c.rope, seq_len); }
 

@@ -13,4 +13,8 @@ namespace ember::model {
 // c.max_position_embeddings and c.rope_dim(), so it runs once those are set.
 void parse_rope_settings(const nlohmann::json& j, const std::string& where, bool local_rope, ModelConfig& c);
 
+// YaRN's attention scaling for a context `scale` times the original one (mscale: DeepSeek's
+// multiplier of its logarithm), as transformers' get_mscale.
+double yarn_mscale(double scale, double mscale = 1.0);
+
 }  // namespace ember::model
