@@ -20,7 +20,7 @@ int Rope::factor_set(int64_t seq_len) const {
   return rope_.scaling == RopeScaling::LongRope && seq_len > rope_.original_max_position_embeddings ? 1 : 0;
 }
 
-void Rope::grow(Table& table, int64_t positions) const {
+void Rope::grow(Table& table, int64_t positions) {
   if (positions <= table.positions) return;
   // Whole pages of positions at once, at least the first 4096 (or the trained context if shorter).
   const int64_t n = std::max({positions, 2 * table.positions, std::min<int64_t>(4096, c_.max_position_embeddings)});
@@ -42,7 +42,10 @@ void Rope::prepare(std::span<const int64_t> pos, std::span<const int64_t> seq_le
   auto scaled = [&](size_t t) { return dynamic && seq_len[t] > c_.max_position_embeddings; };
   int64_t last[2] = {0, 0};
   for (size_t t = 0; t < n; ++t)
-    if (!scaled(t)) last[factor_set(seq_len[t])] = std::max(last[factor_set(seq_len[t])], pos[t] + 1);
+    if (!scaled(t)) {
+      int64_t& l = last[factor_set(seq_len[t])];
+      l = std::max(l, pos[t] + 1);
+    }
   for (int s = 0; s < 2; ++s) grow(tables_[s], last[s]);  // before pointers into the tables are taken
   scaled_.resize(n * static_cast<size_t>(2 * half_));
   cos_of_.resize(n);

@@ -36,7 +36,7 @@ class Rope {
     std::vector<float> cos, sin;
     int64_t positions = 0;
   };
-  void grow(Table& table, int64_t positions) const;
+  void grow(Table& table, int64_t positions);
   const ModelConfig& c_;
   const RopeConfig& rope_;
   int64_t half_;

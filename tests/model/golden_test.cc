@@ -57,6 +57,39 @@ double max_diff(const float* a, const float* b, int64_t n) {
   return worst;
 }
 
+// The reference's own cache check (kv_cache_selfcheck, where a golden has one): a prompt prefilled
+// in the given chunks through the cache gives after each chunk the logits of a prefill of that
+// prefix at once, and after the last the golden's.
+void expect_reference_chunks(Model& m, const json& g) {
+  const Tolerance tol{g["tolerance"]["logits_abs"].get<double>(), g["tolerance"]["logits_rel_to_max"].get<double>()};
+  const int64_t V = m.config().vocab_size;
+  for (const auto& check : g["kv_cache_selfcheck"]["checks"]) {
+    const std::string name = check["prompt"].get<std::string>();
+    SCOPED_TRACE("kv_cache_selfcheck " + name);
+    const json* cs = nullptr;
+    for (const auto& c : g["cases"])
+      if (c["name"] == name) cs = &c;
+    ASSERT_NE(cs, nullptr);
+    const auto ids = (*cs)["prompt_ids"].get<std::vector<int32_t>>();
+    auto cache = m.make_cache(4 * static_cast<int64_t>(ids.size()));
+    KvSequence seq(*cache);
+    std::vector<float> logits;
+    size_t done = 0;
+    for (const auto& chunk : check["chunks"]) {
+      const size_t k = chunk.get<size_t>();
+      ASSERT_LE(done + k, ids.size());
+      logits = m.forward(seq, std::span<const int32_t>(ids.data() + done, k));
+      done += k;
+      KvSequence whole(*cache);
+      const std::vector<float> ref = m.forward(whole, std::span<const int32_t>(ids.data(), done));
+      EXPECT_LE(max_diff(logits.data(), ref.data(), V), 2e-3) << "after " << done << " tokens";
+    }
+    ASSERT_EQ(done, ids.size());
+    const auto expected = (*cs)["last_logits"].get<std::vector<float>>();
+    EXPECT_LE(max_diff(logits.data(), expected.data(), V), tol.bound(expected));
+  }
+}
+
 class Golden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Golden, LogitsAndGreedyIdsMatch) {
@@ -93,7 +126,7 @@ TEST_P(Golden, LogitsAndGreedyIdsMatch) {
 
 // Prefill of a prefix followed by decode (or a second chunk) gives the logits of a full prefill of
 // each prefix: for most models the rows of one prefill of everything; with LongRoPE, whose factors
-// follow the whole pass's length, a prefill of that prefix alone.
+// follow the whole pass's length, a prefill of that prefix alone. And the golden's own chunks.
 TEST_P(Golden, SplitPrefillMatchesFullPrefill) {
   const json g = read_json(test::testdata("golden/" + GetParam() + ".json"));
   auto m = Model::load(test::model_dir(g["model"].get<std::string>()), {.threads = 2, .progress = {}});
@@ -129,42 +162,7 @@ TEST_P(Golden, SplitPrefillMatchesFullPrefill) {
       if (p < n) logits = m->forward(seq, std::span<const int32_t>(&ids[p], 1));
     }
   }
-}
-
-// The reference's own cache check (kv_cache_selfcheck, where a golden has one): a prompt prefilled
-// in the given chunks through the cache gives after each chunk the logits of a prefill of that
-// prefix at once, and after the last the golden's.
-TEST_P(Golden, ChunkedPrefillAsTheReferenceChecked) {
-  const json g = read_json(test::testdata("golden/" + GetParam() + ".json"));
-  if (!g.contains("kv_cache_selfcheck")) GTEST_SKIP() << "no kv_cache_selfcheck";
-  const Tolerance tol{g["tolerance"]["logits_abs"].get<double>(), g["tolerance"]["logits_rel_to_max"].get<double>()};
-  auto m = Model::load(test::model_dir(g["model"].get<std::string>()), {.threads = 2, .progress = {}});
-  const int64_t V = m->config().vocab_size;
-  for (const auto& check : g["kv_cache_selfcheck"]["checks"]) {
-    const std::string name = check["prompt"].get<std::string>();
-    SCOPED_TRACE(name);
-    const json* cs = nullptr;
-    for (const auto& c : g["cases"])
-      if (c["name"] == name) cs = &c;
-    ASSERT_NE(cs, nullptr);
-    const auto ids = (*cs)["prompt_ids"].get<std::vector<int32_t>>();
-    auto cache = m->make_cache(4 * static_cast<int64_t>(ids.size()));
-    KvSequence seq(*cache);
-    std::vector<float> logits;
-    size_t done = 0;
-    for (const auto& chunk : check["chunks"]) {
-      const size_t k = chunk.get<size_t>();
-      ASSERT_LE(done + k, ids.size());
-      logits = m->forward(seq, std::span<const int32_t>(ids.data() + done, k));
-      done += k;
-      KvSequence whole(*cache);
-      const std::vector<float> ref = m->forward(whole, std::span<const int32_t>(ids.data(), done));
-      EXPECT_LE(max_diff(logits.data(), ref.data(), V), 2e-3) << "after " << done << " tokens";
-    }
-    ASSERT_EQ(done, ids.size());
-    const auto expected = (*cs)["last_logits"].get<std::vector<float>>();
-    EXPECT_LE(max_diff(logits.data(), expected.data(), V), tol.bound(expected));
-  }
+  if (g.contains("kv_cache_selfcheck")) expect_reference_chunks(*m, g);
 }
 
 // A sequence's logits have the same bits whether it runs alone or in one forward pass with others
