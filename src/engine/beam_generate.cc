@@ -13,15 +13,6 @@ namespace ember::engine {
 
 namespace {
 
-// A sequence holding the same positions in blocks of its own.
-model::KvSequence copy_of(const model::KvSequence& src) {
-  model::KvCache& cache = src.cache();
-  model::KvSequence dst(cache);
-  dst.extend(src.length());
-  for (size_t b = 0; b < src.blocks().size(); ++b) cache.copy_block(src.blocks()[b], dst.blocks()[b]);
-  return dst;
-}
-
 // The penalties and bias of `p`, as transformers applies its logits processors to the beam scores.
 class Penalties {
  public:
@@ -100,7 +91,7 @@ BeamGenerateResult beam_generate(model::Model& model, std::span<const int32_t> p
     next.reserve(step.parent.size());
     for (int32_t parent : step.parent)
       next.push_back(options.share_blocks ? live[static_cast<size_t>(parent)].fork()
-                                          : copy_of(live[static_cast<size_t>(parent)]));
+                                          : live[static_cast<size_t>(parent)].copy());
     rows.resize(next.size() * vocab);
     items.clear();
     for (size_t i = 0; i < next.size(); ++i)

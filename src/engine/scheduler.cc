@@ -245,10 +245,11 @@ void Scheduler::start(Pending p) {
   running_.push_back(std::move(seq));
 }
 
-// Blocks one step of `new_tokens` may need: new blocks plus one copy of a shared partial block.
+// Blocks one step of `new_tokens` may need: new blocks plus one copy of a shared partial block, and
+// of every shared block when the pass computes the sequence again (LongRoPE crossing its original context).
 int64_t Scheduler::blocks_for(const Sequence& s, int64_t new_tokens) const {
   const int64_t len = s.kv.length(), bs = cache_->block_size();
-  return ceil_div(len + new_tokens, bs) - ceil_div(len, bs) + 1;
+  return ceil_div(len + new_tokens, bs) - ceil_div(len, bs) + 1 + ceil_div(model_.recompute_length(s.kv, new_tokens), bs);
 }
 
 void Scheduler::ensure_blocks(int64_t needed) {

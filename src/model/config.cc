@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "base/mapped_file.h"
 #include "model/architecture.h"
+#include "model/rope_config.h"
 
 namespace ember::model {
 
@@ -52,32 +53,6 @@ struct Reader {
     return x;
   }
 };
-
-void parse_rope_scaling(const json& rs, const std::string& where, ModelConfig& c) {
-  if (!rs.is_object()) fail(where, "field \"rope_scaling\" must be an object or null");
-  std::string type;
-  if (auto it = rs.find("rope_type"); it != rs.end() && it->is_string()) type = *it;
-  else if (auto it2 = rs.find("type"); it2 != rs.end() && it2->is_string()) type = *it2;
-  else fail(where, "rope_scaling has no \"rope_type\" (or \"type\")");
-  const Reader r{rs, where};
-  if (type == "default") {
-    c.rope.scaling = RopeScaling::None;
-    return;
-  }
-  if (type == "linear") c.rope.scaling = RopeScaling::Linear;
-  else if (type == "dynamic") c.rope.scaling = RopeScaling::Dynamic;
-  else if (type == "llama3") c.rope.scaling = RopeScaling::Llama3;
-  else fail(where, "unsupported rope_scaling type \"" + type + "\" (supported: default, linear, dynamic, llama3)");
-  c.rope.factor = r.number_or("factor", 0.0);
-  if (!(c.rope.factor > 0.0)) fail(where, "rope_scaling.factor must be a positive number");
-  if (c.rope.scaling == RopeScaling::Llama3) {
-    c.rope.low_freq_factor = r.number_or("low_freq_factor", 1.0);
-    c.rope.high_freq_factor = r.number_or("high_freq_factor", 4.0);
-    c.rope.original_max_position_embeddings = r.integer("original_max_position_embeddings");
-    if (c.rope.high_freq_factor <= c.rope.low_freq_factor)
-      fail(where, "rope_scaling.high_freq_factor must be larger than low_freq_factor");
-  }
-}
 
 // Each layer's attention window: config.json's layer_types where given, else the architecture's rule.
 std::vector<LayerSpec> parse_layers(const Reader& r, const Architecture& arch, int64_t n_layers) {
@@ -302,8 +277,6 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
   c.max_position_embeddings = r.integer_or("max_position_embeddings", 2048);
   check_dimensions(c, where);  // before anything is sized by them
   c.rms_norm_eps = r.number_or("rms_norm_eps", 1e-6);
-  c.rope.theta = r.number_or("rope_theta", 10000.0);
-  if (const json* rs = r.find("rope_scaling")) parse_rope_scaling(*rs, where, c);
   c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
 
   c.activation = parse_activation(r);
@@ -317,6 +290,7 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
   c.fused_qkv = !arch->names->fused_qkv.empty();
   c.fused_gate_up = !arch->names->fused_gate_up.empty();
   parse_family_options(r, *arch, c);
+  parse_rope_settings(j, where, arch->local_rope, c);  // after the rotary dims are known
   parse_moe(r, *arch, c);
   check_dimensions(c, where);  // the experts'
 
@@ -334,41 +308,6 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
 ModelConfig load_config(const std::string& model_dir) {
   const std::string path = model_dir + "/config.json";
   return parse_config(read_file(path), path);
-}
-
-std::vector<double> rope_inv_freq(const ModelConfig& c, int64_t seq_len) { return rope_inv_freq(c, c.rope, seq_len); }
-
-std::vector<double> rope_inv_freq(const ModelConfig& mc, const RopeConfig& c, int64_t seq_len) {
-  const int64_t d = mc.rope_dim();
-  double base = c.theta;
-  if (c.scaling == RopeScaling::Dynamic && seq_len > mc.max_position_embeddings) {
-    // NTK-aware scaling: grow the base once the sequence outruns the trained context.
-    const double f = c.factor;
-    base *= std::pow(f * static_cast<double>(seq_len) / static_cast<double>(mc.max_position_embeddings) - (f - 1.0),
-                     static_cast<double>(d) / static_cast<double>(d - 2));
-  }
-  std::vector<double> inv(d / 2);
-  for (int64_t i = 0; i < d / 2; ++i) inv[i] = 1.0 / std::pow(base, static_cast<double>(2 * i) / static_cast<double>(d));
-  if (c.scaling == RopeScaling::Linear) {
-    for (auto& f : inv) f /= c.factor;
-  } else if (c.scaling == RopeScaling::Llama3) {
-    const double old_ctx = static_cast<double>(c.original_max_position_embeddings);
-    const double low_wavelen = old_ctx / c.low_freq_factor;
-    const double high_wavelen = old_ctx / c.high_freq_factor;
-    for (auto& f : inv) {
-      const double wavelen = 2.0 * M_PI / f;
-      if (wavelen < high_wavelen) continue;
-      if (wavelen > low_wavelen) {
-        f /= c.factor;
-      } else {
-        const double smooth = (old_ctx / wavelen - c.low_freq_factor) / (c.high_freq_factor - c.low_freq_factor);
-        f = (1.0 - smooth) * f / c.factor + smooth * f;
-      }
-    }
-  }
-  if (!c.freq_divisors.empty())
-    for (size_t i = 0; i < inv.size(); ++i) inv[i] /= c.freq_divisors[i];
-  return inv;
 }
 
 }  // namespace ember::model

@@ -9,7 +9,7 @@
 
 namespace ember::model {
 
-enum class RopeScaling { None, Linear, Dynamic, Llama3 };
+enum class RopeScaling { None, Linear, Dynamic, Llama3, Yarn, LongRope };
 
 struct RopeConfig {
   double theta = 10000.0;
@@ -18,10 +18,21 @@ struct RopeConfig {
   // llama3 only
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
+  // llama3 and yarn: the pretrained context; longrope: the length past which long_factor applies
   int64_t original_max_position_embeddings = 0;
+  // yarn only: the rotation counts bounding the ramp between extrapolated and interpolated
+  // frequencies, and whether its ends are rounded to whole dims
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+  bool truncate = true;
+  // longrope only: per-frequency divisors (rope_dim/2 values each) for sequences up to
+  // original_max_position_embeddings and past it
+  std::vector<double> short_factor = {}, long_factor = {};
+  // yarn and longrope: multiplies cos and sin (so the q.k logits by its square)
+  double attention_factor = 1.0;
   // Per-frequency divisors (head_dim/2 values; empty: none): a GGUF's rope_freqs.weight, which is how
   // llama.cpp stores Llama 3 scaling.
-  std::vector<double> freq_divisors;
+  std::vector<double> freq_divisors = {};
 };
 
 // Which rotary angles a layer applies.
@@ -110,7 +121,8 @@ void check_dimensions(const ModelConfig& c, const std::string& where);
 ModelConfig load_config(const std::string& model_dir);
 
 // The inverse RoPE frequencies (rope_dim()/2 values) for a sequence whose length is `seq_len`
-// (only the dynamic scaling depends on it), as Hugging Face's modeling_rope_utils computes them.
+// (only dynamic and longrope scaling depend on it), as Hugging Face's modeling_rope_utils computes
+// them (model/rope_config.cc).
 std::vector<double> rope_inv_freq(const ModelConfig& c, int64_t seq_len);
 // The same for one of the model's rope configs (c.rope or c.rope_local).
 std::vector<double> rope_inv_freq(const ModelConfig& c, const RopeConfig& rope, int64_t seq_len);

@@ -4,6 +4,7 @@
 #include <filesystem>
 
 #include "base/error.h"
+#include "model/rope_config.h"
 
 namespace ember::model {
 
@@ -27,6 +28,29 @@ struct ArchKeys {
   int64_t positive_or(const char* name, int64_t dflt) const { return g.has(key(name)) ? positive(name) : dflt; }
 };
 
+// llama.cpp's YaRN (ggml's rope_yarn) is transformers' with truncate true (the ramp's ends floored
+// and ceiled; GGUF has no key for it) and the attention scaling 0.1 ln(factor) + 1. The keys that
+// change that scaling or the ramp are refused unless they leave it as it is.
+void read_yarn(const ArchKeys& k, ModelConfig& c) {
+  const GgufFile& g = k.g;
+  const struct {
+    const char* name;
+    double neutral;
+    const char* text;
+  } unread[] = {{"rope.scaling.attn_factor", 1.0, "1"}, {"rope.scaling.yarn_attn_factor", 1.0, "1"},
+                {"rope.scaling.yarn_ext_factor", 1.0, "1"}, {"rope.scaling.yarn_log_multiplier", 0.0, "0"}};
+  for (const auto& u : unread)
+    if (g.has(k.key(u.name)) && g.get_float(k.key(u.name)) != u.neutral)
+      fail(g.path(), "metadata " + k.key(u.name) + " is supported only as " + u.text + " (the default YaRN scaling)");
+  c.rope.original_max_position_embeddings = k.positive_or("rope.scaling.original_context_length", c.max_position_embeddings);
+  c.rope.beta_fast = g.get_float_or(k.key("rope.scaling.yarn_beta_fast"), 32.0);
+  c.rope.beta_slow = g.get_float_or(k.key("rope.scaling.yarn_beta_slow"), 1.0);
+  if (!(c.rope.beta_fast > 0.0 && c.rope.beta_slow > 0.0))
+    fail(g.path(), "metadata " + k.key("rope.scaling.yarn_beta_fast") + " and yarn_beta_slow must be positive");
+  c.rope.truncate = true;
+  c.rope.attention_factor = yarn_mscale(c.rope.factor);
+}
+
 void read_rope(const ArchKeys& k, ModelConfig& c) {
   const GgufFile& g = k.g;
   c.rope.theta = g.get_float_or(k.key("rope.freq_base"), 10000.0);
@@ -40,11 +64,12 @@ void read_rope(const ArchKeys& k, ModelConfig& c) {
     factor = g.get_float(k.key("rope.scale_linear"));
   }
   if (type == "none" || (type == "linear" && factor == 1.0)) return;
-  if (type != "linear")
-    fail(g.path(), "metadata " + k.key("rope.scaling.type") + " is \"" + type + "\" (supported: none, linear)");
+  if (type != "linear" && type != "yarn")
+    fail(g.path(), "metadata " + k.key("rope.scaling.type") + " is \"" + type + "\" (supported: none, linear, yarn)");
   if (!(factor > 0.0)) fail(g.path(), "metadata " + k.key("rope.scaling.factor") + " must be a positive number");
-  c.rope.scaling = RopeScaling::Linear;
+  c.rope.scaling = type == "yarn" ? RopeScaling::Yarn : RopeScaling::Linear;
   c.rope.factor = factor;
+  if (type == "yarn") read_yarn(k, c);
 }
 
 // llama.cpp's Llama 3 RoPE: a tensor of head_dim/2 divisors of the inverse frequencies.

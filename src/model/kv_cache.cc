@@ -49,7 +49,9 @@ KvSequence::~KvSequence() {
 }
 
 KvSequence::KvSequence(KvSequence&& other) noexcept
-    : cache_(std::exchange(other.cache_, nullptr)), blocks_(std::move(other.blocks_)), length_(std::exchange(other.length_, 0)) {}
+    : cache_(std::exchange(other.cache_, nullptr)), blocks_(std::move(other.blocks_)),
+      length_(std::exchange(other.length_, 0)), tokens_(std::move(other.tokens_)),
+      factor_set_(std::exchange(other.factor_set_, 0)) {}
 
 KvSequence& KvSequence::operator=(KvSequence&& other) noexcept {
   if (this != &other) {
@@ -58,6 +60,8 @@ KvSequence& KvSequence::operator=(KvSequence&& other) noexcept {
     cache_ = std::exchange(other.cache_, nullptr);
     blocks_ = std::move(other.blocks_);
     length_ = std::exchange(other.length_, 0);
+    tokens_ = std::move(other.tokens_);
+    factor_set_ = std::exchange(other.factor_set_, 0);
   }
   return *this;
 }
@@ -66,23 +70,37 @@ KvSequence KvSequence::fork() const {
   KvSequence s(*cache_);
   s.blocks_ = blocks_;
   s.length_ = length_;
+  s.tokens_ = tokens_;
+  s.factor_set_ = factor_set_;
   for (int32_t b : blocks_) cache_->retain(b);
   return s;
 }
 
-void KvSequence::extend(int64_t new_length) {
-  if (new_length <= length_) return;
+KvSequence KvSequence::copy() const {
+  KvSequence s(*cache_);
+  s.extend(length_);
+  for (size_t b = 0; b < blocks_.size(); ++b) cache_->copy_block(blocks_[b], s.blocks_[b]);
+  s.tokens_ = tokens_;
+  s.factor_set_ = factor_set_;
+  return s;
+}
+
+void KvSequence::set_tokens(int64_t pos, std::span<const int32_t> ids) {
+  std::copy(ids.begin(), ids.end(), tokens_.begin() + pos);
+}
+
+void KvSequence::rewrite(int64_t from, int64_t new_length) {
+  if (new_length <= from) return;
   const int64_t bs = cache_->block_size();
-  // The partly filled last block will be written: copy it first if another sequence shares it.
-  if (length_ % bs != 0) {
-    int32_t& last = blocks_[static_cast<size_t>(length_ / bs)];
-    if (cache_->refcount(last) > 1) {
+  // Held blocks that will be written: copy those another sequence shares (a copy holds the same
+  // values, so a failure part way leaves the sequence as it was).
+  for (size_t b = static_cast<size_t>(from / bs); b < blocks_.size() && static_cast<int64_t>(b) * bs < length_; ++b)
+    if (cache_->refcount(blocks_[b]) > 1) {
       const int32_t copy = cache_->allocate();
-      cache_->copy_block(last, copy);
-      cache_->release(last);
-      last = copy;
+      cache_->copy_block(blocks_[b], copy);
+      cache_->release(blocks_[b]);
+      blocks_[b] = copy;
     }
-  }
   const size_t needed = static_cast<size_t>((new_length + bs - 1) / bs);
   while (blocks_.size() < needed) {
     try {
@@ -92,7 +110,8 @@ void KvSequence::extend(int64_t new_length) {
       throw;
     }
   }
-  length_ = new_length;
+  length_ = std::max(length_, new_length);
+  tokens_.resize(static_cast<size_t>(length_), -1);
 }
 
 void KvSequence::truncate(int64_t new_length) {
@@ -104,6 +123,7 @@ void KvSequence::truncate(int64_t new_length) {
     blocks_.pop_back();
   }
   length_ = new_length;
+  tokens_.resize(static_cast<size_t>(length_));
 }
 
 void KvSequence::store(int64_t layer, int64_t pos, const float* k, const float* v) {

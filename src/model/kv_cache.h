@@ -71,12 +71,25 @@ class KvSequence {
   int64_t length() const { return length_; }
   KvCache& cache() const { return *cache_; }
   const std::vector<int32_t>& blocks() const { return blocks_; }
+  // The token id at each position, as the forward pass recorded it (-1 where none did): what a
+  // recomputation of the sequence runs again.
+  std::span<const int32_t> tokens() const { return tokens_; }
+  void set_tokens(int64_t pos, std::span<const int32_t> ids);
+  // The model's factor set the cached keys were rotated with (Rope::factor_set; LongRoPE's long
+  // factors past the original context): a sequence whose next length needs another set is recomputed.
+  int factor_set() const { return factor_set_; }
+  void set_factor_set(int s) { factor_set_ = s; }
 
   // A new sequence sharing all of this one's positions (no copy until either writes).
   KvSequence fork() const;
+  // A new sequence holding the same positions in blocks of its own.
+  KvSequence copy() const;
   // Makes positions [length, new_length) writable: allocates blocks and un-shares the block that
   // position `length` falls into. Then length() == new_length.
-  void extend(int64_t new_length);
+  void extend(int64_t new_length) { rewrite(length_, new_length); }
+  // The same for positions [from, new_length), those already held from `from` on included (to be
+  // computed again): every block they fall into that another sequence shares is copied first.
+  void rewrite(int64_t from, int64_t new_length);
   // Forgets positions >= new_length (keeps the prefix, e.g. the part of a chat already cached).
   void truncate(int64_t new_length);
 
@@ -88,6 +101,8 @@ class KvSequence {
   KvCache* cache_;
   std::vector<int32_t> blocks_;
   int64_t length_ = 0;
+  std::vector<int32_t> tokens_;  // [length_]
+  int factor_set_ = 0;
 };
 
 }  // namespace ember::model

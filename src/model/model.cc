@@ -64,11 +64,15 @@ struct Model::Scratch {
 };
 
 // Where each token of a batch goes: its sequence, its position, and its sequence's length after the
-// pass (which dynamic RoPE scaling depends on).
+// pass (which dynamic RoPE scaling and LongRoPE depend on).
 struct Model::Batch {
   int64_t n = 0;                           // tokens
   std::vector<const KvSequence*> seqs;     // per item
-  std::vector<int64_t> first_pos;          // per item
+  std::vector<int64_t> first_pos;          // per item: where its computed tokens start
+  std::vector<int64_t> held;               // per item: its sequence's length before the pass
+  std::vector<std::span<const int32_t>> ids;  // per item: the tokens computed (from first_pos on)
+  std::vector<std::vector<int32_t>> rerun;    // per item recomputed from position 0: its ids
+  std::vector<int64_t> logit_rows;         // per item: the last rows whose logits it wants
   std::vector<size_t> item;                // per token
   std::vector<int64_t> pos;                // per token
   std::vector<int64_t> seq_len;            // per token: its sequence's length after the pass
@@ -358,21 +362,47 @@ std::unique_ptr<KvCache> Model::make_cache(int64_t max_tokens, int64_t block_siz
                                    block_size, kv_dtype_);
 }
 
+int Model::factor_set(int64_t seq_len) const {
+  return rope_.factor_set(seq_len) + (config_.rope_local_used() ? 2 * rope_local_.factor_set(seq_len) : 0);
+}
+
+int64_t Model::recompute_length(const KvSequence& seq, int64_t new_tokens) const {
+  return seq.length() > 0 && factor_set(seq.length() + new_tokens) != seq.factor_set() ? seq.length() : 0;
+}
+
 void Model::forward(std::span<ForwardItem> items) {
   const ModelConfig& c = config_;
   Batch b;
+  b.rerun.resize(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     const ForwardItem& it = items[i];
     if (it.tokens.empty()) fail("forward", "an item has no tokens");
     for (int32_t t : it.tokens)
       if (t < 0 || t >= c.vocab_size)
         fail("forward", "token id " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
+    const int64_t held = it.seq->length(), n = static_cast<int64_t>(it.tokens.size());
     b.seqs.push_back(it.seq);
-    b.first_pos.push_back(it.seq->length());
-    for (size_t t = 0; t < it.tokens.size(); ++t) {
+    b.held.push_back(held);
+    b.logit_rows.push_back(it.all_logits ? n : 1);
+    b.ids.push_back(it.tokens);
+    b.first_pos.push_back(held);
+    // LongRoPE rotates a whole sequence with the factors of its length, and every layer's cached keys
+    // and values past the first layer depend on that rotation: a sequence whose length crosses the
+    // original context is computed again from its first token, as transformers does.
+    if (recompute_length(*it.seq, n) > 0) {
+      const std::span<const int32_t> before = it.seq->tokens();
+      if (std::find(before.begin(), before.end(), -1) != before.end())
+        fail("forward", "a sequence crossing LongRoPE's original context must be recomputed, but its cached "
+                        "positions were not written by the forward pass");
+      b.rerun[i].assign(before.begin(), before.end());
+      b.rerun[i].insert(b.rerun[i].end(), it.tokens.begin(), it.tokens.end());
+      b.ids[i] = b.rerun[i];
+      b.first_pos[i] = 0;
+    }
+    for (int64_t t = 0; t < static_cast<int64_t>(b.ids[i].size()); ++t) {
       b.item.push_back(i);
-      b.pos.push_back(it.seq->length() + static_cast<int64_t>(t));
-      b.seq_len.push_back(it.seq->length() + static_cast<int64_t>(it.tokens.size()));
+      b.pos.push_back(b.first_pos[i] + t);
+      b.seq_len.push_back(held + n);
     }
   }
   b.n = static_cast<int64_t>(b.pos.size());
@@ -380,11 +410,15 @@ void Model::forward(std::span<ForwardItem> items) {
   // Reserve cache positions first so that running out of blocks fails before any state changes.
   for (size_t i = 0; i < items.size(); ++i) {
     try {
-      items[i].seq->extend(b.first_pos[i] + static_cast<int64_t>(items[i].tokens.size()));
+      items[i].seq->rewrite(b.first_pos[i], b.held[i] + static_cast<int64_t>(items[i].tokens.size()));
     } catch (...) {
-      for (size_t j = 0; j <= i; ++j) items[j].seq->truncate(b.first_pos[j]);
+      for (size_t j = 0; j <= i; ++j) items[j].seq->truncate(b.held[j]);
       throw;
     }
+  }
+  for (size_t i = 0; i < items.size(); ++i) {
+    items[i].seq->set_tokens(b.first_pos[i], b.ids[i]);
+    items[i].seq->set_factor_set(factor_set(items[i].seq->length()));
   }
   const kernels::TunedStep tuned(tuner_, pool_, b.n);  // all threads or one, as measured for this size
   compute(items, b);
@@ -400,8 +434,8 @@ void Model::compute(std::span<ForwardItem> items, const Batch& b) {
   s.resize(c, n);
 
   int64_t row = 0;
-  for (const ForwardItem& it : items)
-    for (int32_t t : it.tokens) kernels::copy_row(embed_, t, s.x.data() + (row++) * H);
+  for (std::span<const int32_t> ids : b.ids)
+    for (int32_t t : ids) kernels::copy_row(embed_, t, s.x.data() + (row++) * H);
   if (c.embed_scale != 1.0) kernels::scale_inplace(s.x.data(), static_cast<float>(c.embed_scale), n * H);
 
   rope_.prepare(b.pos, b.seq_len);
@@ -432,7 +466,7 @@ void Model::compute(std::span<ForwardItem> items, const Batch& b) {
     if (!L.post_mlp_norm.empty()) kernels::rms_norm(s.xb.data(), L.post_mlp_norm.data(), n, H, eps, s.xb.data());
     kernels::add_inplace(s.x.data(), s.xb.data(), n * H);
   }
-  logits(items);
+  logits(items, b);
 }
 
 void Model::activate(float* gate, const float* up, int64_t n) const {
@@ -523,15 +557,14 @@ void Model::attention(const Batch& b, int64_t layer, const float* q, float* out)
 
 // Final norm and lm_head only for the rows whose logits are wanted, all in one product so that the
 // output matrix is read once per step rather than once per sequence.
-void Model::logits(std::span<ForwardItem> items) {
+void Model::logits(std::span<ForwardItem> items, const Batch& b) {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size, V = c.vocab_size;
   Scratch& s = *scratch_;
   int64_t wanted = 0, row = 0;
-  for (const ForwardItem& it : items) {
-    const int64_t nt = static_cast<int64_t>(it.tokens.size());
-    const int64_t count = it.all_logits ? nt : 1;
-    if (it.logits != nullptr) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    const int64_t nt = static_cast<int64_t>(b.ids[i].size()), count = b.logit_rows[i];
+    if (items[i].logits != nullptr) {
       kernels::rms_norm(s.x.data() + (row + nt - count) * H, final_norm_.data(), count, H,
                         static_cast<float>(c.rms_norm_eps), s.last.data() + wanted * H);
       wanted += count;
@@ -542,11 +575,10 @@ void Model::logits(std::span<ForwardItem> items) {
   kernels::matmul(lm_head_, s.last.data(), wanted, s.logits.data(), pool_);
   if (c.final_softcap > 0) kernels::softcap(s.logits.data(), wanted * V, static_cast<float>(c.final_softcap));
   wanted = 0;
-  for (ForwardItem& it : items) {
-    if (it.logits == nullptr) continue;
-    const int64_t count = it.all_logits ? static_cast<int64_t>(it.tokens.size()) : 1;
-    std::copy_n(s.logits.data() + wanted * V, count * V, it.logits);
-    wanted += count;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].logits == nullptr) continue;
+    std::copy_n(s.logits.data() + wanted * V, b.logit_rows[i] * V, items[i].logits);
+    wanted += b.logit_rows[i];
   }
 }
 

@@ -95,12 +95,19 @@ class Model {
   kernels::KvType kv_dtype() const { return kv_dtype_; }
 
   // Runs all items as one batch: matrix products over every token of every item, attention per
-  // sequence over its cache. Not reentrant (uses the model's scratch buffers). Throws ember::Error,
-  // with every sequence unchanged, for a token outside the vocabulary or a cache out of blocks.
+  // sequence over its cache. A LongRoPE sequence whose length crosses the original context in this
+  // pass is computed again from its first token (recompute_length). Not reentrant (uses the model's
+  // scratch buffers). Throws ember::Error, with every sequence unchanged, for a token outside the
+  // vocabulary or a cache out of blocks.
   void forward(std::span<ForwardItem> batch);
 
   // Convenience: one sequence, logits of the last token.
   std::vector<float> forward(KvSequence& seq, std::span<const int32_t> tokens);
+
+  // The positions of `seq` that a pass of `new_tokens` more computes again (all it holds, where its
+  // length then crosses LongRoPE's original context either way; else 0): what a scheduler reserves
+  // blocks and time for.
+  int64_t recompute_length(const KvSequence& seq, int64_t new_tokens) const;
 
  private:
   struct Layer;
@@ -134,7 +141,9 @@ class Model {
   void mlp(const Layer& L, const float* x, int64_t n, float* out);
   void experts(const Layer& L, const float* x, int64_t n, float* out);
   void activate(float* gate, const float* up, int64_t n) const;
-  void logits(std::span<ForwardItem> items);
+  void logits(std::span<ForwardItem> items, const Batch& b);
+  // Rope::factor_set of the model's rotations for a sequence of length seq_len, as one number.
+  int factor_set(int64_t seq_len) const;
   void quantize_weights(kernels::QType q);
   void pack_weights(std::optional<DType> to);
   void release_source(const kernels::WeightMatrix& source);

@@ -10,36 +10,51 @@ namespace ember::model {
 Rope::Rope(const ModelConfig& config) : Rope(config, config.rope) {}
 
 Rope::Rope(const ModelConfig& config, const RopeConfig& rope)
-    : c_(config), rope_(rope), half_(config.rope_dim() / 2),
-      inv_(rope_inv_freq(config, rope, config.max_position_embeddings)) {}
+    : c_(config), rope_(rope), half_(config.rope_dim() / 2) {
+  tables_[0].inv = rope_inv_freq(config, rope, 1);  // a short sequence's: unscaled by length
+  if (rope.scaling == RopeScaling::LongRope)
+    tables_[1].inv = rope_inv_freq(config, rope, rope.original_max_position_embeddings + 1);
+}
 
-void Rope::grow(int64_t positions) {
-  if (positions <= positions_) return;
+int Rope::factor_set(int64_t seq_len) const {
+  return rope_.scaling == RopeScaling::LongRope && seq_len > rope_.original_max_position_embeddings ? 1 : 0;
+}
+
+void Rope::grow(Table& table, int64_t positions) {
+  if (positions <= table.positions) return;
   // Whole pages of positions at once, at least the first 4096 (or the trained context if shorter).
-  const int64_t n = std::max({positions, 2 * positions_, std::min<int64_t>(4096, c_.max_position_embeddings)});
-  cos_.resize(static_cast<size_t>(n * half_));
-  sin_.resize(static_cast<size_t>(n * half_));
-  for (int64_t p = positions_; p < n; ++p)
+  const int64_t n = std::max({positions, 2 * table.positions, std::min<int64_t>(4096, c_.max_position_embeddings)});
+  table.cos.resize(static_cast<size_t>(n * half_));
+  table.sin.resize(static_cast<size_t>(n * half_));
+  const double scale = rope_.attention_factor;
+  for (int64_t p = table.positions; p < n; ++p)
     for (int64_t j = 0; j < half_; ++j) {
-      const double a = static_cast<double>(p) * inv_[static_cast<size_t>(j)];
-      cos_[static_cast<size_t>(p * half_ + j)] = static_cast<float>(std::cos(a));
-      sin_[static_cast<size_t>(p * half_ + j)] = static_cast<float>(std::sin(a));
+      const double a = static_cast<double>(p) * table.inv[static_cast<size_t>(j)];
+      table.cos[static_cast<size_t>(p * half_ + j)] = static_cast<float>(std::cos(a) * scale);
+      table.sin[static_cast<size_t>(p * half_ + j)] = static_cast<float>(std::sin(a) * scale);
     }
-  positions_ = n;
+  table.positions = n;
 }
 
 void Rope::prepare(std::span<const int64_t> pos, std::span<const int64_t> seq_len) {
   const size_t n = pos.size();
-  int64_t last = 0;
-  for (int64_t p : pos) last = std::max(last, p);
-  grow(last + 1);  // before pointers into the table are taken
+  const bool dynamic = rope_.scaling == RopeScaling::Dynamic;
+  auto scaled = [&](size_t t) { return dynamic && seq_len[t] > c_.max_position_embeddings; };
+  int64_t last[2] = {0, 0};
+  for (size_t t = 0; t < n; ++t)
+    if (!scaled(t)) {
+      int64_t& l = last[factor_set(seq_len[t])];
+      l = std::max(l, pos[t] + 1);
+    }
+  for (int s = 0; s < 2; ++s) grow(tables_[s], last[s]);  // before pointers into the tables are taken
   scaled_.resize(n * static_cast<size_t>(2 * half_));
   cos_of_.resize(n);
   sin_of_.resize(n);
   for (size_t t = 0; t < n; ++t) {
-    if (rope_.scaling != RopeScaling::Dynamic || seq_len[t] <= c_.max_position_embeddings) {
-      cos_of_[t] = cos_.data() + pos[t] * half_;
-      sin_of_[t] = sin_.data() + pos[t] * half_;
+    if (!scaled(t)) {
+      const Table& table = tables_[factor_set(seq_len[t])];
+      cos_of_[t] = table.cos.data() + pos[t] * half_;
+      sin_of_[t] = table.sin.data() + pos[t] * half_;
       continue;
     }
     if (seq_len[t] != scaled_len_) {

@@ -1,8 +1,8 @@
 #pragma once
 // The rotary position embedding's angles: cos/sin per position, tabled once and grown on demand.
-// Dynamic NTK scaling depends on the sequence's own length past the trained context, so there each
-// sequence's positions get the angles of its length: a token's rotation never depends on which
-// other sequences share its batch.
+// Where the angles depend on the sequence's own length (dynamic NTK past the trained context,
+// LongRoPE's short and long factors), each sequence's positions get the angles of its length: a
+// token's rotation never depends on which other sequences share its batch.
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -17,6 +17,11 @@ class Rope {
   explicit Rope(const ModelConfig& config);
   Rope(const ModelConfig& config, const RopeConfig& rope);
 
+  // The factor set a sequence of length seq_len rotates with, where keys cached with one set are
+  // wrong under the other: 1 for LongRoPE's long factors (past original_max_position_embeddings),
+  // else 0.
+  int factor_set(int64_t seq_len) const;
+
   // The angles of one pass's tokens, computed once for all layers: token t is at position pos[t]
   // of a sequence whose longest position in this pass is seq_len[t] - 1.
   void prepare(std::span<const int64_t> pos, std::span<const int64_t> seq_len);
@@ -25,13 +30,17 @@ class Rope {
   void apply(float* q, float* k, size_t t) const;
 
  private:
-  void grow(int64_t positions);  // the table of the trained-context frequencies
+  // One frequency set's cos and sin by position ([pos][half]), times the attention factor.
+  struct Table {
+    std::vector<double> inv;
+    std::vector<float> cos, sin;
+    int64_t positions = 0;
+  };
+  void grow(Table& table, int64_t positions);
   const ModelConfig& c_;
   const RopeConfig& rope_;
   int64_t half_;
-  std::vector<double> inv_;                 // frequencies for lengths within the trained context
-  std::vector<float> cos_, sin_;            // [pos][half] for inv_
-  int64_t positions_ = 0;
+  Table tables_[2];                         // by factor_set
   int64_t scaled_len_ = 0;                  // the length scaled_inv_ was computed for
   std::vector<double> scaled_inv_;          // dynamic scaling past the trained context
   std::vector<float> scaled_;               // [token][cos half, sin half] of the pass's scaled tokens

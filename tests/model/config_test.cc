@@ -116,8 +116,8 @@ TEST(Config, DimensionsBeyondTheLimitsAreNamed) {
 
 TEST(Config, UnsupportedOptionsAreNamed) {
   json j = base_config();
-  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
-  EXPECT_NE(error_of(j).find("yarn"), std::string::npos);
+  j["rope_scaling"] = {{"rope_type", "mrope"}, {"factor", 4.0}};
+  EXPECT_NE(error_of(j).find("mrope"), std::string::npos);
   j = base_config();
   j["hidden_act"] = "gelu";
   EXPECT_NE(error_of(j).find("gelu"), std::string::npos);

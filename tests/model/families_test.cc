@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "base/mapped_file.h"
+#include "config_testing.h"
 #include "gguf_writer.h"
 #include "model/model.h"
 #include "run_command.h"
@@ -25,28 +26,16 @@ namespace fs = std::filesystem;
 // The model folders the families/ goldens name (so that a new one is picked up).
 std::vector<std::string> family_models() {
   std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(test::testdata("golden/families")))
-    if (e.path().extension() == ".json")
-      out.push_back(json::parse(read_file(e.path().string()))["model"].get<std::string>());
-  std::sort(out.begin(), out.end());
+  for (const std::string& file : test::golden_jsons("golden/families"))
+    out.push_back(json::parse(read_file(file))["model"].get<std::string>());
   return out;
 }
 
-json family_config(const std::string& model) { return json::parse(read_file(test::model_dir(model) + "/config.json")); }
-
-std::string config_error(const json& j) {
-  try {
-    parse_config(j.dump(), "config.json");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
-
-#define EXPECT_MENTIONS(message, part) EXPECT_NE((message).find(part), std::string::npos) << (message)
+using test::config_error;
+using test::model_config;
 
 TEST(Families, GemmaLayerRulesWithoutLayerTypes) {
-  json g2 = family_config("tiny-gemma2-f32");
+  json g2 = model_config("tiny-gemma2-f32");
   g2["num_hidden_layers"] = 4;
   const ModelConfig c2 = parse_config(g2.dump(), "config.json");  // Gemma 2: the even layers slide
   for (size_t l = 0; l < 4; ++l) EXPECT_EQ(c2.layers[l].sliding_window > 0, l % 2 == 0) << l;
@@ -56,7 +45,7 @@ TEST(Families, GemmaLayerRulesWithoutLayerTypes) {
   EXPECT_FLOAT_EQ(c2.attention_scale(), static_cast<float>(1.0 / std::sqrt(g2["query_pre_attn_scalar"].get<double>())));
   EXPECT_EQ(c2.activation, Activation::kGeluTanh);
 
-  json g3 = family_config("tiny-gemma3-bf16");
+  json g3 = model_config("tiny-gemma3-bf16");
   g3.erase("layer_types");
   g3["num_hidden_layers"] = 6;
   const ModelConfig c3 = parse_config(g3.dump(), "config.json");  // every sliding_window_pattern-th is full
@@ -72,18 +61,18 @@ TEST(Families, GemmaLayerRulesWithoutLayerTypes) {
 }
 
 TEST(Families, PartialRotaryNoRopeLayersAndExperts) {
-  const json phi = family_config("tiny-phi3-bf16");
+  const json phi = model_config("tiny-phi3-bf16");
   const ModelConfig p = parse_config(phi.dump(), "config.json");
   EXPECT_EQ(p.rope_dim(), static_cast<int64_t>(p.head_dim * phi["partial_rotary_factor"].get<double>()));
   EXPECT_TRUE(p.fused_qkv && p.fused_gate_up);
   EXPECT_EQ(rope_inv_freq(p, 100).size(), static_cast<size_t>(p.rope_dim() / 2));
 
-  const json smol = family_config("tiny-smollm3-bf16");
+  const json smol = model_config("tiny-smollm3-bf16");
   const ModelConfig s = parse_config(smol.dump(), "config.json");
   for (size_t l = 0; l < s.layers.size(); ++l)
     EXPECT_EQ(s.layers[l].rope == LayerRope::kNone, smol["no_rope_layers"][l].get<int>() == 0) << l;
 
-  json moe = family_config("tiny-qwen3moe-bf16");
+  json moe = model_config("tiny-qwen3moe-bf16");
   moe["num_hidden_layers"] = 4;
   moe["decoder_sparse_step"] = 2;
   moe["mlp_only_layers"] = {3};
@@ -95,7 +84,7 @@ TEST(Families, PartialRotaryNoRopeLayersAndExperts) {
   moe["norm_topk_prob"] = false;
   EXPECT_FALSE(parse_config(moe.dump(), "config.json").moe.renormalize);
 
-  json mix = family_config("tiny-mixtral-f16");
+  json mix = model_config("tiny-mixtral-f16");
   mix.erase("norm_topk_prob");
   const ModelConfig m = parse_config(mix.dump(), "config.json");  // Mixtral always renormalises
   EXPECT_TRUE(m.moe.renormalize);
@@ -104,21 +93,14 @@ TEST(Families, PartialRotaryNoRopeLayersAndExperts) {
 }
 
 TEST(Families, UnimplementedOptionsFailNamingTheKey) {
-  json phi = family_config("tiny-phi3-bf16");
+  json phi = model_config("tiny-phi3-bf16");
   phi["rope_scaling"] = {{"type", "longrope"}, {"short_factor", {1.0}}, {"long_factor", {1.0}}};
-  std::string e = config_error(phi);
-  EXPECT_MENTIONS(e, "rope_scaling");
-  EXPECT_MENTIONS(e, "longrope");
+  EXPECT_MENTIONS(config_error(phi), "rope_scaling.short_factor");  // one factor per rotary frequency
   phi["rope_scaling"] = nullptr;
   phi["partial_rotary_factor"] = 0.3;  // 7.2 dims
   EXPECT_MENTIONS(config_error(phi), "partial_rotary_factor");
 
-  json g3 = family_config("tiny-gemma3-bf16");
-  g3["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
-  e = config_error(g3);
-  EXPECT_MENTIONS(e, "rope_scaling");
-  EXPECT_MENTIONS(e, "yarn");
-  g3["rope_scaling"] = nullptr;
+  json g3 = model_config("tiny-gemma3-bf16");
   g3["hidden_activation"] = "gelu";  // the exact GELU is not implemented
   EXPECT_MENTIONS(config_error(g3), "hidden_activation");
 
@@ -126,11 +108,11 @@ TEST(Families, UnimplementedOptionsFailNamingTheKey) {
   llama["final_logit_softcapping"] = 30.0;  // a Gemma option on a family that does not have it
   EXPECT_MENTIONS(config_error(llama), "final_logit_softcapping");
 
-  json smol = family_config("tiny-smollm3-bf16");
+  json smol = model_config("tiny-smollm3-bf16");
   smol["no_rope_layers"] = {1, 0};
   EXPECT_MENTIONS(config_error(smol), "no_rope_layers");
 
-  json moe = family_config("tiny-qwen3moe-bf16");
+  json moe = model_config("tiny-qwen3moe-bf16");
   moe["num_experts_per_tok"] = moe["num_experts"].get<int64_t>() + 1;
   EXPECT_MENTIONS(config_error(moe), "num_experts_per_tok");
 }
@@ -236,7 +218,7 @@ TEST(Families, ChatCommandRepliesOnEachTinyModel) {
   for (const std::string& name : family_models()) {
     SCOPED_TRACE(name);
     const std::string src = test::model_dir(name);
-    const std::string type = family_config(name)["model_type"].get<std::string>();
+    const std::string type = model_config(name)["model_type"].get<std::string>();
     ASSERT_TRUE(templates.count(type)) << type;
     const test::TempFolder dir;
     for (const auto& e : fs::directory_iterator(src)) fs::create_symlink(e.path(), fs::path(dir.path()) / e.path().filename());

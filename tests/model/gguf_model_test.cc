@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/mapped_file.h"
 #include "engine/generation.h"
 #include "gguf_writer.h"
 #include "kernels/gguf_quants.h"
@@ -175,15 +176,45 @@ TEST(GgufModel, UnsupportedArchitectureAndOptionsNameFileAndKey) {
   EXPECT_HAS(a, "general.architecture");
   EXPECT_HAS(a, "llama, qwen2, qwen3");
 
-  test::GgufWriter yarn;
-  yarn.kv_string("general.architecture", "llama");
-  for (const char* k : {"llama.embedding_length", "llama.feed_forward_length", "llama.block_count"}) yarn.kv_u32(k, 64);
-  yarn.kv_u32("llama.attention.head_count", 4);
-  yarn.kv("llama.attention.layer_norm_rms_epsilon", 6, test::f32_bytes(1e-5f));
-  yarn.kv_string("llama.rope.scaling.type", "yarn");
-  const std::string b = load_error(dir.write("yarn.gguf", yarn.bytes()));
-  EXPECT_HAS(b, "yarn.gguf");
+  test::GgufWriter longrope;
+  longrope.kv_string("general.architecture", "llama");
+  for (const char* k : {"llama.embedding_length", "llama.feed_forward_length", "llama.block_count"}) longrope.kv_u32(k, 64);
+  longrope.kv_u32("llama.attention.head_count", 4);
+  longrope.kv("llama.attention.layer_norm_rms_epsilon", 6, test::f32_bytes(1e-5f));
+  longrope.kv_string("llama.rope.scaling.type", "longrope");
+  const std::string b = load_error(dir.write("longrope.gguf", longrope.bytes()));
+  EXPECT_HAS(b, "longrope.gguf");
   EXPECT_HAS(b, "llama.rope.scaling.type");
+}
+
+// YaRN as llama.cpp writes it: the keys of tiny-qwen3-yarn-bf16's config give its golden's
+// frequencies and attention scaling; a key that would change llama.cpp's scaling is refused.
+TEST(GgufModel, YarnKeysGiveTransformersFrequencies) {
+  const nlohmann::json check =
+      nlohmann::json::parse(read_file(test::testdata("golden/rope/tiny-qwen3-yarn-bf16.json")))["rope_check"];
+  test::GgufWriter w;
+  w.kv_string("general.architecture", "qwen3");
+  for (const char* k : {"qwen3.embedding_length", "qwen3.feed_forward_length"}) w.kv_u32(k, 64);
+  w.kv_u32("qwen3.block_count", 1);
+  w.kv_u32("qwen3.attention.head_count", 4);
+  w.kv_u32("qwen3.attention.key_length", 32);
+  w.kv_u32("qwen3.context_length", 128);
+  w.kv("qwen3.attention.layer_norm_rms_epsilon", 6, test::f32_bytes(1e-6f));
+  w.kv("qwen3.rope.freq_base", 6, test::f32_bytes(1e6f));
+  w.kv_string("qwen3.rope.scaling.type", "yarn");
+  w.kv("qwen3.rope.scaling.factor", 6, test::f32_bytes(4.0f));
+  w.kv_u32("qwen3.rope.scaling.original_context_length", 32);
+  w.kv_strings("tokenizer.ggml.tokens", {"a", "b"});
+  const test::TempFolder dir;
+  const ModelConfig c = gguf_config(GgufFile(dir.write("yarn.gguf", w.bytes())));
+  EXPECT_EQ(c.rope.scaling, RopeScaling::Yarn);
+  EXPECT_NEAR(c.rope.attention_factor, check["attention_scaling"].get<double>(), 1e-15);
+  const std::vector<double> got = rope_inv_freq(c, 1);
+  ASSERT_EQ(got.size(), check["inv_freq"].size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], check["inv_freq"][i].get<double>(), 1e-13 * got[i]) << i;
+
+  w.kv("qwen3.rope.scaling.yarn_log_multiplier", 6, test::f32_bytes(0.1f));
+  EXPECT_HAS(load_error(dir.write("log.gguf", w.bytes())), "qwen3.rope.scaling.yarn_log_multiplier");
 }
 
 // Llama 3 scaling as llama.cpp stores it: rope_freqs.weight divides the plain inverse frequencies, which

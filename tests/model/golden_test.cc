@@ -1,5 +1,5 @@
-// Every model in ../shared/models with a golden file in ../shared/testdata/golden (and its families/): last-position
-// logits within the stated tolerance, greedy continuations exact, and the KV cache consistent.
+// Every model in ../shared/models with a golden file in ../shared/testdata/golden (and its families/ and rope/):
+// last-position logits within the stated tolerance, greedy continuations exact, and the KV cache consistent.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -21,10 +21,11 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 // Golden files by their path under golden/ without ".json": the first families' at the top, the
-// newer families' in families/ (every file of both folders, so that new ones are picked up).
+// newer families' in families/, the RoPE scaling types' in rope/ (every file of these folders, so
+// that new ones are picked up).
 std::vector<std::string> golden_files() {
   std::vector<std::string> out;
-  for (const char* sub : {"", "families/"})
+  for (const char* sub : {"", "families/", "rope/"})
     for (const auto& e : fs::directory_iterator(test::testdata("golden/" + std::string(sub))))
       if (e.path().extension() == ".json") out.push_back(sub + e.path().stem().string());
   std::sort(out.begin(), out.end());
@@ -49,6 +50,46 @@ int32_t argmax(const std::vector<float>& v) {
   return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());  // first max = lowest id
 }
 
+// Largest difference between two logits vectors.
+double max_diff(const float* a, const float* b, int64_t n) {
+  double worst = 0;
+  for (int64_t i = 0; i < n; ++i) worst = std::max(worst, std::fabs(double(a[i]) - b[i]));
+  return worst;
+}
+
+// The reference's own cache check (kv_cache_selfcheck, where a golden has one): a prompt prefilled
+// in the given chunks through the cache gives after each chunk the logits of a prefill of that
+// prefix at once, and after the last the golden's.
+void expect_reference_chunks(Model& m, const json& g) {
+  const Tolerance tol{g["tolerance"]["logits_abs"].get<double>(), g["tolerance"]["logits_rel_to_max"].get<double>()};
+  const int64_t V = m.config().vocab_size;
+  for (const auto& check : g["kv_cache_selfcheck"]["checks"]) {
+    const std::string name = check["prompt"].get<std::string>();
+    SCOPED_TRACE("kv_cache_selfcheck " + name);
+    const json* cs = nullptr;
+    for (const auto& c : g["cases"])
+      if (c["name"] == name) cs = &c;
+    ASSERT_NE(cs, nullptr);
+    const auto ids = (*cs)["prompt_ids"].get<std::vector<int32_t>>();
+    auto cache = m.make_cache(4 * static_cast<int64_t>(ids.size()));
+    KvSequence seq(*cache);
+    std::vector<float> logits;
+    size_t done = 0;
+    for (const auto& chunk : check["chunks"]) {
+      const size_t k = chunk.get<size_t>();
+      ASSERT_LE(done + k, ids.size());
+      logits = m.forward(seq, std::span<const int32_t>(ids.data() + done, k));
+      done += k;
+      KvSequence whole(*cache);
+      const std::vector<float> ref = m.forward(whole, std::span<const int32_t>(ids.data(), done));
+      EXPECT_LE(max_diff(logits.data(), ref.data(), V), 2e-3) << "after " << done << " tokens";
+    }
+    ASSERT_EQ(done, ids.size());
+    const auto expected = (*cs)["last_logits"].get<std::vector<float>>();
+    EXPECT_LE(max_diff(logits.data(), expected.data(), V), tol.bound(expected));
+  }
+}
+
 class Golden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Golden, LogitsAndGreedyIdsMatch) {
@@ -65,9 +106,7 @@ TEST_P(Golden, LogitsAndGreedyIdsMatch) {
     std::vector<float> logits = m->forward(seq, prompt);
     ASSERT_EQ(logits.size(), expected.size());
     const double bound = tol.bound(expected);
-    double worst = 0;
-    for (size_t i = 0; i < logits.size(); ++i) worst = std::max(worst, std::fabs(double(logits[i]) - expected[i]));
-    EXPECT_LE(worst, bound) << "last_logits differ";
+    EXPECT_LE(max_diff(logits.data(), expected.data(), static_cast<int64_t>(logits.size())), bound) << "last_logits differ";
     EXPECT_EQ(argmax(logits), cs["last_logits_argmax"].get<int32_t>());
 
     // Greedy decoding on the KV cache, checking each step's top-5 logits.
@@ -85,7 +124,9 @@ TEST_P(Golden, LogitsAndGreedyIdsMatch) {
   }
 }
 
-// Prefill of a prefix followed by decode (or a second chunk) gives the logits of one full prefill.
+// Prefill of a prefix followed by decode (or a second chunk) gives the logits of a full prefill of
+// each prefix: for most models the rows of one prefill of everything; with LongRoPE, whose factors
+// follow the whole pass's length, a prefill of that prefix alone. And the golden's own chunks.
 TEST_P(Golden, SplitPrefillMatchesFullPrefill) {
   const json g = read_json(test::testdata("golden/" + GetParam() + ".json"));
   auto m = Model::load(test::model_dir(g["model"].get<std::string>()), {.threads = 2, .progress = {}});
@@ -99,23 +140,29 @@ TEST_P(Golden, SplitPrefillMatchesFullPrefill) {
   const int64_t V = m->config().vocab_size;
 
   auto cache = m->make_cache(4 * n);
-  KvSequence full(*cache);
   std::vector<float> all(static_cast<size_t>(n * V));
-  ForwardItem item{&full, ids, all.data(), true};
-  m->forward(std::span<ForwardItem>(&item, 1));
+  if (m->config().rope.scaling == RopeScaling::LongRope) {
+    for (int64_t p = 1; p <= n; ++p) {
+      KvSequence prefix(*cache);
+      const std::vector<float> last = m->forward(prefix, std::span<const int32_t>(ids.data(), static_cast<size_t>(p)));
+      std::copy(last.begin(), last.end(), all.begin() + (p - 1) * V);
+    }
+  } else {
+    KvSequence full(*cache);
+    ForwardItem item{&full, ids, all.data(), true};
+    m->forward(std::span<ForwardItem>(&item, 1));
+  }
 
   for (int64_t split : {int64_t{1}, n / 3, n / 2, n - 1}) {
     SCOPED_TRACE("split " + std::to_string(split));
     KvSequence seq(*cache);
     std::vector<float> logits = m->forward(seq, std::span<const int32_t>(ids.data(), split));
     for (int64_t p = split; p <= n; ++p) {
-      const float* ref = all.data() + (p - 1) * V;
-      double worst = 0;
-      for (int64_t i = 0; i < V; ++i) worst = std::max(worst, std::fabs(double(logits[i]) - ref[i]));
-      ASSERT_LE(worst, 2e-3) << "position " << p - 1;
+      ASSERT_LE(max_diff(logits.data(), all.data() + (p - 1) * V, V), 2e-3) << "position " << p - 1;
       if (p < n) logits = m->forward(seq, std::span<const int32_t>(&ids[p], 1));
     }
   }
+  if (g.contains("kv_cache_selfcheck")) expect_reference_chunks(*m, g);
 }
 
 // A sequence's logits have the same bits whether it runs alone or in one forward pass with others
@@ -175,9 +222,7 @@ TEST_P(Golden, CommandLineLogitsAndGenerate) {
     const auto logits = json::parse(line).at("logits").get<std::vector<float>>();
     const auto expected = cs["last_logits"].get<std::vector<float>>();
     ASSERT_EQ(logits.size(), expected.size());
-    double worst = 0;
-    for (size_t i = 0; i < logits.size(); ++i) worst = std::max(worst, std::fabs(double(logits[i]) - expected[i]));
-    EXPECT_LE(worst, tol.bound(expected));
+    EXPECT_LE(max_diff(logits.data(), expected.data(), static_cast<int64_t>(logits.size())), tol.bound(expected));
   }
 
   const auto tok = tokenizer::Tokenizer::from_folder(dir);

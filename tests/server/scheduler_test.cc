@@ -236,15 +236,16 @@ TEST_F(SchedulerTest, ChoicesShareThePromptAndEndTogetherWhenCancelled) {
   }
 }
 
-// The newer families through the batched scheduler: every golden case's prompt in one batch (prompts
-// split over steps and interleaved with others' decoding) gives that case's golden greedy ids, and a
-// longer prompt that reuses a finished one's cached prefix (across sliding-window layers too)
-// continues the golden path.
+// The newer families and RoPE types through the batched scheduler: every golden case's prompt in one
+// batch (prompts split over steps and interleaved with others' decoding, LongRoPE sequences crossing
+// their original context) gives that case's golden greedy ids, and a longer prompt that reuses a
+// finished one's cached prefix (across sliding-window layers too) continues the golden path.
 TEST(SchedulerFamilies, BatchedGreedyEqualsGoldenAndPrefixReuseKeepsIt) {
   namespace fs = std::filesystem;
   std::vector<std::string> files;
-  for (const auto& e : fs::directory_iterator(test::testdata("golden/families")))
-    if (e.path().extension() == ".json") files.push_back(e.path().string());
+  for (const char* folder : {"golden/families", "golden/rope"})
+    for (const auto& e : fs::directory_iterator(test::testdata(folder)))
+      if (e.path().extension() == ".json") files.push_back(e.path().string());
   std::sort(files.begin(), files.end());
   ASSERT_FALSE(files.empty());
   for (const std::string& file : files) {
