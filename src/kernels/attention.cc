@@ -1,5 +1,6 @@
-// Dispatch of attention to its instruction sets, and the scalar reference (the AVX2 kernel is in
-// attention_avx2.cc; there is no AVX-512 one).
+// Dispatch of attention to its instruction sets, and the scalar reference. Single tokens have an
+// AVX2 kernel (attention_avx2.cc); prompts, in blocks of tokens, an AVX2 and an AVX-512 one
+// (attention_prompt_*.cc, one template in attention_prompt.h).
 #include "kernels/attention.h"
 
 #include <algorithm>

@@ -1,5 +1,5 @@
-// Dispatch of the matmul to its instruction sets, and the scalar reference (kernels in matmul_avx2.cc
-// and matmul_avx512.cc).
+// Dispatch of the matmul to its instruction sets, and the scalar reference (the kernels are the
+// matmul_*_avx2.cc and matmul_*_avx512.cc files, one per weight family and instruction set).
 #include "kernels/matmul.h"
 
 #include <algorithm>

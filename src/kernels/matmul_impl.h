@@ -1,7 +1,7 @@
 #pragma once
 // Internal: what matmul.cc (dispatch, scalar reference) shares with the per-instruction-set kernels
-// in matmul_avx2.cc, matmul_avx512.cc and matmul_panel_avx512.cc. Each kernel computes one
-// thread's share of rows.
+// (the matmul_*_avx2.cc and matmul_*_avx512.cc files). Each kernel computes one thread's share of
+// rows.
 #include <algorithm>
 #include <cstdint>
 

@@ -42,7 +42,7 @@ inline __m512 load16(const void* base, int64_t i) {
 // NP panels x NT tokens over `len` columns. w: panel 0 at the block's first column, panels pstride
 // elements apart; xp: the tile's activations column by column (xp[k * NT + t]), so every broadcast
 // has a constant offset; y[t * ldy + p * 16 + r], rows of the last panel outside `last` neither read
-// nor written. The sum order is panel_tile's in matmul_avx2.cc: one fused multiply-add chain per
+// nor written. The sum order is prefill_tile's in matmul_avx2.cc: one fused multiply-add chain per
 // output in column order, from zero or (add) from the exact float y holds, so the bits are the AVX2
 // kernel's whatever the tile shape or blocking.
 template <DType T, int NP, int NT>

@@ -89,6 +89,6 @@ struct Architecture {
 };
 
 const Architecture* find_architecture(std::string_view model_type);
-std::string supported_architectures();  // "llama, mistral, qwen2, qwen3"
+std::string supported_architectures();  // every model_type of the table, comma-separated
 
 }  // namespace ember::model

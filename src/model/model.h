@@ -39,9 +39,10 @@ struct LoadOptions {
   int threads = 0;  // 0: all hardware threads
   // Called with a short description of each loading stage (for progress display).
   std::function<void(const std::string&)> progress;
-  // Quantize weight matrices at load time (Q8_0 or Q4_0 blocks held by the Model; matrices whose
-  // width is not a multiple of 32 stay as stored). With Q4_0 the output projection gets Q8_0, as
-  // llama.cpp keeps it at higher precision. The embedding table stays as stored.
+  // Quantize weight matrices at load time (Q8_0, Q4_0 or Q4_K blocks held by the Model; matrices
+  // whose width is not a multiple of 32 stay as stored; under Q4_K those not whole super-blocks of
+  // 256 take Q8_0). The output projection gets Q8_0 whatever the type, as llama.cpp keeps it at
+  // higher precision; the router and the embedding table stay as stored.
   kernels::QType quantize = kernels::QType::None;
   // How KV caches made by make_cache store keys and values. F16 halves the cache's memory and the
   // bytes attention reads per token (attention still computes in float32); see kKvTypeDefault.

@@ -5,45 +5,36 @@
 #include <cmath>
 #include <functional>
 
-#if defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
-#define EMBER_SAMPLING_AVX2 1
-#endif
 
 #include "kernels/exp.h"
 
 namespace ember::sampling::vec {
 namespace {
 
-#ifdef EMBER_SAMPLING_AVX2
 using kernels::exp8;
-#endif
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
-// Lane sums are reduced in this one order by both paths.
+// Lane sums are reduced in this one order, vector lanes and scalar tails alike.
 float reduce8(const float* a) { return ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])); }
 
-#ifdef EMBER_SAMPLING_AVX2
 // Loads up to 8 floats from p (n of them), padding with `pad`.
 __m256 load_partial(const float* p, size_t n, float pad) {
   alignas(32) float buf[8];
   for (size_t i = 0; i < 8; ++i) buf[i] = i < n ? p[i] : pad;
   return _mm256_load_ps(buf);
 }
-#endif
 
 }  // namespace
 
 float max_value(std::span<const float> x) {
-  // max(v, acc) keeps acc when v is NaN, in both paths.
+  // max(v, acc) keeps acc when v is NaN, in the vector loop and the tail.
   float lanes[8];
   std::fill(lanes, lanes + 8, -kInf);
   size_t i = 0;
-#ifdef EMBER_SAMPLING_AVX2
   __m256 acc = _mm256_set1_ps(-kInf);
   for (; i + 8 <= x.size(); i += 8) acc = _mm256_max_ps(_mm256_loadu_ps(x.data() + i), acc);
   _mm256_storeu_ps(lanes, acc);
-#endif
   for (; i < x.size(); ++i) lanes[i % 8] = x[i] > lanes[i % 8] ? x[i] : lanes[i % 8];
   float m = -kInf;
   for (float v : lanes) m = v > m ? v : m;
@@ -54,13 +45,11 @@ int32_t argmax(std::span<const float> x) {
   const float m = max_value(x);
   if (m == -kInf) return -1;
   size_t i = 0;
-#ifdef EMBER_SAMPLING_AVX2
   const __m256 mv = _mm256_set1_ps(m);
   for (; i + 8 <= x.size(); i += 8) {
     const int mask = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x.data() + i), mv, _CMP_EQ_OQ));
     if (mask) return static_cast<int32_t>(i + std::countr_zero(static_cast<unsigned>(mask)));
   }
-#endif
   for (; i < x.size(); ++i)
     if (x[i] == m) return static_cast<int32_t>(i);
   return -1;
@@ -70,8 +59,7 @@ float sum_exp(std::span<const float> x, float temperature, float shift, float fl
   const size_t n = x.size();
   const bool store = !out.empty();
   alignas(32) float lanes[8] = {};
-  size_t i = 0;
-#ifdef EMBER_SAMPLING_AVX2
+  size_t i = 0;  // the tail goes through the vector step, padded
   const __m256 t = _mm256_set1_ps(temperature), s = _mm256_set1_ps(shift), f = _mm256_set1_ps(floor);
   __m256 acc = _mm256_setzero_ps();
   const bool unit = temperature == 1.0f;  // x / 1 == x: skip the costly division
@@ -89,16 +77,8 @@ float sum_exp(std::span<const float> x, float temperature, float shift, float fl
     alignas(32) float e[8];
     _mm256_store_ps(e, step(load_partial(x.data() + i, n - i, -kInf)));
     if (store) std::copy(e, e + (n - i), out.data() + i);
-    i = n;
   }
   _mm256_store_ps(lanes, acc);
-#endif
-  for (; i < n; ++i) {
-    const float v = x[i];
-    const float e = v >= floor ? exp_det(v / temperature - shift) : 0.0f;
-    lanes[i % 8] += e;
-    if (store) out[i] = e;
-  }
   return reduce8(lanes);
 }
 
@@ -106,7 +86,6 @@ float sum_where_at_least(std::span<const float> w, std::span<const float> x, flo
   const size_t n = x.size();
   alignas(32) float lanes[8] = {};
   size_t i = 0, hits = 0;
-#ifdef EMBER_SAMPLING_AVX2
   const __m256 th = _mm256_set1_ps(threshold);
   __m256 acc = _mm256_setzero_ps();
   for (; i + 8 <= n; i += 8) {
@@ -115,7 +94,6 @@ float sum_where_at_least(std::span<const float> w, std::span<const float> x, flo
     hits += static_cast<size_t>(std::popcount(static_cast<unsigned>(_mm256_movemask_ps(keep))));
   }
   _mm256_store_ps(lanes, acc);
-#endif
   for (; i < n; ++i) {
     lanes[i % 8] += x[i] >= threshold ? w[i] : 0.0f;
     hits += x[i] >= threshold;
@@ -126,7 +104,6 @@ float sum_where_at_least(std::span<const float> w, std::span<const float> x, flo
 
 size_t indices_at_least(std::span<const float> x, float threshold, int32_t* out) {
   size_t count = 0, i = 0;
-#ifdef EMBER_SAMPLING_AVX2
   const __m256 th = _mm256_set1_ps(threshold);
   for (; i + 8 <= x.size(); i += 8) {
     auto mask = static_cast<unsigned>(
@@ -136,7 +113,6 @@ size_t indices_at_least(std::span<const float> x, float threshold, int32_t* out)
       mask &= mask - 1;
     }
   }
-#endif
   for (; i < x.size(); ++i)
     if (x[i] >= threshold) out[count++] = static_cast<int32_t>(i);
   return count;
@@ -160,7 +136,6 @@ float kth_largest(std::span<const float> x, size_t k, std::vector<float>& heap) 
       std::push_heap(heap.begin(), heap.end(), greater);
     }
   };
-#ifdef EMBER_SAMPLING_AVX2
   for (; i + 8 <= x.size(); i += 8) {
     const __m256 v = _mm256_loadu_ps(x.data() + i);
     auto mask = static_cast<unsigned>(
@@ -170,7 +145,6 @@ float kth_largest(std::span<const float> x, size_t k, std::vector<float>& heap) 
       mask &= mask - 1;
     }
   }
-#endif
   for (; i < x.size(); ++i) offer(x[i]);
   return heap.front();
 }

@@ -1,7 +1,7 @@
 #pragma once
-// Dense passes over a logit row (150k+ floats per token), AVX2 where the build has it. The scalar
-// fallback mirrors the 8-lane order of the vector code operation for operation, so both give the
-// same bits: sampling stays reproducible whatever the instruction set.
+// Dense passes over a logit row (150k+ floats per token) in AVX2, the build's baseline. The scalar
+// tail (the last n % 8 values) keeps the vector loop's 8-lane order, so a row's result does not
+// depend on where it ends: sampling stays reproducible.
 // NaN logits never count: they are skipped by max, argmax, sums and selections.
 #include <cstddef>
 #include <cstdint>
