@@ -4,12 +4,16 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <sstream>
@@ -128,6 +132,39 @@ class PeerWatch {
   bool gone_ = false;
   Clock::time_point next_check_;
 };
+
+namespace {
+
+// Why binding host:port failed, asked of a probe socket: httplib reports only that it failed.
+std::string bind_failure(const std::string& host, int port) {
+  addrinfo hints{}, *found = nullptr;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  if (const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0)
+    return std::string("cannot resolve the host: ") + ::gai_strerror(rc);
+  int err = 0;
+  for (const addrinfo* a = found; a != nullptr && err != EADDRINUSE; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    const int yes = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    err = ::bind(fd, a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  if (err == EADDRINUSE) return "address already in use (another server listens there)";
+  return err != 0 ? std::strerror(err) : "the address cannot be listened on";
+}
+
+// SO_REUSEADDR alone, not httplib's default SO_REUSEPORT: with that a second server on a port in use
+// would bind it too and share its connections instead of failing.
+void listen_socket_options(int fd) {
+  const int yes = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+}
+
+}  // namespace
 
 // httplib listens with a backlog of 5, which drops connections of a burst of clients before the
 // accept loop takes them; listen() again on the bound socket widens the queue.
@@ -350,6 +387,7 @@ Server::Server(model::Model& model, const tokenizer::Tokenizer& tokenizer, engin
                              ? static_cast<size_t>(options_.http_threads)
                              : static_cast<size_t>(scheduler.max_parallel + scheduler.max_queue + 8);
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http_->set_socket_options(listen_socket_options);
   http_->set_payload_max_length(options_.max_body_bytes);
   http_->set_read_timeout(30, 0);
   http_->set_write_timeout(30, 0);
@@ -361,10 +399,14 @@ Server::~Server() {
 }
 
 int Server::bind() {
+  const std::string where = options_.host + ":" + std::to_string(options_.port);
+  // httplib would hand the port to getaddrinfo as a service name, which takes 99999 modulo 65536.
+  if (options_.port < 0 || options_.port > 65535)
+    throw Error("cannot listen on " + where + ": the port must be between 0 (any free port) and 65535");
   int port = options_.port;
   if (port == 0) port = http_->bind_to_any_port(options_.host);
   else if (!http_->bind_to_port(options_.host, port)) port = -1;
-  if (port <= 0) throw Error("cannot listen on " + options_.host + ":" + std::to_string(options_.port));
+  if (port <= 0) throw Error("cannot listen on " + where + ": " + bind_failure(options_.host, options_.port));
   static_cast<HttpServer&>(*http_).widen_backlog(1024);
   options_.port = port;
   return port;

@@ -814,5 +814,33 @@ TEST_F(ServeTest, BurstOverQueueLimitGets429ThenRecovers) {
   EXPECT_EQ(ordered_json::parse(after->body)["choices"][0]["message"]["content"], refs(1).front().content);
 }
 
+// Issue 41 items 1, 2: a second server on a port in use fails naming the address (it shared the port
+// under httplib's SO_REUSEPORT), and a port past 65535 is refused (httplib listened on it mod 65536).
+TEST_F(ServeTest, PortInUseOrOutOfRangeIsAnError) {
+  auto first = start();
+  auto bind_error = [&](int port) {
+    server::ServerOptions o;
+    o.host = "127.0.0.1";
+    o.port = port;
+    server::Server second(*model_, *tok_, {.max_parallel = 1}, o);
+    try {
+      second.bind();
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("bound");
+  };
+  const std::string in_use = bind_error(first->port());
+  EXPECT_NE(in_use.find("127.0.0.1:" + std::to_string(first->port())), std::string::npos) << in_use;
+  EXPECT_NE(in_use.find("address already in use"), std::string::npos) << in_use;
+  const std::string too_big = bind_error(99999);
+  EXPECT_NE(too_big.find("127.0.0.1:99999"), std::string::npos) << too_big;
+  EXPECT_NE(too_big.find("between 0 (any free port) and 65535"), std::string::npos) << too_big;
+  auto c = first->client();  // the first one still answers
+  auto res = c.Get("/health");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+}
+
 }  // namespace
 }  // namespace ember::test
