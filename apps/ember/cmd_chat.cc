@@ -16,6 +16,7 @@
 #include "apps/ember/jsonl.h"
 #include "apps/ember/model_options.h"
 #include "base/error.h"
+#include "chat/messages.h"
 #include "engine/chat_session.h"
 #include "tokenizer/tokenizer.h"
 
@@ -39,11 +40,17 @@ struct ChatOpts {
   std::string messages_file;
 };
 
-// A conversation file (--messages, /load): a JSON array of {role, content} messages.
+// A conversation file (--messages, /load): a JSON array of {role, content} messages, checked as the
+// server checks a request's (the file and the message at fault named).
 ordered_json read_messages(const std::string& path) {
   ordered_json m = read_json_file(path);
   if (!m.is_array()) fail(path, "expected a JSON array of {role, content} messages");
-  return m;
+  if (m.empty()) return m;  // /load of an empty conversation
+  try {
+    return chat::check_messages(m);
+  } catch (const chat::MessageError& e) {
+    fail(path, e.what());
+  }
 }
 
 class ChatApp {

@@ -181,6 +181,7 @@ struct Server::Stream {
     bool sent_role = false, ended = false;
     size_t text_offset = 0;
     std::optional<chat::ToolCallParser> tools;  // a request with tools: calls out of the streamed content
+    std::string echo;  // /v1/completions with echo: the prompt, sent before the choice's first text
   };
   std::vector<Choice> choices;
   int n = 1;  // choices per prompt: prompt i's are i*n .. i*n + n-1
@@ -208,7 +209,8 @@ struct Server::Stream {
       if (!tool_calls.is_null()) msg["tool_calls"] = tool_calls;
       c[streaming ? "delta" : "message"] = msg;
     } else {
-      c["text"] = u.content;
+      c["text"] = ch.echo + u.content;
+      ch.echo.clear();
     }
     c["logprobs"] = nullptr;
     if (logprobs && !u.tokens.empty()) {
@@ -659,17 +661,20 @@ void Server::handle_apply_template(const httplib::Request& req, httplib::Respons
 void Server::handle_text(const httplib::Request& req, httplib::Response& res) {
   const TextRequest tr = parse_text_request(parse_body(req.body), defaults_, vocab_size_);
   std::vector<engine::GenerationRequest> gens;
+  std::vector<std::string> echoes;
   for (const TextPrompt& p : tr.prompts) {
     engine::GenerationRequest g;
     g.prompt = p.ids.empty() ? tokenizer_.encode(p.text, /*add_special_tokens=*/true) : p.ids;
     g.params = tr.params;
+    if (tr.echo) echoes.push_back(p.ids.empty() ? p.text : tokenizer_.decode(p.ids, /*skip_special_tokens=*/false));
     gens.push_back(std::move(g));
   }
-  respond(req, res, std::move(gens), /*chat=*/false, tr);
+  respond(req, res, std::move(gens), /*chat=*/false, tr, std::nullopt, echoes);
 }
 
 void Server::respond(const httplib::Request& req, httplib::Response& res, std::vector<engine::GenerationRequest> gens,
-                     bool chat, const CompletionRequest& cr, std::optional<chat::ToolCallFormat> tool_format) {
+                     bool chat, const CompletionRequest& cr, std::optional<chat::ToolCallFormat> tool_format,
+                     const std::vector<std::string>& echoes) {
   for (size_t i = 0; i < gens.size(); ++i)
     if (static_cast<int64_t>(gens[i].prompt.size()) >= scheduler_->context())
       throw ApiError(400,
@@ -677,6 +682,15 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, std::v
                          std::to_string(gens[i].prompt.size()) + " tokens but the context holds " +
                          std::to_string(scheduler_->context()),
                      chat ? "messages" : "prompt", "context_length_exceeded");
+  // As vLLM: a limit the context cannot hold is refused, not run until the context or the timeout ends it.
+  for (size_t i = 0; i < gens.size(); ++i)
+    if (cr.max_tokens && static_cast<int64_t>(gens[i].prompt.size()) + *cr.max_tokens > scheduler_->context())
+      throw ApiError(400,
+                     "this model's context holds " + std::to_string(scheduler_->context()) + " tokens, but " +
+                         (gens.size() > 1 ? "prompt " + std::to_string(i) + " has " : std::string("the prompt has ")) +
+                         std::to_string(gens[i].prompt.size()) + " tokens plus '" + cr.max_tokens_field + "' " +
+                         std::to_string(*cr.max_tokens) + "; reduce one or the other",
+                     cr.max_tokens_field, "context_length_exceeded");
   if (cr.n > scheduler_->max_parallel())
     throw ApiError(400,
                    "'n' asks for " + std::to_string(cr.n) + " choices, but this server runs " +
@@ -697,8 +711,9 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, std::v
   try {
     for (auto& g : gens)
       for (auto& rs : scheduler_->submit(std::move(g), cr.n)) {
-        st->choices.push_back({std::move(rs), {}, false, false, 0, std::nullopt});
+        st->choices.push_back({std::move(rs), {}, false, false, 0, std::nullopt, {}});
         if (tool_format) st->choices.back().tools.emplace(*tool_format, chat::random_call_ids(*tool_format));
+        if (!echoes.empty()) st->choices.back().echo = echoes[&g - gens.data()];
       }
   } catch (...) {
     st->cancel_all();  // the prompts already queued go too
