@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "apps/ember/commands.h"
+#include "apps/ember/flag_range.h"
+#include "apps/ember/model_options.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/resident_memory.h"
@@ -227,10 +229,10 @@ Run add_bench_command(CLI::App& app) {
   cmd->add_option("--synthetic", a->synthetic, "Random-weight model of a named shape: " + shapes);
   cmd->add_option("--dtype", a->dtype, "Weights: f32, bf16 (synthetic default), f16 (a model's plain matrices converted at load), q8_0, q4_0, q4_k (quantized at load)");
   cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache storage: f16 (default), bf16, q8_0 or f32");
-  cmd->add_option("-t,--threads", a->threads, "Threads (default: all cores)");
-  cmd->add_option("-p,--prompt", a->prompt, "Prompt tokens for prefill");
-  cmd->add_option("-n,--gen", a->gen, "Tokens to decode");
-  cmd->add_option("--reps", a->reps, "Repetitions (the median is reported)");
+  add_threads_option(*cmd, a->threads);
+  cmd->add_option("-p,--prompt", a->prompt, "Prompt tokens for prefill")->check(in_range<int64_t>(1, 1 << 20));
+  cmd->add_option("-n,--gen", a->gen, "Tokens to decode")->check(in_range<int64_t>(1, 1 << 20));
+  cmd->add_option("--reps", a->reps, "Repetitions (the median is reported)")->check(in_range(1, 1000));
   cmd->add_flag("--json", a->json, "One JSON object on stdout");
   cmd->add_flag("!--no-warmup", a->warmup, "Skip the unmeasured warm-up run (one prompt, a few decode steps) before the repetitions");
   return [a] { return run_bench(*a); };

@@ -10,11 +10,13 @@
 #include <iostream>
 
 #include "apps/ember/commands.h"
+#include "apps/ember/flag_range.h"
 #include "apps/ember/generation_stats.h"
 #include "apps/ember/grammar_options.h"
 #include "apps/ember/jsonl.h"
 #include "apps/ember/model_options.h"
 #include "base/error.h"
+#include "chat/messages.h"
 #include "engine/chat_session.h"
 #include "tokenizer/tokenizer.h"
 
@@ -38,11 +40,17 @@ struct ChatOpts {
   std::string messages_file;
 };
 
-// A conversation file (--messages, /load): a JSON array of {role, content} messages.
+// A conversation file (--messages, /load): a JSON array of {role, content} messages, checked as the
+// server checks a request's (the file and the message at fault named).
 ordered_json read_messages(const std::string& path) {
   ordered_json m = read_json_file(path);
   if (!m.is_array()) fail(path, "expected a JSON array of {role, content} messages");
-  return m;
+  if (m.empty()) return m;  // /load of an empty conversation
+  try {
+    return chat::check_messages(m);
+  } catch (const chat::MessageError& e) {
+    fail(path, e.what());
+  }
 }
 
 class ChatApp {
@@ -53,7 +61,7 @@ class ChatApp {
     if (o.think) options_.enable_thinking = true;
     if (o.no_think) options_.enable_thinking = false;
     options_.think_budget = o.think_budget;
-    if (!m_.params.max_new_tokens) m_.params.max_new_tokens = 1024;
+    if (!m_.params.max_new_tokens && !o.sampling.to_the_end) m_.params.max_new_tokens = 1024;
     reset();
   }
 
@@ -196,7 +204,8 @@ Run add_chat_command(CLI::App& app) {
   cmd->add_option("--system", o->system, "System prompt");
   auto* think = cmd->add_flag("--think", o->think, "Enable thinking (enable_thinking=true in the template)");
   cmd->add_flag("--no-think", o->no_think, "Disable thinking (enable_thinking=false)")->excludes(think);
-  cmd->add_option("--think-budget", o->think_budget, "Force the thought closed after N thinking tokens");
+  cmd->add_option("--think-budget", o->think_budget, "Force the thought closed after N thinking tokens (-1: no limit)")
+      ->check(in_range<int64_t>(-1, int64_t{1} << 30));
   cmd->add_flag("--show-think", o->show_think, "Print the model's reasoning (dimmed on a terminal)");
   cmd->add_option("--messages", o->messages_file, "One-shot: reply to the conversation in FILE (JSON array)");
   cmd->add_flag("--json", o->json, "With --messages: print {\"content\", \"reasoning_content\"}");

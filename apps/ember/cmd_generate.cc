@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "apps/ember/commands.h"
+#include "apps/ember/flag_range.h"
 #include "apps/ember/generation_stats.h"
 #include "apps/ember/grammar_options.h"
 #include "apps/ember/model_options.h"
@@ -61,16 +62,16 @@ Run add_generate_command(CLI::App& app) {
   cmd->add_option("-p,--prompt", o->prompt, "Text to continue")->required();
   o->grammar.add_to(*cmd);
   cmd->add_flag("--no-special", o->no_bos, "Do not add the tokenizer's special tokens (BOS) to the prompt");
-  cmd->add_option("--beams", o->beams, "Beam search with B beams (1: greedy or sampling)")->check(CLI::Range(1, 64));
+  cmd->add_option("--beams", o->beams, "Beam search with B beams (1: greedy or sampling)")->check(in_range(1, 64));
   cmd->add_option("--length-penalty", o->length_penalty,
                   "Beam search: score = log-probability / length^P (default: generation_config, else 1)");
   cmd->add_option("--num-return-sequences", o->num_return,
                   "Beam search: print the best N beams (N <= B); sampling: N samples, seeds S, S+1, ... (--seed S)")
-      ->check(CLI::PositiveNumber);
+      ->check(in_range(1, 64));
   return [o] {
     std::shared_ptr<const grammar::Grammar> grammar = o->grammar.compile();  // before the model: fail fast
     auto [model, tok, params] = load_model(o->model, &o->sampling);
-    if (!params.max_new_tokens && !params.max_length) params.max_new_tokens = 256;
+    if (!params.max_new_tokens && !params.max_length && !o->sampling.to_the_end) params.max_new_tokens = 256;
     const std::vector<int32_t> prompt = tok.encode(o->prompt, !o->no_bos);
     if (o->beams) {
       // --beams asks for beam search, not beam sampling: the model's own do_sample yields to it.

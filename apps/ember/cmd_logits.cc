@@ -3,6 +3,7 @@
 
 #include "apps/ember/commands.h"
 #include "apps/ember/jsonl.h"
+#include "apps/ember/model_options.h"
 #include "base/error.h"
 #include "engine/memory_plan.h"
 #include "model/model.h"
@@ -19,7 +20,7 @@ Run add_logits_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("logits", "Print the last position's logits for token id sequences (JSON lines)");
   cmd->add_option("-m,--model", o->model, "Hugging Face model folder or .gguf file")->required();
   cmd->add_flag("--jsonl", o->jsonl, "Read {\"ids\": [...]} lines from stdin, write {\"logits\": [...]} lines")->required();
-  cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
+  add_threads_option(*cmd, o->threads);
   return [o] {
     auto model = model::Model::load(o->model, {.threads = o->threads, .progress = {}});
     const int64_t ctx = engine::plan_memory(*model, {}).context;  // what fits, up to the trained context

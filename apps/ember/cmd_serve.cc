@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "apps/ember/commands.h"
+#include "apps/ember/flag_range.h"
 #include "apps/ember/model_options.h"
 #include "base/error.h"
 #include "server/server.h"
@@ -65,14 +66,25 @@ Run add_serve_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP API and web chat page");
   o->model.add_to(*cmd);
   cmd->add_option("--host", o->server.host, "Address to listen on")->capture_default_str();
-  cmd->add_option("--port", o->server.port, "Port to listen on (0: any free port)")->capture_default_str();
-  cmd->add_option("--parallel", o->scheduler.max_parallel, "Sequences decoded together")->capture_default_str();
-  cmd->add_option("--queue", o->scheduler.max_queue, "Requests that may wait; more get 429")->capture_default_str();
+  cmd->add_option("--port", o->server.port, "Port to listen on (0: any free port)")
+      ->capture_default_str()
+      ->check(in_range(0, 65535));
+  cmd->add_option("--parallel", o->scheduler.max_parallel, "Sequences decoded together")
+      ->capture_default_str()
+      ->check(in_range<int64_t>(1, 1024));
+  cmd->add_option("--queue", o->scheduler.max_queue, "Requests that may wait; more get 429")
+      ->capture_default_str()
+      ->check(in_range<int64_t>(1, 1 << 20));
   cmd->add_option("--prefill-chunk", o->scheduler.prefill_chunk, "Prompt tokens computed per step")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(in_range<int64_t>(1, 1 << 20));
   cmd->add_option("--api-key", o->server.api_key, "Require \"Authorization: Bearer KEY\" on /v1/*");
-  cmd->add_option("--max-body", o->server.max_body_bytes, "Largest request body in bytes")->capture_default_str();
-  cmd->add_option("--timeout", o->server.request_timeout_s, "Seconds a request may run")->capture_default_str();
+  cmd->add_option("--max-body", o->server.max_body_bytes, "Largest request body in bytes")
+      ->capture_default_str()
+      ->check(in_range<size_t>(1024, size_t{1} << 30));
+  cmd->add_option("--timeout", o->server.request_timeout_s, "Seconds a request may run")
+      ->capture_default_str()
+      ->check(in_range(1.0, 604800.0));
   cmd->add_option("--model-name", o->server.model_name, "Model id reported by /v1/models (default: folder name)");
   cmd->add_option("--cors", o->server.cors_origins,
                   "Origins whose pages may call the API from a browser: ORIGIN[,ORIGIN...] or * (default: none)")

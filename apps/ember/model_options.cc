@@ -1,4 +1,5 @@
 #include "apps/ember/model_options.h"
+#include "apps/ember/flag_range.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "engine/generation.h"
@@ -9,16 +10,19 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <chrono>
 #include <cstdio>
+#include <thread>
 
 namespace ember::app {
 
 void ModelOptions::add_to(CLI::App& cmd) {
   cmd.add_option("-m,--model", dir, "Hugging Face model folder or .gguf file")->required();
-  cmd.add_option("-t,--threads", threads, "Threads (default: all cores)");
-  cmd.add_option("--ctx", ctx, "Context size in tokens (default: the model's max_position_embeddings)");
+  add_threads_option(cmd, threads);
+  cmd.add_option("--ctx", ctx, "Context size in tokens (default: the model's max_position_embeddings)")
+      ->check(in_range<int64_t>(1, int64_t{1} << 30));
   cmd.add_option("--kv-dtype", kv_dtype, "KV cache storage: f16 (default), bf16, q8_0 (half of f16's memory) or f32");
   cmd.add_option("--quantize", quantize,
                  "Quantize weight matrices at load: q8_0 (about half of BF16's memory), q4_0 or q4_k (about a quarter); "
@@ -74,12 +78,24 @@ std::unique_ptr<model::Model> ModelOptions::load() const {
 }
 
 void SamplingOptions::add_to(CLI::App& cmd) {
-  cmd.add_option("-n,--max-tokens", max_tokens, "Maximum number of new tokens");
-  cmd.add_option("--temperature", temperature, "Sampling temperature (0: greedy)");
-  cmd.add_option("--top-k", top_k, "Keep only the K most likely tokens (0: off)");
-  cmd.add_option("--top-p", top_p, "Nucleus sampling: keep the smallest set with probability >= P");
-  cmd.add_option("--min-p", min_p, "Drop tokens below P times the most likely token's probability");
-  cmd.add_option("--repeat-penalty", repetition_penalty, "Repetition penalty (Hugging Face semantics; 1: off)");
+  // -1 as llama.cpp's users write it: no limit but the end token and the context.
+  cmd.add_option_function<int32_t>(
+         "-n,--max-tokens",
+         [this](int32_t n) {
+           to_the_end = n < 0;
+           if (to_the_end) max_tokens.reset();
+           else max_tokens = n;
+         },
+         "Maximum number of new tokens (-1: until the end token or the context)")
+      ->check(in_range<int32_t>(-1, 1 << 30));
+  cmd.add_option("--temperature", temperature, "Sampling temperature (0: greedy)")->check(in_range(0.0f, 100.0f));
+  cmd.add_option("--top-k", top_k, "Keep only the K most likely tokens (0: off)")->check(in_range(0, 1 << 24));
+  cmd.add_option("--top-p", top_p, "Nucleus sampling: keep the smallest set with probability >= P")
+      ->check(in_range(0.0f, 1.0f));
+  cmd.add_option("--min-p", min_p, "Drop tokens below P times the most likely token's probability")
+      ->check(in_range(0.0f, 1.0f));
+  cmd.add_option("--repeat-penalty", repetition_penalty, "Repetition penalty (Hugging Face semantics; 1: off)")
+      ->check(in_range(0.01f, 100.0f));
   cmd.add_option("--seed", seed, "Random seed for reproducible sampling");
   cmd.add_option("--stop", stop, "Stop when this text appears (repeatable); it is not printed");
 }
@@ -124,7 +140,28 @@ int64_t planned_context(const model::Model& model, const ModelOptions& o, int64_
 }
 
 sampling::SamplingParams SamplingOptions::resolve(const model::Model& model) const {
-  return sampling::apply(engine::default_params(model.dir(), model.config()), *this);
+  sampling::SamplingParams p = sampling::apply(engine::default_params(model.dir(), model.config()), *this);
+  if (to_the_end) {  // over generation_config.json's max_length too
+    p.max_new_tokens.reset();
+    p.max_length.reset();
+  }
+  return p;
+}
+
+CLI::Option* add_threads_option(CLI::App& cmd, int& threads) {
+  return cmd
+      .add_option_function<int>(
+          "-t,--threads", [&threads](int n) { threads = usable_threads(n); },
+          "Threads (default 0: one per hardware thread; more than the hardware threads are capped to them)")
+      ->check(in_range(0, kMaxThreads));
+}
+
+int usable_threads(int requested) {
+  const int hardware = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (requested <= hardware) return requested;
+  std::fprintf(stderr, "ember: warning: -t %d is more threads than the %d hardware threads; using %d\n", requested,
+               hardware, hardware);
+  return hardware;
 }
 
 }  // namespace ember::app

@@ -32,6 +32,7 @@ struct ModelOptions {
 
 // The sampling flags: the library's ember::SamplingOptions, set from the command line.
 struct SamplingOptions : ember::SamplingOptions {
+  bool to_the_end = false;  // -n -1: no token limit, not even the command's default or max_length
   void add_to(CLI::App& cmd);
   // The model's defaults (engine::default_params), then these flags (sampling::apply).
   sampling::SamplingParams resolve(const model::Model& model) const;
@@ -52,6 +53,14 @@ LoadedModel load_model(const ModelOptions& model, const SamplingOptions* samplin
 // prints the plan's line unless quiet. pool_factor: KV blocks per context (2 for the server's reuse).
 int64_t planned_context(const model::Model& model, const ModelOptions& options, int64_t sequences = 1,
                         int64_t pool_factor = 1);
+
+// -t/--threads of every command that computes (0: one per hardware thread), in [0, kMaxThreads] and
+// capped by usable_threads.
+constexpr int kMaxThreads = 4096;
+CLI::Option* add_threads_option(CLI::App& cmd, int& threads);
+// `requested`, or the hardware threads with a warning when it asks for more: the extra threads
+// would only compete for the same cores (and -t 1000 started 1000).
+int usable_threads(int requested);
 
 // "8G", "512MB", "1.5GiB", "1000000" as bytes; throws ember::Error naming `flag` otherwise.
 int64_t parse_bytes(const std::string& text, const std::string& flag);

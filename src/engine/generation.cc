@@ -108,6 +108,12 @@ GenerationRequest validated(GenerationRequest r, int64_t context, int64_t vocab_
 
 void check_request(const GenerationRequest& r, int64_t context, int64_t vocab_size) {
   check_prompt_fits(static_cast<int64_t>(r.prompt.size()), context);
+  const int64_t n_prompt = static_cast<int64_t>(r.prompt.size());
+  if (r.refuse_past_context && r.params.max_new_tokens && n_prompt + *r.params.max_new_tokens > context)
+    throw RequestError("the context holds " + std::to_string(context) + " tokens, but the prompt has " +
+                           std::to_string(n_prompt) + " tokens plus " + std::to_string(*r.params.max_new_tokens) +
+                           " to generate; reduce one or the other",
+                       "max_tokens", "context_length_exceeded");
   for (int32_t t : r.prompt)
     if (t < 0 || t >= vocab_size)
       throw RequestError("prompt token id " + std::to_string(t) + " is outside the vocabulary [0, " +

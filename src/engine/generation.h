@@ -69,6 +69,10 @@ struct GenerationRequest {
   // split_reasoning, the reply's first token does): tokens that would leave it are masked out
   // before sampling, end tokens only once it is complete.
   std::optional<GrammarConstraint> grammar;
+  // params.max_new_tokens is what a client asked for (an API's max_tokens): when the context cannot
+  // hold it beside the prompt the request is refused, as vLLM does, instead of capped at the context
+  // (ember generate -n).
+  bool refuse_past_context = false;
 };
 
 // Every check a request passes before it is queued or run, one owner for Session, the Scheduler and

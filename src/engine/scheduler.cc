@@ -105,8 +105,9 @@ std::shared_ptr<RequestStream> Scheduler::submit(GenerationRequest request) {
 
 std::vector<std::shared_ptr<RequestStream>> Scheduler::submit(GenerationRequest request, int choices) {
   if (choices < 1 || choices > options_.max_parallel)
-    throw Error(std::to_string(choices) + " choices need as many parallel sequences; this scheduler runs " +
-                std::to_string(options_.max_parallel) + " (--parallel)");
+    throw RequestError("'n' asks for " + std::to_string(choices) + " choices, but this server runs " +
+                           std::to_string(options_.max_parallel) + " parallel sequences (--parallel)",
+                       "n", "invalid_request");
   check_request(request, options_.context, model_.config().vocab_size);
 
   std::vector<std::shared_ptr<RequestStream>> streams;

@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include "base/error.h"
-#include "chat/tool_messages.h"
+#include "chat/messages.h"
 #include "sampling/logits_processors.h"
 #include "sampling/overrides.h"
 
@@ -45,24 +46,63 @@ bool boolean(const ordered_json& body, const char* name) {
   return v.get<bool>();
 }
 
-// Fills the sampling fields shared by /v1/chat/completions and /v1/completions.
-// OpenAI fields Ember does not implement: a 400 naming the field, never a reply that ignored it.
-void refuse_unsupported(const ordered_json& body, bool chat) {
-  for (const char* name : {"audio", "modalities", "prediction", "functions", "function_call", "web_search_options",
-                           "response_format"}) {
-    const ordered_json* v = field(body, name);
-    if (v == nullptr) continue;
-    if (chat && std::string_view(name) == "response_format") continue;  // parse_chat_request reads it
-    // The values that ask for what Ember does anyway.
-    if (std::string_view(name) == "response_format" && v->is_object() && v->value("type", "") == "text") continue;
-    if (std::string_view(name) == "modalities" && *v == ordered_json::array({"text"})) continue;
-    throw ApiError(400, std::string("'") + name + "' is not supported by this server", name, "unsupported_parameter");
+// Every field of OpenAI's requests is read, refused by name or (where it cannot change the reply)
+// accepted; anything else is a 400 naming it, never a reply that silently ignored it.
+struct Fields {
+  std::vector<std::string_view> read, ignored, unsupported;
+};
+
+// Fields both routes read (and Ember's own: top_k, min_p, repetition_penalty).
+constexpr std::string_view kCommonFields[] = {
+    "model", "n", "stream", "stream_options", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "seed",
+    "max_tokens", "max_completion_tokens", "stop", "frequency_penalty", "presence_penalty", "logit_bias", "user",
+    "logprobs"};
+
+const Fields& chat_fields() {
+  static const Fields f{
+      {"messages", "top_logprobs", "reasoning_effort", "thinking_budget", "chat_template_kwargs", "tools", "tool_choice",
+       "parallel_tool_calls", "response_format"},
+      // Bookkeeping for OpenAI's platform, with no effect on the reply (prefixes are reused anyway).
+      {"metadata", "service_tier", "safety_identifier", "prompt_cache_key", "prompt_cache_retention"},
+      {"audio", "modalities", "prediction", "functions", "function_call", "web_search_options", "verbosity", "store"}};
+  return f;
+}
+
+const Fields& text_fields() {
+  static const Fields f{{"prompt", "echo", "best_of"}, {}, {"suffix", "response_format"}};
+  return f;
+}
+
+bool listed(const std::vector<std::string_view>& names, std::string_view name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+void check_fields(const ordered_json& body, bool chat) {
+  const Fields& f = chat ? chat_fields() : text_fields();
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    const std::string& name = it.key();
+    const ordered_json& v = it.value();
+    if (std::find(std::begin(kCommonFields), std::end(kCommonFields), name) != std::end(kCommonFields) ||
+        listed(f.read, name) || listed(f.ignored, name) || v.is_null())
+      continue;
+    if (listed(f.unsupported, name)) {
+      // The values that ask for what Ember does anyway.
+      if (name == "response_format" && v.is_object() && v.value("type", "") == "text") continue;
+      if (name == "modalities" && v == ordered_json::array({"text"})) continue;
+      if (name == "store" && v == false) continue;
+      if (name == "suffix" && v == "") continue;
+      throw ApiError(400, "'" + name + "' is not supported by this server", name, "unsupported_parameter");
+    }
+    throw ApiError(400,
+                   "unrecognized request argument '" + name + "' (not a field of " +
+                       (chat ? "/v1/chat/completions" : "/v1/completions") + ")",
+                   name, "unknown_parameter");
   }
 }
 
 void parse_common(const ordered_json& body, const sampling::SamplingParams& defaults, size_t vocab_size,
                   CompletionRequest& r, bool chat) {
-  refuse_unsupported(body, chat);
+  check_fields(body, chat);
   sampling::SamplingParams& p = r.params;
   if (field(body, "model")) {
     if (!body["model"].is_string()) bad("model", "must be a string");
@@ -88,7 +128,11 @@ void parse_common(const ordered_json& body, const sampling::SamplingParams& defa
     o.seed = v.is_number_unsigned() ? v.get<uint64_t>() : static_cast<uint64_t>(v.get<int64_t>());
   }
   for (const char* name : {"max_tokens", "max_completion_tokens"})
-    if (field(body, name)) o.max_tokens = static_cast<int32_t>(integer(body, name, 0, 1 << 30));
+    if (field(body, name)) {
+      r.max_tokens = integer(body, name, 0, 1 << 30);
+      r.max_tokens_field = name;
+      o.max_tokens = static_cast<int32_t>(*r.max_tokens);
+    }
   if (const auto* stop = field(body, "stop")) {
     if (stop->is_string()) {
       o.stop.push_back(stop->get<std::string>());
@@ -146,31 +190,6 @@ void parse_logprobs(const ordered_json& body, CompletionRequest& r, bool chat) {
   r.params.top_logprobs = r.top_logprobs;
 }
 
-// Message content: a string, or a list of {"type": "text", "text"} parts joined.
-ordered_json normalise_message(const ordered_json& m, size_t i) {
-  const std::string where = "messages[" + std::to_string(i) + "]";
-  if (!m.is_object()) bad(where, "must be an object");
-  if (!m.contains("role") || !m["role"].is_string()) bad(where + ".role", "must be a string");
-  ordered_json out = m;
-  if (m.contains("content")) {
-    const ordered_json& c = m["content"];
-    if (c.is_array()) {
-      std::string text;
-      for (const auto& part : c) {
-        if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text") || !part["text"].is_string())
-          bad(where + ".content", "parts must be {\"type\": \"text\", \"text\": string}");
-        text += part["text"].get<std::string>();
-      }
-      out["content"] = text;
-    } else if (!c.is_string() && !c.is_null()) {
-      bad(where + ".content", "must be a string, a list of text parts or null");
-    }
-  } else if (m["role"] != "assistant") {
-    bad(where + ".content", "is required");
-  }
-  return out;
-}
-
 }  // namespace
 
 ApiError::ApiError(int status_, std::string message, std::string param_, std::string code_)
@@ -214,9 +233,11 @@ ChatRequest parse_chat_request(const ordered_json& body, const sampling::Samplin
   parse_logprobs(body, r, /*chat=*/true);
   const auto* msgs = field(body, "messages");
   if (msgs == nullptr) bad("messages", "is required");
-  if (!msgs->is_array() || msgs->empty()) bad("messages", "must be a non-empty array");
-  r.messages = ordered_json::array();
-  for (size_t i = 0; i < msgs->size(); ++i) r.messages.push_back(normalise_message((*msgs)[i], i));
+  try {
+    r.messages = chat::check_messages(*msgs);
+  } catch (const chat::MessageError& e) {
+    throw ApiError(400, e.what(), e.field, "invalid_value");
+  }
   if (const auto* effort = field(body, "reasoning_effort")) {
     static const std::vector<std::string> kEfforts{"none", "minimal", "low", "medium", "high"};
     if (!effort->is_string() || std::find(kEfforts.begin(), kEfforts.end(), effort->get<std::string>()) == kEfforts.end())
@@ -277,11 +298,6 @@ ChatRequest parse_chat_request(const ordered_json& body, const sampling::Samplin
   if (r.response_format.kind != ResponseFormat::Kind::kText &&
       (r.tool_choice.mode == ToolChoice::Mode::kRequired || r.tool_choice.mode == ToolChoice::Mode::kFunction))
     bad("response_format", "cannot be combined with a tool_choice that forces a call");
-  try {
-    r.messages = chat::messages_for_template(r.messages);
-  } catch (const Error& e) {
-    bad("messages", e.what());
-  }
   return r;
 }
 
@@ -289,6 +305,16 @@ TextRequest parse_text_request(const ordered_json& body, const sampling::Samplin
   TextRequest r;
   parse_common(body, defaults, vocab_size, r, /*chat=*/false);
   parse_logprobs(body, r, /*chat=*/false);
+  if (field(body, "echo")) r.echo = boolean(body, "echo");
+  if (r.echo && r.params.logprobs)  // OpenAI's answer would hold the prompt tokens' logprobs too
+    throw ApiError(400, "'echo' with 'logprobs' is not supported by this server", "echo", "unsupported_parameter");
+  if (field(body, "best_of")) {  // OpenAI: best_of candidates, the n most likely returned
+    const int64_t best_of = integer(body, "best_of", 1, 20);
+    if (best_of < r.n) bad("best_of", "must be at least n (" + std::to_string(r.n) + ")");
+    if (best_of > r.n)
+      throw ApiError(400, "'best_of' greater than n is not supported by this server (ask for n choices instead)",
+                     "best_of", "unsupported_parameter");
+  }
   const auto* prompt = field(body, "prompt");
   if (prompt == nullptr) bad("prompt", "is required");
   auto ids_of = [&](const ordered_json& list) {

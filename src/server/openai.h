@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -36,6 +37,8 @@ struct CompletionRequest {
   bool include_usage = false;
   int32_t top_logprobs = 0;  // with params.logprobs
   std::string model;
+  std::optional<int64_t> max_tokens;    // as the client gave it, in the field named here:
+  std::string max_tokens_field;         // max_tokens or max_completion_tokens
 };
 
 // OpenAI's tool_choice: "none", "auto", "required", or {"type": "function", "function": {"name"}}.
@@ -69,6 +72,7 @@ struct TextPrompt {
 
 struct TextRequest : CompletionRequest {
   std::vector<TextPrompt> prompts;  // one or more; the choices of prompt i are i*n .. i*n + n-1
+  bool echo = false;                // each choice's text starts with its prompt
 };
 
 // `defaults`: the model's generation_config (eos ids merged); `vocab_size`: the model's, which bounds

@@ -4,12 +4,16 @@
 
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <sstream>
@@ -129,6 +133,39 @@ class PeerWatch {
   Clock::time_point next_check_;
 };
 
+namespace {
+
+// Why binding host:port failed, asked of a probe socket: httplib reports only that it failed.
+std::string bind_failure(const std::string& host, int port) {
+  addrinfo hints{}, *found = nullptr;
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  if (const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found); rc != 0)
+    return std::string("cannot resolve the host: ") + ::gai_strerror(rc);
+  int err = 0;
+  for (const addrinfo* a = found; a != nullptr && err != EADDRINUSE; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    const int yes = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    err = ::bind(fd, a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
+    ::close(fd);
+  }
+  ::freeaddrinfo(found);
+  if (err == EADDRINUSE) return "address already in use (another server listens there)";
+  return err != 0 ? std::strerror(err) : "the address cannot be listened on";
+}
+
+// SO_REUSEADDR alone, not httplib's default SO_REUSEPORT: with that a second server on a port in use
+// would bind it too and share its connections instead of failing.
+void listen_socket_options(int fd) {
+  const int yes = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+}
+
+}  // namespace
+
 // httplib listens with a backlog of 5, which drops connections of a burst of clients before the
 // accept loop takes them; listen() again on the bound socket widens the queue.
 class HttpServer : public httplib::Server {
@@ -145,6 +182,7 @@ struct Server::Stream {
     size_t text_offset = 0;
     std::optional<tokenizer::StreamDecoder> pieces;  // the logprobs' token texts, in context
     std::optional<chat::ToolCallParser> tools;  // a request with tools: calls out of the streamed content
+    std::string echo;  // /v1/completions with echo: the prompt, sent before the choice's first text
   };
   std::vector<Choice> choices;
   int n = 1;  // choices per prompt: prompt i's are i*n .. i*n + n-1
@@ -172,7 +210,8 @@ struct Server::Stream {
       if (!tool_calls.is_null()) msg["tool_calls"] = tool_calls;
       c[streaming ? "delta" : "message"] = msg;
     } else {
-      c["text"] = u.content;
+      c["text"] = ch.echo + u.content;
+      ch.echo.clear();
     }
     c["logprobs"] = nullptr;
     if (logprobs && !u.tokens.empty()) {
@@ -354,6 +393,7 @@ Server::Server(model::Model& model, const tokenizer::Tokenizer& tokenizer, engin
                              ? static_cast<size_t>(options_.http_threads)
                              : static_cast<size_t>(scheduler.max_parallel + scheduler.max_queue + 8);
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http_->set_socket_options(listen_socket_options);
   http_->set_payload_max_length(options_.max_body_bytes);
   http_->set_read_timeout(30, 0);
   http_->set_write_timeout(30, 0);
@@ -365,10 +405,14 @@ Server::~Server() {
 }
 
 int Server::bind() {
+  const std::string where = options_.host + ":" + std::to_string(options_.port);
+  // httplib would hand the port to getaddrinfo as a service name, which takes 99999 modulo 65536.
+  if (options_.port < 0 || options_.port > 65535)
+    throw Error("cannot listen on " + where + ": the port must be between 0 (any free port) and 65535");
   int port = options_.port;
   if (port == 0) port = http_->bind_to_any_port(options_.host);
   else if (!http_->bind_to_port(options_.host, port)) port = -1;
-  if (port <= 0) throw Error("cannot listen on " + options_.host + ":" + std::to_string(options_.port));
+  if (port <= 0) throw Error("cannot listen on " + where + ": " + bind_failure(options_.host, options_.port));
   static_cast<HttpServer&>(*http_).widen_backlog(1024);
   options_.port = port;
   return port;
@@ -632,29 +676,34 @@ void Server::handle_apply_template(const httplib::Request& req, httplib::Respons
 void Server::handle_text(const httplib::Request& req, httplib::Response& res) {
   const TextRequest tr = parse_text_request(parse_body(req.body), defaults_, vocab_size_);
   std::vector<engine::GenerationRequest> gens;
+  std::vector<std::string> echoes;
   for (const TextPrompt& p : tr.prompts) {
     engine::GenerationRequest g;
     g.prompt = p.ids.empty() ? tokenizer_.encode(p.text, /*add_special_tokens=*/true) : p.ids;
     g.params = tr.params;
+    if (tr.echo) echoes.push_back(p.ids.empty() ? p.text : tokenizer_.decode(p.ids, /*skip_special_tokens=*/false));
     gens.push_back(std::move(g));
   }
-  respond(req, res, std::move(gens), /*chat=*/false, tr);
+  respond(req, res, std::move(gens), /*chat=*/false, tr, std::nullopt, echoes);
 }
 
 void Server::respond(const httplib::Request& req, httplib::Response& res, std::vector<engine::GenerationRequest> gens,
-                     bool chat, const CompletionRequest& cr, std::optional<chat::ToolCallFormat> tool_format) {
-  for (size_t i = 0; i < gens.size(); ++i)
-    if (static_cast<int64_t>(gens[i].prompt.size()) >= scheduler_->context())
-      throw ApiError(400,
-                     (gens.size() > 1 ? "prompt " + std::to_string(i) + " has " : std::string("the prompt has ")) +
-                         std::to_string(gens[i].prompt.size()) + " tokens but the context holds " +
-                         std::to_string(scheduler_->context()),
-                     chat ? "messages" : "prompt", "context_length_exceeded");
-  if (cr.n > scheduler_->max_parallel())
-    throw ApiError(400,
-                   "'n' asks for " + std::to_string(cr.n) + " choices, but this server runs " +
-                       std::to_string(scheduler_->max_parallel()) + " parallel sequences (--parallel)",
-                   "n");
+                     bool chat, const CompletionRequest& cr, std::optional<chat::ToolCallFormat> tool_format,
+                     const std::vector<std::string>& echoes) {
+  // The engine's checks (engine::check_request) before anything is queued, with this API's names: the
+  // field at fault and, of several prompts, which one.
+  for (size_t i = 0; i < gens.size(); ++i) {
+    gens[i].refuse_past_context = cr.max_tokens.has_value();  // as vLLM: refused, not run until the context ends it
+    try {
+      engine::check_request(gens[i], scheduler_->context(), vocab_size_);
+    } catch (const engine::RequestError& e) {
+      std::string param = e.param;
+      if (param == "prompt" && chat) param = "messages";
+      if (param == "max_tokens") param = cr.max_tokens_field;
+      throw ApiError(400, (gens.size() > 1 ? "prompt " + std::to_string(i) + ": " : std::string()) + e.what(), param,
+                     e.code);
+    }
+  }
   auto st = std::make_shared<Stream>();
   st->n = cr.n;
   st->chat = chat;
@@ -670,8 +719,9 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, std::v
   try {
     for (auto& g : gens)
       for (auto& rs : scheduler_->submit(std::move(g), cr.n)) {
-        st->choices.push_back({std::move(rs), {}, false, false, 0, std::nullopt, std::nullopt});
+        st->choices.push_back({std::move(rs), {}, false, false, 0, std::nullopt, std::nullopt, {}});
         if (tool_format) st->choices.back().tools.emplace(*tool_format, chat::random_call_ids(*tool_format));
+        if (!echoes.empty()) st->choices.back().echo = echoes[&g - gens.data()];
       }
   } catch (...) {
     st->cancel_all();  // the prompts already queued go too

@@ -69,6 +69,23 @@ TEST(CliChat, MalformedMessagesFileNamesFileAndPosition) {
   EXPECT_NE(o2.out.find(not_array + ": expected a JSON array"), std::string::npos) << o2.out;
 }
 
+// Issue 41 item 9: a message the template cannot use is named as the server names it
+// (messages[0].content), not reported from inside the template ("line 16, column 42: can only
+// concatenate str").
+TEST(CliChat, BadMessageInFileIsNamed) {
+  for (const auto& [messages, field] : std::vector<std::pair<std::string, std::string>>{
+           {R"([{"role": "user", "content": 5}])", "messages[0].content: must be a string"},
+           {R"([{"role": "user", "content": "Hi"}, {"role": "wizard", "content": "x"}])", "messages[1].role: 'wizard'"}}) {
+    const std::string file = tmp_file("bad_message.json", messages);
+    const Output o = run(ember_binary() + " chat -m " + model_dir("chat-skills") + " --messages " + file + " --json 2>&1");
+    std::filesystem::remove(file);
+    ASSERT_TRUE(WIFEXITED(o.status)) << o.out;
+    EXPECT_EQ(WEXITSTATUS(o.status), 1) << o.out;
+    EXPECT_NE(o.out.find(file + ": " + field), std::string::npos) << o.out;
+    EXPECT_EQ(o.out.find("line 16"), std::string::npos) << o.out;
+  }
+}
+
 TEST(CliChat, PipedLinesGetOneReplyEach) {
   const Output o = run("printf 'Hello!\\nMy name is Mila.\\nWhat is my name?\\n' | " + ember_binary() + " chat -m " +
                        model_dir("chat-skills") + " --no-think -q");

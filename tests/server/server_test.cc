@@ -838,5 +838,116 @@ TEST_F(ServeTest, BurstOverQueueLimitGets429ThenRecovers) {
   EXPECT_EQ(ordered_json::parse(after->body)["choices"][0]["message"]["content"], refs(1).front().content);
 }
 
+// Issue 41 items 1, 2: a second server on a port in use fails naming the address (it shared the port
+// under httplib's SO_REUSEPORT), and a port past 65535 is refused (httplib listened on it mod 65536).
+TEST_F(ServeTest, PortInUseOrOutOfRangeIsAnError) {
+  auto first = start();
+  auto bind_error = [&](int port) {
+    server::ServerOptions o;
+    o.host = "127.0.0.1";
+    o.port = port;
+    server::Server second(*model_, *tok_, {.max_parallel = 1}, o);
+    try {
+      second.bind();
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("bound");
+  };
+  const std::string in_use = bind_error(first->port());
+  EXPECT_NE(in_use.find("127.0.0.1:" + std::to_string(first->port())), std::string::npos) << in_use;
+  EXPECT_NE(in_use.find("address already in use"), std::string::npos) << in_use;
+  const std::string too_big = bind_error(99999);
+  EXPECT_NE(too_big.find("127.0.0.1:99999"), std::string::npos) << too_big;
+  EXPECT_NE(too_big.find("between 0 (any free port) and 65535"), std::string::npos) << too_big;
+  auto c = first->client();  // the first one still answers
+  auto res = c.Get("/health");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+}
+
+// Issue 41 item 6: a max_tokens the context cannot hold beside the prompt is a 400, as vLLM answers
+// (it was accepted and ran until the context or --timeout ended it).
+TEST_F(ServeTest, MaxTokensPastTheContextIsRefused) {
+  auto srv = start();
+  auto c = srv->client();
+  const int64_t context = srv->server().scheduler().context();
+  const ordered_json msgs = ordered_json::array({{{"role", "user"}, {"content", "Hi"}}});
+  for (const char* field : {"max_tokens", "max_completion_tokens"}) {
+    auto res = post(c, "/v1/chat/completions", {{"messages", msgs}, {field, context}});
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 400) << res->body;
+    const auto e = ordered_json::parse(res->body)["error"];
+    EXPECT_EQ(e["code"], "context_length_exceeded") << e.dump();
+    EXPECT_EQ(e["param"], field) << e.dump();
+    EXPECT_NE(e["message"].get<std::string>().find("context holds " + std::to_string(context) + " tokens"),
+              std::string::npos) << e.dump();
+  }
+  auto text = post(c, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", context}});
+  ASSERT_TRUE(text);
+  EXPECT_EQ(text->status, 400) << text->body;
+  auto fits = post(c, "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 4}});
+  ASSERT_TRUE(fits);
+  EXPECT_EQ(fits->status, 200) << fits->body;
+}
+
+// Issue 41 item 7: every request field is read, refused by name, or (platform bookkeeping) accepted;
+// an unknown one, a message key or role no template knows, is a 400 naming it, not a 200 that
+// ignored it. /v1/completions implements echo and refuses suffix and best_of > n.
+TEST_F(ServeTest, UnknownFieldsAreRefusedByName) {
+  auto srv = start();
+  auto c = srv->client();
+  auto refused = [&](const std::string& path, const ordered_json& body, const std::string& param,
+                     const std::string& code) {
+    auto res = post(c, path, body);
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 400) << body.dump() << ": " << res->body;
+    const ordered_json e = ordered_json::parse(res->body)["error"];
+    EXPECT_EQ(e["param"], param) << res->body;
+    EXPECT_EQ(e["code"], code) << res->body;
+    EXPECT_NE(e["message"].get<std::string>().find(param), std::string::npos) << res->body;
+  };
+  const ordered_json hi = ordered_json::array({{{"role", "user"}, {"content", "Hi"}}});
+  refused("/v1/chat/completions", {{"messages", hi}, {"frobnicate", 1}}, "frobnicate", "unknown_parameter");
+  refused("/v1/chat/completions", {{"messages", hi}, {"verbosity", "low"}}, "verbosity", "unsupported_parameter");
+  refused("/v1/chat/completions", {{"messages", hi}, {"store", true}}, "store", "unsupported_parameter");
+  refused("/v1/chat/completions", {{"messages", {{{"role", "user"}, {"content", "Hi"}, {"mood", 1}}}}},
+          "messages[0].mood", "invalid_value");
+  refused("/v1/chat/completions", {{"messages", {{{"role", "wizard"}, {"content", "Hi"}}}}}, "messages[0].role",
+          "invalid_value");
+  refused("/v1/completions", {{"prompt", "Hi"}, {"messages", hi}}, "messages", "unknown_parameter");
+  refused("/v1/completions", {{"prompt", "Hi"}, {"suffix", " the end"}}, "suffix", "unsupported_parameter");
+  refused("/v1/completions", {{"prompt", "Hi"}, {"best_of", 3}}, "best_of", "unsupported_parameter");
+  refused("/v1/completions", {{"prompt", "Hi"}, {"best_of", 1}, {"n", 2}}, "best_of", "invalid_value");
+  refused("/v1/completions", {{"prompt", "Hi"}, {"echo", true}, {"logprobs", 2}}, "echo", "unsupported_parameter");
+
+  // What clients send: platform bookkeeping, nulls, the values Ember's behaviour already is.
+  ordered_json fine{{"messages", hi},      {"max_tokens", 4},           {"metadata", {{"k", "v"}}},
+                    {"store", false},      {"service_tier", "auto"},    {"prompt_cache_key", "u1"},
+                    {"safety_identifier", "u1"}, {"user", "u1"},        {"frequency_penalty", nullptr},
+                    {"modalities", {"text"}}};
+  auto ok = post(c, "/v1/chat/completions", fine);
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 200) << ok->body;
+
+  // echo: the prompt, then the completion (streamed: the prompt first).
+  const ordered_json text{{"prompt", "Once upon a time"}, {"max_tokens", 6}, {"best_of", 1}};
+  auto plain = post(c, "/v1/completions", text);
+  ordered_json with_echo = text;
+  with_echo["echo"] = true;
+  auto echoed = post(c, "/v1/completions", with_echo);
+  ASSERT_TRUE(plain && echoed);
+  ASSERT_EQ(echoed->status, 200) << echoed->body;
+  const std::string completion = ordered_json::parse(plain->body)["choices"][0]["text"];
+  EXPECT_EQ(ordered_json::parse(echoed->body)["choices"][0]["text"], "Once upon a time" + completion);
+  with_echo["stream"] = true;
+  auto streamed = post(c, "/v1/completions", with_echo);
+  ASSERT_TRUE(streamed);
+  std::string joined;
+  for (const auto& chunk : parse_sse(streamed->body).chunks)
+    for (const auto& ch : chunk["choices"]) joined += ch["text"].get<std::string>();
+  EXPECT_EQ(joined, "Once upon a time" + completion);
+}
+
 }  // namespace
 }  // namespace ember::test

@@ -1,0 +1,15 @@
+#include "base/format.h"
+
+#include <cmath>
+#include <cstdio>
+
+namespace ember {
+
+std::string format_number(double x) {
+  char buf[32];
+  if (std::isfinite(x) && x == std::floor(x) && std::fabs(x) < 1e15) std::snprintf(buf, sizeof buf, "%.0f", x);
+  else std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
+}  // namespace ember

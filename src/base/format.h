@@ -1,0 +1,12 @@
+#pragma once
+// Numbers as people read them in messages: bounds without trailing zeros ("2", "0.01", not
+// "2.000000").
+#include <cstdint>
+#include <string>
+
+namespace ember {
+
+// The shortest of the usual forms: integers as integers, others with up to 6 significant digits.
+std::string format_number(double x);
+
+}  // namespace ember

@@ -1,0 +1,78 @@
+// Numeric flags are checked when the command line is parsed, their range named in the error and in
+// --help; none is accepted only to be ignored or to leave a command that cannot work.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "run_command.h"
+#include "test_paths.h"
+
+namespace ember::test {
+namespace {
+
+// Runs `ember ARGS` (stdout and stderr); a refusal at parse time never loads the model.
+Output ember(const std::string& args) { return run_command("timeout 60 " + ember_binary() + " " + args + " 2>&1"); }
+
+// Each `ember ARGS` fails at parse time naming the flag and its range.
+struct Refusal {
+  std::string args, flag, range;
+};
+void expect_refused(const std::vector<Refusal>& cases) {
+  for (const Refusal& r : cases) {
+    const Output o = ember(r.args);
+    EXPECT_NE(o.status, 0) << r.args << ": " << o.out;
+    EXPECT_NE(o.out.find(r.flag + ": must be between " + r.range), std::string::npos) << r.args << ": " << o.out;
+  }
+}
+
+// Issue 41 item 8.
+TEST(CliFlags, ServeRefusesValuesThatLeaveNoWorkingServer) {
+  const std::string serve = "serve -m " + model_dir("chat-skills") + " --host 127.0.0.1 ";
+  std::vector<Refusal> cases;
+  for (const char* flag : {"--queue", "--timeout", "--parallel", "--prefill-chunk"})
+    for (const char* value : {"0", "-1"}) cases.push_back({serve + flag + " " + value, flag, "1 and"});
+  cases.push_back({serve + "--max-body 0", "--max-body", "1024 and"});
+  expect_refused(cases);
+  const Output help = ember("serve --help");
+  EXPECT_NE(help.out.find("in [1, 1048576]"), std::string::npos) << help.out;
+  EXPECT_NE(help.out.find("in [0, 65535]"), std::string::npos) << help.out;
+}
+
+TEST(CliFlags, ModelAndSamplingFlagsHaveRanges) {
+  const std::string gen = "generate -m " + model_dir("story-656k") + " -p hi ";
+  expect_refused({{gen + "--ctx 0", "--ctx", "1 and"},
+                  {gen + "--ctx -5", "--ctx", "1 and"},
+                  {gen + "-t -2", "--threads", "0 and 4096"},
+                  {gen + "-n -2", "--max-tokens", "-1 and"},
+                  {gen + "--temperature -1", "--temperature", "0 and 100"},
+                  {gen + "--top-p 1.5", "--top-p", "0 and 1"},
+                  {"bench -m " + model_dir("story-656k") + " --reps 0", "--reps", "1 and 1000"},
+                  {"chat -m " + model_dir("chat-skills") + " --think-budget -2", "--think-budget", "-1 and"}});
+}
+
+// -1 as llama.cpp's users mean it: until the end token or the context (CLI11 read "-1" as a second
+// value: "At Most 1 required but received 2").
+TEST(CliFlags, MaxTokensMinusOneRunsToTheEnd) {
+  const Output o = ember("generate -m " + model_dir("story-656k") + " -p 'Once upon a time' -n -1 --ctx 64");
+  ASSERT_EQ(o.status, 0) << o.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(o.out, m, std::regex(R"(prompt: (\d+) tokens.*generated (\d+) tokens.*stop: (\w+))")))
+      << o.out;
+  // The end token, or the context full: not generate's default of 256 tokens (past this context).
+  if (m[3] == "length") {
+    EXPECT_EQ(std::stoi(m[1]) + std::stoi(m[2]), 64) << o.out;
+  }
+}
+
+// More threads than the hardware has are capped with a warning, not started.
+TEST(CliFlags, ThreadsPastTheHardwareAreCapped) {
+  const Output o = ember("generate -m " + model_dir("story-656k") + " -p hi -n 2 -t 4096");
+  ASSERT_EQ(o.status, 0) << o.out;
+  EXPECT_NE(o.out.find("warning: -t 4096 is more threads than the"), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("with 4096 threads"), std::string::npos) << o.out;
+}
+
+}  // namespace
+}  // namespace ember::test
