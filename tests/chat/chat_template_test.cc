@@ -79,8 +79,9 @@ TEST(ChatTemplate, RendersSharedFixturesThroughTemplateInputs) {
   opts.now = test::fixture_clock();
   for (const auto& file : test::chat_template_case_files()) {
     for (const auto& c : test::read_jsonl(file)) {
-      SCOPED_TRACE(c.at("template").get<std::string>() + "/" + c.at("case").get<std::string>());
-      const ChatTemplate tmpl(test::read_text(test::chat_template_path(c.at("template"))));
+      const std::string name = c.at("template").get<std::string>();
+      SCOPED_TRACE(name + "/" + c.at("case").get<std::string>());
+      const ChatTemplate tmpl(test::read_text(test::chat_template_path(name)));
       TemplateInputs in;
       in.messages = c.at("messages");
       in.tools = c.value("tools", nlohmann::ordered_json());
