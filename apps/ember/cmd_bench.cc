@@ -20,6 +20,7 @@
 #include "apps/ember/model_options.h"
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/format.h"
 #include "base/resident_memory.h"
 #include "kernels/membw.h"
 #include "kernels/quant.h"
@@ -87,11 +88,12 @@ int run_bench(const BenchArgs& a) {
   // Synthetic weights are made in the float type (bf16 unless --dtype says); a folder's or file's
   // plain matrices keep their stored type unless --dtype converts them at load.
   DType float_type = DType::BF16;
-  if (a.dtype == "q8_0" || a.dtype == "q4_0" || a.dtype == "q4_k") opt.quantize = kernels::parse_qtype(a.dtype);
-  else if (auto t = parse_lower_dtype(a.dtype)) {
+  if (auto t = parse_lower_dtype(a.dtype)) {
     if (a.model_dir.empty()) float_type = *t;
     else opt.weight_dtype = *t;
-  } else if (!a.dtype.empty()) fail("bench", "--dtype must be f32, bf16, f16, q8_0, q4_0 or q4_k (got '" + a.dtype + "')");
+  } else if (!a.dtype.empty()) {
+    opt.quantize = kernels::parse_qtype(a.dtype);  // the --dtype check admitted only these names
+  }
 
   const int want_threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   note("measuring memory read bandwidth (" + std::to_string(want_threads) + " threads, in a child process)");
@@ -227,8 +229,16 @@ Run add_bench_command(CLI::App& app) {
   std::string shapes;
   for (const auto& s : model::synthetic_shape_names()) shapes += (shapes.empty() ? "" : ", ") + s;
   cmd->add_option("--synthetic", a->synthetic, "Random-weight model of a named shape: " + shapes);
-  cmd->add_option("--dtype", a->dtype, "Weights: f32, bf16 (synthetic default), f16 (a model's plain matrices converted at load), q8_0, q4_0, q4_k (quantized at load)");
-  cmd->add_option("--kv-dtype", a->kv_dtype, "KV cache storage: f16 (default), bf16, q8_0 or f32");
+  std::vector<const char*> quantized;  // what --quantize takes, but "none"
+  for (const char* q : kernels::quantize_names())
+    if (std::string_view(q) != "none") quantized.push_back(q);
+  std::vector<std::string> weight_types(dtype_lower_names().begin(), dtype_lower_names().end());
+  weight_types.insert(weight_types.end(), quantized.begin(), quantized.end());
+  cmd->add_option("--dtype", a->dtype,
+                  "Weights: " + one_of(dtype_lower_names()) + " (plain; synthetic default bf16, a model's plain matrices "
+                  "converted at load) or quantized at load: " + one_of(quantized))
+      ->check(CLI::IsMember(weight_types));
+  add_kv_dtype_option(*cmd, a->kv_dtype);
   add_threads_option(*cmd, a->threads);
   cmd->add_option("-p,--prompt", a->prompt, "Prompt tokens for prefill")->check(in_range<int64_t>(1, 1 << 20));
   cmd->add_option("-n,--gen", a->gen, "Tokens to decode")->check(in_range<int64_t>(1, 1 << 20));

@@ -2,6 +2,7 @@
 #include "apps/ember/flag_range.h"
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/format.h"
 #include "engine/generation.h"
 #include "engine/memory_plan.h"
 #include "kernels/quant.h"
@@ -18,15 +19,24 @@
 
 namespace ember::app {
 
+void add_kv_dtype_option(CLI::App& cmd, std::string& kv_dtype) {
+  const auto names = kernels::kv_type_names();
+  cmd.add_option("--kv-dtype", kv_dtype,
+                 "KV cache storage: " + one_of(names) + " (default " + kernels::kv_type_name(model::kKvTypeDefault) +
+                     ", as llama.cpp; q8_0 holds about half of f16's memory)")
+      ->check(CLI::IsMember(std::vector<std::string>(names.begin(), names.end())));
+}
+
 void ModelOptions::add_to(CLI::App& cmd) {
   cmd.add_option("-m,--model", dir, "Hugging Face model folder or .gguf file")->required();
   add_threads_option(cmd, threads);
   cmd.add_option("--ctx", ctx, "Context size in tokens (default: the model's max_position_embeddings)")
       ->check(in_range<int64_t>(1, int64_t{1} << 30));
-  cmd.add_option("--kv-dtype", kv_dtype, "KV cache storage: f16 (default), bf16, q8_0 (half of f16's memory) or f32");
+  add_kv_dtype_option(cmd, kv_dtype);
   cmd.add_option("--quantize", quantize,
-                 "Quantize weight matrices at load: q8_0 (about half of BF16's memory), q4_0 or q4_k (about a quarter); "
-                 "none (default) keeps the stored dtype")
+                 "Quantize weight matrices at load: " + one_of(kernels::quantize_names()) +
+                     " (q8_0 about half of BF16's memory, the 4-bit types about a quarter; none, the default, keeps "
+                     "the stored dtype)")
       ->check([](const std::string& s) {  // parse_qtype knows the names; CLI11 adds the flag's
         try {
           kernels::parse_qtype(s);
@@ -35,8 +45,9 @@ void ModelOptions::add_to(CLI::App& cmd) {
           return std::string(e.what());
         }
       });
-  cmd.add_option("--dtype", dtype, "Convert the plain (float) weight matrices at load: f32, f16 or bf16 (default: as stored)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  cmd.add_option("--dtype", dtype,
+                 "Convert the plain (float) weight matrices at load: " + one_of(dtype_lower_names()) + " (default: as stored)")
+      ->check(CLI::IsMember(std::vector<std::string>(dtype_lower_names().begin(), dtype_lower_names().end())));
   cmd.add_option("--mem", mem,
                  "Memory for the KV cache, e.g. 8G or 512M (default: 80% of the memory the system has available)")
       ->check([](const std::string& s) {

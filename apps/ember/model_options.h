@@ -58,6 +58,8 @@ int64_t planned_context(const model::Model& model, const ModelOptions& options, 
 // capped by usable_threads.
 constexpr int kMaxThreads = 4096;
 CLI::Option* add_threads_option(CLI::App& cmd, int& threads);
+// --kv-dtype, its names, default and check from kernels/kv_type.h's table (bench has it too).
+void add_kv_dtype_option(CLI::App& cmd, std::string& kv_dtype);
 // `requested`, or the hardware threads with a warning when it asks for more: the extra threads
 // would only compete for the same cores (and -t 1000 started 1000).
 int usable_threads(int requested);

@@ -1,5 +1,6 @@
 #include "base/dtype.h"
 
+#include <array>
 #include <cmath>
 
 namespace ember {
@@ -42,6 +43,15 @@ const char* dtype_lower_name(DType t) {
 }
 
 std::optional<DType> parse_lower_dtype(std::string_view s) { return find_by(s, &Names::lower); }
+
+std::span<const char* const> dtype_lower_names() {
+  static constexpr auto names = [] {
+    std::array<const char*, std::size(kNames)> a{};
+    for (size_t i = 0; i < a.size(); ++i) a[i] = kNames[i].lower;
+    return a;
+  }();
+  return names;
+}
 
 float f16_to_f32(uint16_t h) {
   const uint32_t sign = (h & 0x8000u) << 16;

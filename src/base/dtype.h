@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -16,6 +17,7 @@ std::optional<DType> parse_dtype(std::string_view safetensors_name);  // "F32", 
 // The lowercase names of flags (--kv-dtype, --dtype) and reports, as llama.cpp spells them.
 const char* dtype_lower_name(DType t);                      // "f32", "f16", "bf16"
 std::optional<DType> parse_lower_dtype(std::string_view name);  // "f32", "f16", "bf16"
+std::span<const char* const> dtype_lower_names();             // the same, for --dtype
 
 inline float bf16_to_f32(uint16_t h) {
   const uint32_t bits = static_cast<uint32_t>(h) << 16;

@@ -12,4 +12,13 @@ std::string format_number(double x) {
   return buf;
 }
 
+std::string one_of(std::span<const char* const> names) {
+  std::string out;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i > 0) out += i + 1 == names.size() ? " or " : ", ";
+    out += names[i];
+  }
+  return out;
+}
+
 }  // namespace ember

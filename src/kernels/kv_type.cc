@@ -9,19 +9,23 @@
 
 namespace ember::kernels {
 
+namespace {
+constexpr KvType kKvTypes[] = {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8_0};
+constexpr const char* kKvTypeNames[] = {"f32", "f16", "bf16", "q8_0"};
+static_assert(std::size(kKvTypes) == std::size(kKvTypeNames));
+}  // namespace
+
 const char* kv_type_name(KvType t) {
-  switch (t) {
-    case KvType::F32: return "f32";
-    case KvType::F16: return "f16";
-    case KvType::BF16: return "bf16";
-    case KvType::Q8_0: return "q8_0";
-  }
+  for (size_t i = 0; i < std::size(kKvTypes); ++i)
+    if (kKvTypes[i] == t) return kKvTypeNames[i];
   return "?";
 }
 
+std::span<const char* const> kv_type_names() { return kKvTypeNames; }
+
 std::optional<KvType> parse_kv_type(std::string_view name) {
-  for (KvType t : {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8_0})
-    if (name == kv_type_name(t)) return t;
+  for (size_t i = 0; i < std::size(kKvTypes); ++i)
+    if (name == kKvTypeNames[i]) return kKvTypes[i];
   return std::nullopt;
 }
 

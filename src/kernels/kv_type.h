@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <string_view>
 
 #include "base/dtype.h"
@@ -15,6 +16,8 @@ enum class KvType : uint8_t { F32, F16, BF16, Q8_0 };
 
 const char* kv_type_name(KvType t);                    // "f32", "f16", "bf16", "q8_0" (--kv-dtype)
 std::optional<KvType> parse_kv_type(std::string_view name);
+// Every KV type's name, in the table's order: what --kv-dtype accepts.
+std::span<const char* const> kv_type_names();
 
 // Values per Q8_0 block for a head size: 32, or 16 or 8 for small heads (each block needs whole
 // SIMD loads); 0 when the head size is not a multiple of 8.

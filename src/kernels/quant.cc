@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "base/format.h"
 #include "kernels/kquant.h"
 #include "kernels/simd_avx2.h"
 
@@ -24,12 +25,18 @@ const char* qtype_name(QType q) {
   return "?";
 }
 
+namespace {
+constexpr QType kQuantizeTo[] = {QType::None, QType::Q8_0, QType::Q4_0, QType::Q4_K};
+constexpr const char* kQuantizeNames[] = {"none", "q8_0", "q4_0", "q4_k"};
+static_assert(std::size(kQuantizeTo) == std::size(kQuantizeNames));
+}  // namespace
+
+std::span<const char* const> quantize_names() { return kQuantizeNames; }
+
 QType parse_qtype(const std::string& s) {
-  if (s == "none") return QType::None;
-  if (s == "q8_0") return QType::Q8_0;
-  if (s == "q4_0") return QType::Q4_0;
-  if (s == "q4_k") return QType::Q4_K;
-  fail("quantize", "unknown quantization '" + s + "' (supported: none, q8_0, q4_0, q4_k)");
+  for (size_t i = 0; i < std::size(kQuantizeTo); ++i)
+    if (s == kQuantizeNames[i]) return kQuantizeTo[i];
+  fail("quantize", "unknown quantization '" + s + "' (supported: " + one_of(kQuantizeNames) + ")");
 }
 
 int64_t quantized_bytes(QType q, int64_t rows, int64_t cols) {

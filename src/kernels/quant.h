@@ -11,6 +11,7 @@
 // Scales: float16 at (g * n_blocks + b) * 16 + i. The weight is scale * q.
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,9 @@ constexpr int64_t kQUnitRowBytes = kQUnit * kQGroupRows;  // one unit of all 16 
 constexpr int64_t kQ4Half = kQBlock / 2;  // q4_0: columns [0, 16) in the low nibbles, [16, 32) in the high
 
 const char* qtype_name(QType q);
-QType parse_qtype(const std::string& s);  // "none", "q8_0", "q4_0", "q4_k"; throws ember::Error otherwise
+QType parse_qtype(const std::string& s);  // a name of quantize_names(); throws ember::Error otherwise
+// What Ember quantizes to at load ("none", "q8_0", "q4_0", "q4_k"): what --quantize accepts.
+std::span<const char* const> quantize_names();
 
 // Whether a matrix with this many columns can be quantized (whole blocks only; K-quants: whole
 // super-blocks of 256).

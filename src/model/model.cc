@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "base/error.h"
+#include "base/format.h"
 #include "kernels/attention.h"
 #include "kernels/ops.h"
 #include "model/gguf_config.h"
@@ -112,7 +113,7 @@ WeightMatrix row_block(const WeightMatrix& w, int64_t first, int64_t rows) {
 
 kernels::KvType parse_kv_dtype(const std::string& name) {
   if (const auto t = kernels::parse_kv_type(name)) return *t;
-  fail("--kv-dtype", "must be f32, f16, bf16 or q8_0 (got '" + name + "')");
+  fail("--kv-dtype", "must be " + one_of(kernels::kv_type_names()) + " (got '" + name + "')");
 }
 
 Model::Model(std::string dir, ModelConfig config, Checkpoint checkpoint, const LoadOptions& options)

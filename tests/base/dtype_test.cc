@@ -4,7 +4,10 @@
 
 #include <cctype>
 #include <cmath>
+#include <span>
 #include <string>
+
+#include "base/format.h"
 
 namespace ember {
 
@@ -39,6 +42,16 @@ TEST(DType, LowerNamesRoundTrip) {
   }
   EXPECT_FALSE(parse_lower_dtype("BF16").has_value());
   EXPECT_FALSE(parse_lower_dtype("q8_0").has_value());
+  // The list --dtype's help and check come from is the same table.
+  ASSERT_EQ(dtype_lower_names().size(), 3u);
+  for (const char* name : dtype_lower_names()) EXPECT_STREQ(dtype_lower_name(*parse_lower_dtype(name)), name);
+}
+
+TEST(Format, OneOfJoinsNamesAsASentence) {
+  const char* three[] = {"f32", "f16", "bf16"};
+  EXPECT_EQ(one_of(three), "f32, f16 or bf16");
+  EXPECT_EQ(one_of(std::span(three).first(1)), "f32");
+  EXPECT_EQ(one_of({}), "");
 }
 
 }  // namespace ember

@@ -9,11 +9,24 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "base/error.h"
 #include "model/model.h"
 #include "test_paths.h"
 
 namespace ember::model {
 namespace {
+
+// --kv-dtype's names, its check and parse_kv_dtype's error come from one table.
+TEST(KvTypeNames, EveryNameParsesBackAndTheErrorListsThem) {
+  ASSERT_EQ(kernels::kv_type_names().size(), 4u);
+  for (const char* name : kernels::kv_type_names()) EXPECT_STREQ(kernels::kv_type_name(parse_kv_dtype(name)), name);
+  try {
+    parse_kv_dtype("f8");
+    FAIL() << "f8 parsed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("must be f32, f16, bf16 or q8_0 (got 'f8')"), std::string::npos) << e.what();
+  }
+}
 
 // Logits of every position of every golden prompt (prompt followed by its greedy continuation).
 std::vector<std::vector<float>> all_logits(Model& m, const nlohmann::json& golden) {

@@ -13,6 +13,7 @@
 #include "engine/chat_prompt.h"
 #include "engine/grammar_constraint.h"
 #include "engine/scheduler.h"
+#include "engine/session.h"
 
 namespace ember::engine {
 namespace {
