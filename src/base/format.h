@@ -1,6 +1,6 @@
 #pragma once
 // Numbers as people read them in messages: bounds without trailing zeros ("2", "0.01", not
-// "2.000000").
+// "2.000000"), byte counts in the unit that fits them.
 #include <cstdint>
 #include <string>
 
@@ -8,5 +8,8 @@ namespace ember {
 
 // The shortest of the usual forms: integers as integers, others with up to 6 significant digits.
 std::string format_number(double x);
+
+// Bytes in binary units, three significant digits: "512 B", "32 KiB", "1.50 MiB", "17.5 GiB".
+std::string format_bytes(double bytes);
 
 }  // namespace ember

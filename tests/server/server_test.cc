@@ -925,5 +925,19 @@ TEST_F(ServeTest, UnknownFieldsAreRefusedByName) {
   EXPECT_EQ(joined, "Once upon a time" + completion);
 }
 
+// Issue 41 item 10: a range's bounds read as written ("between 0 and 2", not "0.000000 and 2.000000").
+TEST_F(ServeTest, RangesAreWrittenAsNumbers) {
+  auto srv = start();
+  auto c = srv->client();
+  const ordered_json hi = ordered_json::array({{{"role", "user"}, {"content", "Hi"}}});
+  auto res = post(c, "/v1/chat/completions", {{"messages", hi}, {"temperature", 3}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_NE(res->body.find("'temperature' must be between 0 and 2"), std::string::npos) << res->body;
+  auto rp = post(c, "/v1/chat/completions", {{"messages", hi}, {"repetition_penalty", 0}});
+  ASSERT_TRUE(rp);
+  EXPECT_NE(rp->body.find("between 0.01 and 100"), std::string::npos) << rp->body;
+}
+
 }  // namespace
 }  // namespace ember::test
