@@ -60,8 +60,8 @@ std::unique_ptr<model::Model> ModelOptions::load() const {
   lo.quantize = kernels::parse_qtype(quantize);
   if (!dtype.empty()) lo.weight_dtype = parse_lower_dtype(dtype);
   if (!quiet)
-    lo.progress = [tty](const std::string& stage) {
-      if (tty) std::fprintf(stderr, "\r\033[Kloading: %s", stage.c_str());
+    lo.progress = [tty](const std::string& stage) {  // a log (not a terminal) gets a line per stage
+      std::fprintf(stderr, tty ? "\r\033[Kloading: %s" : "loading: %s\n", stage.c_str());
     };
   auto m = model::Model::load(dir, lo);
   if (!quiet) {

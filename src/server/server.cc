@@ -21,6 +21,7 @@
 
 #include "base/error.h"
 #include "chat/forced_tool_call.h"
+#include "chat/partial_tool_call.h"
 #include "chat/tool_call_parser.h"
 #include "sampling/json_schema.h"
 #include "server/web_assets.h"
@@ -48,10 +49,18 @@ std::string sse(const ordered_json& j) {
 // Which methods each route answers; a known path with another method is a 405.
 const std::map<std::string, std::string>& allowed_methods() {
   static const std::map<std::string, std::string> routes{
-      {"/", "GET"},          {"/health", "GET"},           {"/metrics", "GET"},
+      {"/", "GET"},          {"/favicon.svg", "GET"},      {"/favicon.ico", "GET"},
+      {"/health", "GET"},    {"/metrics", "GET"},
       {"/v1/models", "GET"}, {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"},
       {"/tokenize", "POST"}, {"/detokenize", "POST"}, {"/apply-template", "POST"}};
   return routes;
+}
+
+// The shapes a forced call takes (tool_choice "required" or a function); none for other requests.
+std::vector<chat::ForcedToolCall> forced_shapes(const ChatRequest& cr, std::optional<chat::ToolCallFormat> format) {
+  using Mode = ToolChoice::Mode;
+  if (cr.tool_choice.mode != Mode::kRequired && cr.tool_choice.mode != Mode::kFunction) return {};
+  return chat::forced_tool_calls(*format, cr.options.tools, cr.tool_choice.function, cr.parallel_tool_calls);
 }
 
 // The legacy /v1/completions logprobs object.
@@ -192,6 +201,18 @@ struct Server::Stream {
   bool ended = false;
   std::optional<PeerWatch> peer;
   size_t poll_from = 0;  // round robin over the choices
+  std::vector<chat::ForcedToolCall> forced;  // the shapes of a forced call (tool_choice required or a function)
+  std::optional<chat::ToolCallFormat> tool_format;
+
+  // A forced call that max_tokens or the context cut off: the calls it began go out as tool_calls
+  // (as OpenAI's do, with finish_reason "length") in place of the content holding them.
+  std::vector<chat::ToolCall> take_cut_calls(engine::FinishReason finish, std::string& content) const {
+    if (forced.empty() || (finish != engine::FinishReason::kLength && finish != engine::FinishReason::kContext))
+      return {};
+    std::vector<chat::ToolCall> cut = chat::partial_tool_calls(forced, content, chat::random_call_ids(*tool_format));
+    if (!cut.empty()) content.clear();
+    return cut;
+  }
 
   // The choice object of a chunk or of the whole response carrying `u`'s text (and, with tools, the
   // calls it made: message.tool_calls, or a chunk's delta.tool_calls entries).
@@ -231,6 +252,7 @@ struct Server::Stream {
     chat::ParsedReply reply;
     chat::append_delta(reply, choices[i].tools->push(u.content));
     chat::append_delta(reply, choices[i].tools->flush());
+    for (auto& call : take_cut_calls(u.finish, reply.content)) reply.tool_calls.push_back(std::move(call));
     u.content = reply.content;
     return choice(tok, i, u, false, reply.tool_calls.empty() ? ordered_json(nullptr) : chat::tool_calls_json(reply.tool_calls));
   }
@@ -243,7 +265,13 @@ struct Server::Stream {
     text.finished = false;
     if (choices[i].tools) {
       out += chunk_of(tok, i, text, choices[i].tools->push(u.content));
-      if (u.finished) out += chunk_of(tok, i, engine::StreamUpdate{}, choices[i].tools->flush());  // what it held back
+      if (u.finished) {  // what it held back
+        chat::ToolCallDelta rest = choices[i].tools->flush();
+        size_t index = choices[i].tools->calls();
+        for (auto& call : take_cut_calls(u.finish, rest.content))
+          rest.tool_calls.push_back({index++, std::move(call.id), std::move(call.name), std::move(call.arguments)});
+        out += chunk_of(tok, i, engine::StreamUpdate{}, rest);
+      }
     } else if (!text.content.empty() || !text.reasoning.empty() || (logprobs && !text.tokens.empty())) {
       out += choice_chunk(tok, i, text);
     }
@@ -511,6 +539,12 @@ void Server::routes() {
   http_->Get("/", [](const Request&, Response& res) {
     res.set_content(std::string(web::index_html()), "text/html; charset=utf-8");
   });
+  // Browsers ask for /favicon.ico whatever the page links; both get the SVG (which they all draw).
+  for (const char* path : {"/favicon.svg", "/favicon.ico"})
+    http_->Get(path, [](const Request&, Response& res) {
+      res.set_header("Cache-Control", "max-age=86400");
+      res.set_content(std::string(web::favicon_svg()), "image/svg+xml");
+    });
   http_->Get("/health", [this](const Request&, Response& res) {
     if (draining_.load()) send_json(res, 503, {{"status", "shutting down"}});
     else send_json(res, 200, {{"status", "ok"}});
@@ -565,8 +599,8 @@ void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
   }
   std::vector<engine::GenerationRequest> gens;
   gens.push_back(engine::chat_request(std::move(prompt), cr.params));
-  gens.back().grammar = output_grammar(cr, tool_format);
-  respond(req, res, std::move(gens), /*chat=*/true, cr, tool_format);
+  gens.back().grammar = output_grammar(cr, tool_format);  // checks the tools: forced_shapes cannot fail now
+  respond(req, res, std::move(gens), /*chat=*/true, cr, tool_format, forced_shapes(cr, tool_format));
 }
 
 std::optional<engine::GrammarConstraint> Server::output_grammar(const ChatRequest& cr,
@@ -579,7 +613,7 @@ std::optional<engine::GrammarConstraint> Server::output_grammar(const ChatReques
     if (cr.tool_choice.mode == Mode::kRequired || cr.tool_choice.mode == Mode::kFunction) {
       param = "tool_choice";
       std::vector<grammar::FramedSchema> shapes;
-      for (auto& s : chat::forced_tool_calls(*format, cr.options.tools, cr.tool_choice.function, cr.parallel_tool_calls))
+      for (auto& s : forced_shapes(cr, format))
         shapes.push_back({std::move(s.prefix), std::move(s.body_schema), std::move(s.suffix)});
       gbnf = grammar::framed_schemas_to_gbnf(shapes);
     } else if (cr.response_format.kind == Kind::kJsonObject) {
@@ -669,12 +703,12 @@ void Server::handle_text(const httplib::Request& req, httplib::Response& res) {
     if (tr.echo) echoes.push_back(p.ids.empty() ? p.text : tokenizer_.decode(p.ids, /*skip_special_tokens=*/false));
     gens.push_back(std::move(g));
   }
-  respond(req, res, std::move(gens), /*chat=*/false, tr, std::nullopt, echoes);
+  respond(req, res, std::move(gens), /*chat=*/false, tr, std::nullopt, {}, echoes);
 }
 
 void Server::respond(const httplib::Request& req, httplib::Response& res, std::vector<engine::GenerationRequest> gens,
                      bool chat, const CompletionRequest& cr, std::optional<chat::ToolCallFormat> tool_format,
-                     const std::vector<std::string>& echoes) {
+                     std::vector<chat::ForcedToolCall> forced, const std::vector<std::string>& echoes) {
   for (size_t i = 0; i < gens.size(); ++i)
     if (static_cast<int64_t>(gens[i].prompt.size()) >= scheduler_->context())
       throw ApiError(400,
@@ -699,6 +733,8 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, std::v
   auto st = std::make_shared<Stream>();
   st->n = cr.n;
   st->chat = chat;
+  st->tool_format = tool_format;
+  st->forced = std::move(forced);
   st->include_usage = cr.include_usage;
   st->logprobs = cr.params.logprobs;
   st->with_top = cr.top_logprobs > 0;
