@@ -97,8 +97,9 @@ std::vector<ToolCall> partial_tool_calls(const std::vector<ForcedToolCall>& shap
   for (const ForcedToolCall& shape : shapes) {
     if (text.size() < shape.prefix.size() || text.substr(0, shape.prefix.size()) != shape.prefix) continue;
     std::string_view body = text.substr(shape.prefix.size());
-    if (!shape.name.empty()) {  // the prefix named the tool; the body is its arguments
-      calls.push_back({"", shape.name, std::string(trimmed(body))});
+    if (!shape.name.empty()) {  // the prefix named the tool; the body is its arguments (then the suffix, begun)
+      const std::vector<Item> args = json_items(body, /*list=*/false);
+      calls.push_back({"", shape.name, args.empty() ? std::string() : std::string(args[0].text)});
     } else {
       for (const Item& item : json_items(body, shape.body_schema.value("type", "") == "array"))
         if (auto call = json_call(item)) calls.push_back(std::move(*call));

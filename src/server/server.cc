@@ -18,6 +18,7 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "base/error.h"
 #include "chat/forced_tool_call.h"
@@ -191,6 +192,7 @@ struct Server::Stream {
     size_t text_offset = 0;
     std::optional<chat::ToolCallParser> tools;  // a request with tools: calls out of the streamed content
     std::string echo;  // /v1/completions with echo: the prompt, sent before the choice's first text
+    std::string held;  // a forced call's text, sent at the end (as a call, or as content)
   };
   std::vector<Choice> choices;
   int n = 1;  // choices per prompt: prompt i's are i*n .. i*n + n-1
@@ -264,9 +266,14 @@ struct Server::Stream {
     engine::StreamUpdate text = u;
     text.finished = false;
     if (choices[i].tools) {
-      out += chunk_of(tok, i, text, choices[i].tools->push(u.content));
+      chat::ToolCallDelta d = choices[i].tools->push(u.content);
+      // A forced reply is all call: text the parser let go (a call it found malformed, a cut one)
+      // waits for the end, where a cut call still goes out as one.
+      if (!forced.empty()) choices[i].held += std::exchange(d.content, {});
+      out += chunk_of(tok, i, text, d);
       if (u.finished) {  // what it held back
         chat::ToolCallDelta rest = choices[i].tools->flush();
+        rest.content = std::exchange(choices[i].held, {}) + rest.content;
         size_t index = choices[i].tools->calls();
         for (auto& call : take_cut_calls(u.finish, rest.content))
           rest.tool_calls.push_back({index++, std::move(call.id), std::move(call.name), std::move(call.arguments)});
@@ -747,7 +754,7 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, std::v
   try {
     for (auto& g : gens)
       for (auto& rs : scheduler_->submit(std::move(g), cr.n)) {
-        st->choices.push_back({std::move(rs), {}, false, false, 0, std::nullopt, {}});
+        st->choices.push_back({std::move(rs), {}, false, false, 0, std::nullopt, {}, {}});
         if (tool_format) st->choices.back().tools.emplace(*tool_format, chat::random_call_ids(*tool_format));
         if (!echoes.empty()) st->choices.back().echo = echoes[&g - gens.data()];
       }

@@ -40,6 +40,10 @@ TEST(PartialToolCall, TheCallBegunComesBackWithItsArgumentsSoFar) {
   // The name in the prefix (gpt-oss): the body is the arguments.
   expect_calls(ToolCallFormat::kHarmony, "<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{\"tz",
                {{"get_time", "{\"tz"}});
+  // Cut inside the suffix: the arguments are whole, the suffix's start is not theirs.
+  expect_calls(ToolCallFormat::kHarmony,
+               "<|channel|>commentary to=functions.get_time <|constrain|>json<|message|>{\"tz\": \"UTC\"}<|ca",
+               {{"get_time", "{\"tz\":\"UTC\"}"}});
 }
 
 TEST(PartialToolCall, NothingBeforeAWholeName) {
