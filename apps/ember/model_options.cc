@@ -70,20 +70,21 @@ std::unique_ptr<model::Model> ModelOptions::load() const {
   lo.quantize = kernels::parse_qtype(quantize);
   if (!dtype.empty()) lo.weight_dtype = parse_lower_dtype(dtype);
   if (!quiet)
-    lo.progress = [tty](const std::string& stage) {
-      if (tty) std::fprintf(stderr, "\r\033[Kloading: %s", stage.c_str());
+    lo.progress = [tty](const std::string& stage) {  // a log (not a terminal) gets a line per stage
+      std::fprintf(stderr, tty ? "\r\033[Kloading: %s" : "loading: %s\n", stage.c_str());
     };
   auto m = model::Model::load(dir, lo);
   if (!quiet) {
     const double s = seconds_since(t0);
-    char quantized[96] = "";
-    if (quantize != "none")
-      std::snprintf(quantized, sizeof quantized, ", matrices quantized to %s: %.1f MB", quantize.c_str(),
-                    static_cast<double>(m->decode_weight_bytes()) / 1e6);
+    const std::string quantized =
+        quantize == "none" ? ""
+                           : ", matrices quantized to " + quantize + ": " +
+                                 format_bytes(static_cast<double>(m->decode_weight_bytes()));
     const std::string note = m->load_note().empty() ? "" : "; " + m->load_note();
-    std::fprintf(stderr, "%sloaded %s (%s, %.1f MB of weights%s%s) in %.3f s with %d threads\n", tty ? "\r\033[K" : "",
-                 dir.c_str(), m->config().model_type.c_str(), static_cast<double>(m->weight_bytes()) / 1e6,
-                 quantized, note.c_str(), s, m->pool().size());
+    std::fprintf(stderr, "%sloaded %s (%s, %s of weights%s%s) in %.3f s with %d threads\n", tty ? "\r\033[K" : "",
+                 dir.c_str(), m->config().model_type.c_str(),
+                 format_bytes(static_cast<double>(m->weight_bytes())).c_str(), quantized.c_str(), note.c_str(), s,
+                 m->pool().size());
   }
   return m;
 }

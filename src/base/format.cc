@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <iterator>
 
 namespace ember {
 
@@ -19,6 +20,20 @@ std::string one_of(std::span<const char* const> names) {
     out += names[i];
   }
   return out;
+}
+
+std::string format_bytes(double bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  size_t unit = 0;
+  while (std::fabs(bytes) >= 1024 && unit + 1 < std::size(kUnits)) {
+    bytes /= 1024;
+    ++unit;
+  }
+  char buf[32];
+  const double a = std::fabs(bytes);
+  const int decimals = unit == 0 || a == std::floor(a) || a >= 100 ? 0 : a >= 10 ? 1 : 2;
+  std::snprintf(buf, sizeof buf, "%.*f %s", decimals, bytes, kUnits[unit]);
+  return buf;
 }
 
 }  // namespace ember

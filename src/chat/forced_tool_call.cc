@@ -63,25 +63,26 @@ std::vector<ForcedToolCall> forced_tool_calls(ToolCallFormat format, const order
   const std::vector<FtcTool> allowed = ftc_allowed_tools(tools, only);
   switch (format) {
     case ToolCallFormat::kHermes:
-      return {{"<tool_call>\n", ftc_any_call(allowed, "name", "arguments"), "\n</tool_call>"}};
+      return {{"<tool_call>\n", ftc_any_call(allowed, "name", "arguments"), "\n</tool_call>", ""}};
     case ToolCallFormat::kLlama3:
-      return {{"", ftc_any_call(allowed, "name", "parameters"), ""}};
+      return {{"", ftc_any_call(allowed, "name", "parameters"), "", ""}};
     case ToolCallFormat::kMistral:
-      return {{"[TOOL_CALLS] ", ftc_call_list(allowed, "name", "arguments", parallel_tool_calls), ""}};
+      return {{"[TOOL_CALLS] ", ftc_call_list(allowed, "name", "arguments", parallel_tool_calls), "", ""}};
     case ToolCallFormat::kGranite:
-      return {{"<|tool_call|>", ftc_call_list(allowed, "name", "arguments", parallel_tool_calls), ""}};
+      return {{"<|tool_call|>", ftc_call_list(allowed, "name", "arguments", parallel_tool_calls), "", ""}};
     case ToolCallFormat::kCommandR:
-      return {{"Action:\n```json\n", ftc_call_list(allowed, "tool_name", "parameters", parallel_tool_calls), "\n```"}};
+      return {{"Action:\n```json\n", ftc_call_list(allowed, "tool_name", "parameters", parallel_tool_calls), "\n```",
+               ""}};
     case ToolCallFormat::kHarmony:
     case ToolCallFormat::kDeepSeekR1: {
       std::vector<ForcedToolCall> out;
       for (const FtcTool& t : allowed) {
         if (format == ToolCallFormat::kHarmony)
           out.push_back({"<|channel|>commentary to=functions." + t.name + " <|constrain|>json<|message|>", t.parameters,
-                         "<|call|>"});
+                         "<|call|>", t.name});
         else
           out.push_back({"<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>" + t.name + "\n```json\n",
-                         t.parameters, "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>"});
+                         t.parameters, "\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>", t.name});
       }
       return out;
     }

@@ -32,6 +32,7 @@ struct ForcedToolCall {
   std::string prefix;
   nlohmann::ordered_json body_schema;
   std::string suffix;
+  std::string name;  // the tool's, where the prefix names it (gpt-oss, DeepSeek-R1); "": the body does
 };
 
 // tools: the request's OpenAI `tools` ([{"type": "function", "function": {"name", "description",

@@ -6,15 +6,12 @@
 #include <sstream>
 
 #include "base/error.h"
+#include "base/format.h"
 
 namespace ember::engine {
 
 namespace {
-std::string gb(int64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.2f GB", static_cast<double>(bytes) / 1e9);
-  return buf;
-}
+std::string size(int64_t bytes) { return format_bytes(static_cast<double>(bytes)); }
 }  // namespace
 
 int64_t available_memory_bytes() {
@@ -33,9 +30,8 @@ std::string MemoryPlan::describe() const {
   std::ostringstream o;
   o << "memory plan: KV cache " << kernels::kv_type_name(kv_dtype) << ", " << context << " tokens x " << sequences
     << (sequences == 1 ? " sequence" : " sequences") << (pool_factor > 1 ? " x " + std::to_string(pool_factor) + " for prefix reuse" : "")
-    << " (" << gb(kv_bytes()) << " at full use, "
-    << kv_bytes_per_token / 1024 << " KiB per token), weights " << gb(weight_bytes) << "; budget " << gb(budget_bytes)
-    << " of " << gb(available_bytes) << " available";
+    << " (" << size(kv_bytes()) << " at full use, " << size(kv_bytes_per_token) << " per token), weights "
+    << size(weight_bytes) << "; budget " << size(budget_bytes) << " of " << size(available_bytes) << " available";
   return o.str();
 }
 
@@ -57,9 +53,9 @@ MemoryPlan plan_memory(int64_t max_position_embeddings, int64_t kv_bytes_per_tok
   const int64_t useful = std::min({kMinUsefulContext, max_position_embeddings, r.context > 0 ? r.context : INT64_MAX});
   if (p.context < useful)
     throw Error("not enough memory for the KV cache: " + std::to_string(p.sequences) + " x " + std::to_string(useful) +
-                " tokens need " + gb(useful * per_token_all) + " (" + std::to_string(kv_bytes_per_token / 1024) +
-                " KiB per token in " + kernels::kv_type_name(kv_dtype) + "), but the budget is " + gb(p.budget_bytes) +
-                " of " + gb(available_bytes) + " available (set --mem, lower --parallel, or use --kv-dtype q8_0)");
+                " tokens need " + size(useful * per_token_all) + " (" + size(kv_bytes_per_token) + " per token in " +
+                kernels::kv_type_name(kv_dtype) + "), but the budget is " + size(p.budget_bytes) + " of " +
+                size(available_bytes) + " available (set --mem, lower --parallel, or use --kv-dtype q8_0)");
   return p;
 }
 

@@ -8,6 +8,7 @@
 #include "kernels/attention.h"
 #include "kernels/ops.h"
 #include "model/gguf_config.h"
+#include "model/model_path.h"
 
 namespace ember::model {
 
@@ -127,6 +128,7 @@ Model::Model(std::string dir, ModelConfig config, Checkpoint checkpoint, const L
 Model::~Model() = default;
 
 std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& options) {
+  check_model_path(dir);
   if (is_gguf_path(dir)) return load_gguf(dir, options);
   if (options.progress) options.progress("reading config.json");
   ModelConfig config = load_config(dir);

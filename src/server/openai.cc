@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "base/error.h"
+#include "base/format.h"
 #include "chat/messages.h"
 #include "sampling/logits_processors.h"
 #include "sampling/overrides.h"
@@ -28,7 +29,7 @@ double number(const ordered_json& body, const char* name, double lo, double hi) 
   if (!v.is_number()) bad(name, "must be a number");
   const double x = v.get<double>();
   if (!std::isfinite(x) || x < lo || x > hi)
-    bad(name, "must be between " + std::to_string(lo) + " and " + std::to_string(hi));
+    bad(name, "must be between " + format_number(lo) + " and " + format_number(hi));
   return x;
 }
 

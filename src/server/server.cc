@@ -18,9 +18,11 @@
 #include <optional>
 #include <sstream>
 #include <thread>
+#include <utility>
 
 #include "base/error.h"
 #include "chat/forced_tool_call.h"
+#include "chat/partial_tool_call.h"
 #include "chat/tool_call_parser.h"
 #include "sampling/json_schema.h"
 #include "server/web_assets.h"
@@ -48,10 +50,18 @@ std::string sse(const ordered_json& j) {
 // Which methods each route answers; a known path with another method is a 405.
 const std::map<std::string, std::string>& allowed_methods() {
   static const std::map<std::string, std::string> routes{
-      {"/", "GET"},          {"/health", "GET"},           {"/metrics", "GET"},
+      {"/", "GET"},          {"/favicon.svg", "GET"},      {"/favicon.ico", "GET"},
+      {"/health", "GET"},    {"/metrics", "GET"},
       {"/v1/models", "GET"}, {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"},
       {"/tokenize", "POST"}, {"/detokenize", "POST"}, {"/apply-template", "POST"}};
   return routes;
+}
+
+// The shapes a forced call takes (tool_choice "required" or a function); none for other requests.
+std::vector<chat::ForcedToolCall> forced_shapes(const ChatRequest& cr, std::optional<chat::ToolCallFormat> format) {
+  using Mode = ToolChoice::Mode;
+  if (cr.tool_choice.mode != Mode::kRequired && cr.tool_choice.mode != Mode::kFunction) return {};
+  return chat::forced_tool_calls(*format, cr.options.tools, cr.tool_choice.function, cr.parallel_tool_calls);
 }
 
 // The legacy /v1/completions logprobs object.
@@ -183,6 +193,7 @@ struct Server::Stream {
     std::optional<tokenizer::StreamDecoder> pieces;  // the logprobs' token texts, in context
     std::optional<chat::ToolCallParser> tools;  // a request with tools: calls out of the streamed content
     std::string echo;  // /v1/completions with echo: the prompt, sent before the choice's first text
+    std::string held;  // a forced call's text, sent at the end (as a call, or as content)
   };
   std::vector<Choice> choices;
   int n = 1;  // choices per prompt: prompt i's are i*n .. i*n + n-1
@@ -193,6 +204,18 @@ struct Server::Stream {
   bool ended = false;
   std::optional<PeerWatch> peer;
   size_t poll_from = 0;  // round robin over the choices
+  std::vector<chat::ForcedToolCall> forced;  // the shapes of a forced call (tool_choice required or a function)
+  std::optional<chat::ToolCallFormat> tool_format;
+
+  // A forced call that max_tokens or the context cut off: the calls it began go out as tool_calls
+  // (as OpenAI's do, with finish_reason "length") in place of the content holding them.
+  std::vector<chat::ToolCall> take_cut_calls(engine::FinishReason finish, std::string& content) const {
+    if (forced.empty() || (finish != engine::FinishReason::kLength && finish != engine::FinishReason::kContext))
+      return {};
+    std::vector<chat::ToolCall> cut = chat::partial_tool_calls(forced, content, chat::random_call_ids(*tool_format));
+    if (!cut.empty()) content.clear();
+    return cut;
+  }
 
   // The choice object of a chunk or of the whole response carrying `u`'s text (and, with tools, the
   // calls it made: message.tool_calls, or a chunk's delta.tool_calls entries).
@@ -233,6 +256,7 @@ struct Server::Stream {
     chat::ParsedReply reply;
     chat::append_delta(reply, choices[i].tools->push(u.content));
     chat::append_delta(reply, choices[i].tools->flush());
+    for (auto& call : take_cut_calls(u.finish, reply.content)) reply.tool_calls.push_back(std::move(call));
     u.content = reply.content;
     return choice(tok, i, u, false, reply.tool_calls.empty() ? ordered_json(nullptr) : chat::tool_calls_json(reply.tool_calls));
   }
@@ -244,8 +268,19 @@ struct Server::Stream {
     engine::StreamUpdate text = u;
     text.finished = false;
     if (choices[i].tools) {
-      out += chunk_of(tok, i, text, choices[i].tools->push(u.content));
-      if (u.finished) out += chunk_of(tok, i, engine::StreamUpdate{}, choices[i].tools->flush());  // what it held back
+      chat::ToolCallDelta d = choices[i].tools->push(u.content);
+      // A forced reply is all call: text the parser let go (a call it found malformed, a cut one)
+      // waits for the end, where a cut call still goes out as one.
+      if (!forced.empty()) choices[i].held += std::exchange(d.content, {});
+      out += chunk_of(tok, i, text, d);
+      if (u.finished) {  // what it held back
+        chat::ToolCallDelta rest = choices[i].tools->flush();
+        rest.content = std::exchange(choices[i].held, {}) + rest.content;
+        size_t index = choices[i].tools->calls();
+        for (auto& call : take_cut_calls(u.finish, rest.content))
+          rest.tool_calls.push_back({index++, std::move(call.id), std::move(call.name), std::move(call.arguments)});
+        out += chunk_of(tok, i, engine::StreamUpdate{}, rest);
+      }
     } else if (!text.content.empty() || !text.reasoning.empty() || (logprobs && !text.tokens.empty())) {
       out += choice_chunk(tok, i, text);
     }
@@ -515,6 +550,12 @@ void Server::routes() {
   http_->Get("/", [](const Request&, Response& res) {
     res.set_content(std::string(web::index_html()), "text/html; charset=utf-8");
   });
+  // Browsers ask for /favicon.ico whatever the page links; both get the SVG (which they all draw).
+  for (const char* path : {"/favicon.svg", "/favicon.ico"})
+    http_->Get(path, [](const Request&, Response& res) {
+      res.set_header("Cache-Control", "max-age=86400");
+      res.set_content(std::string(web::favicon_svg()), "image/svg+xml");
+    });
   http_->Get("/health", [this](const Request&, Response& res) {
     if (draining_.load()) send_json(res, 503, {{"status", "shutting down"}});
     else send_json(res, 200, {{"status", "ok"}});
@@ -571,8 +612,8 @@ void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
   }
   std::vector<engine::GenerationRequest> gens;
   gens.push_back(engine::chat_request(std::move(prompt), cr.params));
-  gens.back().grammar = output_grammar(cr, tool_format);
-  respond(req, res, std::move(gens), /*chat=*/true, cr, tool_format);
+  gens.back().grammar = output_grammar(cr, tool_format);  // checks the tools: forced_shapes cannot fail now
+  respond(req, res, std::move(gens), /*chat=*/true, cr, tool_format, forced_shapes(cr, tool_format));
 }
 
 std::optional<engine::GrammarConstraint> Server::output_grammar(const ChatRequest& cr,
@@ -585,7 +626,7 @@ std::optional<engine::GrammarConstraint> Server::output_grammar(const ChatReques
     if (cr.tool_choice.mode == Mode::kRequired || cr.tool_choice.mode == Mode::kFunction) {
       param = "tool_choice";
       std::vector<grammar::FramedSchema> shapes;
-      for (auto& s : chat::forced_tool_calls(*format, cr.options.tools, cr.tool_choice.function, cr.parallel_tool_calls))
+      for (auto& s : forced_shapes(cr, format))
         shapes.push_back({std::move(s.prefix), std::move(s.body_schema), std::move(s.suffix)});
       gbnf = grammar::framed_schemas_to_gbnf(shapes);
     } else if (cr.response_format.kind == Kind::kJsonObject) {
@@ -684,12 +725,12 @@ void Server::handle_text(const httplib::Request& req, httplib::Response& res) {
     if (tr.echo) echoes.push_back(p.ids.empty() ? p.text : tokenizer_.decode(p.ids, /*skip_special_tokens=*/false));
     gens.push_back(std::move(g));
   }
-  respond(req, res, std::move(gens), /*chat=*/false, tr, std::nullopt, echoes);
+  respond(req, res, std::move(gens), /*chat=*/false, tr, std::nullopt, {}, echoes);
 }
 
 void Server::respond(const httplib::Request& req, httplib::Response& res, std::vector<engine::GenerationRequest> gens,
                      bool chat, const CompletionRequest& cr, std::optional<chat::ToolCallFormat> tool_format,
-                     const std::vector<std::string>& echoes) {
+                     std::vector<chat::ForcedToolCall> forced, const std::vector<std::string>& echoes) {
   // The engine's checks (engine::check_request) before anything is queued, with this API's names: the
   // field at fault and, of several prompts, which one.
   for (size_t i = 0; i < gens.size(); ++i) {
@@ -707,6 +748,8 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, std::v
   auto st = std::make_shared<Stream>();
   st->n = cr.n;
   st->chat = chat;
+  st->tool_format = tool_format;
+  st->forced = std::move(forced);
   st->include_usage = cr.include_usage;
   st->logprobs = cr.params.logprobs;
   st->with_top = cr.top_logprobs > 0;
@@ -719,7 +762,7 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, std::v
   try {
     for (auto& g : gens)
       for (auto& rs : scheduler_->submit(std::move(g), cr.n)) {
-        st->choices.push_back({std::move(rs), {}, false, false, 0, std::nullopt, std::nullopt, {}});
+        st->choices.push_back({std::move(rs), {}, false, false, 0, std::nullopt, std::nullopt, {}, {}});
         if (tool_format) st->choices.back().tools.emplace(*tool_format, chat::random_call_ids(*tool_format));
         if (!echoes.empty()) st->choices.back().echo = echoes[&g - gens.data()];
       }

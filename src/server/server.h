@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "chat/forced_tool_call.h"
 #include "engine/chat_prompt.h"
 #include "engine/scheduler.h"
 #include "model/model.h"
@@ -73,11 +74,12 @@ class Server {
   void handle_detokenize(const httplib::Request& req, httplib::Response& res);
   void handle_apply_template(const httplib::Request& req, httplib::Response& res);
   // Submits each prompt with the request's n choices and answers with all of them (streamed or whole).
-  // With tool_format, the replies' tool calls are parsed out of their content; with echoes (one per
-  // prompt), each choice's text starts with its prompt's.
+  // With tool_format, the replies' tool calls are parsed out of their content (and with the shapes
+  // of a forced call, one cut short comes back as tool_calls); with echoes (one per prompt), each
+  // choice's text starts with its prompt's.
   void respond(const httplib::Request& req, httplib::Response& res, std::vector<engine::GenerationRequest> gens,
                bool chat, const CompletionRequest& cr, std::optional<chat::ToolCallFormat> tool_format = {},
-               const std::vector<std::string>& echoes = {});
+               std::vector<chat::ForcedToolCall> forced = {}, const std::vector<std::string>& echoes = {});
   bool check_access(const httplib::Request& req, httplib::Response& res);
 
   const tokenizer::Tokenizer& tokenizer_;

@@ -5,5 +5,6 @@
 namespace ember::server::web {
 
 std::string_view index_html();
+std::string_view favicon_svg();  // the page's icon, also served as /favicon.ico
 
 }  // namespace ember::server::web

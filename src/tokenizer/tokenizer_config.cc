@@ -104,6 +104,8 @@ const std::string& select_chat_template(const TokenizerConfig& c, bool with_tool
     fail(where, "tokenizer_config.json: chat_template: the list has no template named \"default\" (it has: " +
                     names + ")");
   }
+  // A GGUF's template is its metadata's, not a folder's files (model/gguf_tokenizer.cc reads it).
+  if (where.ends_with(".gguf")) fail(where, "no chat template (the GGUF file has no tokenizer.chat_template)");
   fail(where, "no chat template (neither tokenizer_config.json \"chat_template\" nor chat_template.jinja)");
 }
 

@@ -71,6 +71,16 @@ TEST(ServeCli, PortZeroPrintsTheRealPortAndASecondServerThereFails) {
   EXPECT_TRUE(c.Get("/health")) << "the first server stopped answering";
 }
 
+// Issue 41 item 11: with stderr a pipe (a log, a service manager), loading is reported a line per
+// stage, not only on a terminal: a server that printed nothing while it loaded looked hung.
+TEST(ServeCli, LoadingIsReportedWhenStderrIsNotATerminal) {
+  ServeProcess server(kModel + " --port 0");
+  ASSERT_GT(server.port(), 0) << server.startup();
+  EXPECT_EQ(server.startup().rfind("loading: reading config.json\nloading: mapping safetensors weights\n", 0), 0u)
+      << server.startup();
+  EXPECT_EQ(server.startup().find('\r'), std::string::npos) << server.startup();
+}
+
 // Issue 41 item 2: ports outside 0-65535 are refused at parse time, naming --port.
 TEST(ServeCli, PortOutOfRangeNamesTheFlag) {
   for (const char* port : {"99999", "65536", "-1"}) {

@@ -33,10 +33,12 @@ def status_kib(pid, key):
     raise AssertionError(f"no {key} in /proc/{pid}/status")
 
 
-def gb(text, pattern):
+def size(text, pattern):
+    """Bytes of the first "<number> <unit>" (B, KiB, MiB, GiB, TiB) that `pattern` captures."""
     m = re.search(pattern, text)
     assert m, f"no match for {pattern!r} in {text!r}"
-    return float(m.group(1)) * 1e9
+    units = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+    return float(m.group(1)) * units[m.group(2)]
 
 
 def serve_and_chat(folder, name):
@@ -74,7 +76,8 @@ def serve_and_chat(folder, name):
             assert a["usage"]["completion_tokens"] >= 1, a
 
         peak, now = status_kib(proc.pid, "VmHWM") * 1024, status_kib(proc.pid, "VmRSS") * 1024
-        weights, kv = gb(plan, r"weights ([\d.]+) GB"), gb(plan, r"\(([\d.]+) GB at full use")
+        weights = size(plan, r"weights ([\d.]+) ([KMGT]?i?B)")
+        kv = size(plan, r"\(([\d.]+) ([KMGT]?i?B) at full use")
         print(f"{name}: peak resident {peak / 1e9:.2f} GB, now {now / 1e9:.2f} GB; plan: weights "
               f"{weights / 1e9:.2f} GB + KV pool {kv / 1e9:.2f} GB")
         assert peak <= 1.10 * (weights + kv), "peak resident memory past the plan plus 10%"

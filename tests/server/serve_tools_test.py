@@ -5,7 +5,8 @@ chat templates of ../shared/chat_templates that write tool calls. For each:
 - tool_choice "required" (and a named function) returns message.tool_calls whose arguments validate
   against the tool's parameter schema (python3-jsonschema, an independent validator), with
   finish_reason "tool_calls", streamed (delta.tool_calls reassembled) and not;
-- a tool round trip (the call, a `tool` message, then a final answer) renders and answers.
+- a tool round trip (the call, a `tool` message, then a final answer) renders and answers;
+- a forced call cut short by max_tokens comes back in tool_calls with finish_reason "length".
 On the Hermes template also: response_format json_schema and json_object give JSON that validates.
 
 Usage: serve_tools_test.py EMBER WRITE_MODEL_FOLDER SHARED_DIR"""
@@ -142,7 +143,21 @@ with tempfile.TemporaryDirectory(prefix="ember-tools-") as tmp:
                 assert isinstance(r["choices"][0]["message"]["content"], str), r
                 assert "tool_calls" not in r["choices"][0]["message"], r
 
+            def cut_short():  # issue 41 item 11: a forced call cut by max_tokens is still a tool call
+                body = base_body(user, tools=TOOLS, seed=5,
+                                 tool_choice={"type": "function", "function": {"name": "get_weather"}})
+                whole = post(url, body)
+                body["max_tokens"] = whole["usage"]["completion_tokens"] - 3  # the same tokens, less the last 3
+                cut = post(url, body)["choices"][0]
+                assert cut["finish_reason"] == "length", cut
+                assert not cut["message"]["content"], cut
+                assert [c["function"]["name"] for c in cut["message"]["tool_calls"]] == ["get_weather"], cut
+                calls, finish = reassemble(post(url, {**body, "stream": True}, stream=True))
+                assert finish == "length", finish
+                assert [c["function"] for c in calls] == [c["function"] for c in cut["message"]["tool_calls"]], calls
+
             check(f"{template}: tool_choice required", required)
+            check(f"{template}: a forced call cut by max_tokens comes back as a tool call", cut_short)
             check(f"{template}: tool_choice a named function", named)
             check(f"{template}: streamed calls reassemble to the whole reply's", streamed)
             check(f"{template}: tool round trip", round_trip)

@@ -949,5 +949,35 @@ TEST_F(ServeTest, UnknownFieldsAreRefusedByName) {
   EXPECT_EQ(joined, "Once upon a time" + completion);
 }
 
+// Issue 41 item 11: the page's icon is served (browsers asked for /favicon.ico and got a 404).
+TEST_F(ServeTest, FaviconIsServed) {
+  auto srv = start();
+  auto c = srv->client();
+  for (const char* path : {"/favicon.ico", "/favicon.svg"}) {
+    auto res = c.Get(path);
+    ASSERT_TRUE(res) << path;
+    EXPECT_EQ(res->status, 200) << path;
+    EXPECT_EQ(res->get_header_value("Content-Type"), "image/svg+xml") << path;
+    EXPECT_NE(res->body.find("<svg"), std::string::npos) << path;
+  }
+  auto page = c.Get("/");
+  ASSERT_TRUE(page);
+  EXPECT_NE(page->body.find("rel=\"icon\" href=\"/favicon.svg\""), std::string::npos);
+}
+
+// Issue 41 item 10: a range's bounds read as written ("between 0 and 2", not "0.000000 and 2.000000").
+TEST_F(ServeTest, RangesAreWrittenAsNumbers) {
+  auto srv = start();
+  auto c = srv->client();
+  const ordered_json hi = ordered_json::array({{{"role", "user"}, {"content", "Hi"}}});
+  auto res = post(c, "/v1/chat/completions", {{"messages", hi}, {"temperature", 3}});
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_NE(res->body.find("'temperature' must be between 0 and 2"), std::string::npos) << res->body;
+  auto rp = post(c, "/v1/chat/completions", {{"messages", hi}, {"repetition_penalty", 0}});
+  ASSERT_TRUE(rp);
+  EXPECT_NE(rp->body.find("between 0.01 and 100"), std::string::npos) << rp->body;
+}
+
 }  // namespace
 }  // namespace ember::test
