@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "model/model.h"
 #include "model/safetensors.h"
+#include "error_of.h"
 #include "test_paths.h"
 
 namespace ember::model {
@@ -43,14 +44,7 @@ std::string safetensors(const std::string& header, size_t data_bytes) {
   return out + header + std::string(data_bytes, '\0');
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 TEST(SafetensorsErrors, TruncatedFile) {
   TempDir d;
