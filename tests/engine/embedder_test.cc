@@ -3,9 +3,6 @@
 // tolerance; the sentence-transformers folder rules and their errors.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-#include <fstream>
-
 #include "embedding_goldens.h"
 #include "engine/pooling.h"
 #include "error_of.h"
@@ -14,7 +11,6 @@
 namespace ember::test {
 namespace {
 
-namespace fs = std::filesystem;
 using nlohmann::json;
 
 std::unique_ptr<model::Model> load_for_embeddings(const std::string& dir) {
@@ -23,32 +19,6 @@ std::unique_ptr<model::Model> load_for_embeddings(const std::string& dir) {
   lo.logits = false;
   return model::Model::load(dir, lo);
 }
-
-// A folder of links to a shared model's files, with some files replaced or left out.
-class FolderCopy {
- public:
-  FolderCopy(const std::string& src, const std::vector<std::string>& leave_out = {}) {
-    dir_ = fs::temp_directory_path() / ("ember_embed_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
-    fs::create_directories(dir_);
-    for (const auto& e : fs::recursive_directory_iterator(src)) {
-      const fs::path rel = fs::relative(e.path(), src);
-      if (std::find(leave_out.begin(), leave_out.end(), rel.string()) != leave_out.end()) continue;
-      if (e.is_directory()) fs::create_directories(dir_ / rel);
-      else fs::create_symlink(fs::absolute(e.path()), dir_ / rel);
-    }
-  }
-  ~FolderCopy() { fs::remove_all(dir_); }
-  void write(const std::string& rel, const json& j) const {
-    fs::remove(dir_ / rel);
-    fs::create_directories((dir_ / rel).parent_path());
-    std::ofstream(dir_ / rel) << j.dump(2);
-  }
-  std::string str() const { return dir_.string(); }
-
- private:
-  static inline int counter_ = 0;
-  fs::path dir_;
-};
 
 TEST(Embedder, GoldenFolderSettingsAreRead) {
   const auto goldens = embedding_goldens();

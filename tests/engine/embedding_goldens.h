@@ -1,9 +1,15 @@
 #pragma once
 // The embedding goldens (testdata/embeddings/*.json, every file), what their cases ask of an
-// engine, and the check of a vector against a case within the golden's own tolerance.
+// engine, the check of a vector against a case within the golden's own tolerance, and copies of
+// their model folders with settings changed.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <span>
 #include <string>
@@ -61,5 +67,32 @@ inline void expect_matches(const EmbeddingGolden& g, const nlohmann::json& c, st
   EXPECT_GE(cosine(got, want), tol["cosine_min"].get<double>()) << g.file << " " << c["name"] << " " << how;
   EXPECT_LE(diff, tol["max_abs_diff"].get<double>()) << g.file << " " << c["name"] << " " << how;
 }
+
+// A folder of links to a shared model's files, with some files replaced or left out.
+class FolderCopy {
+ public:
+  FolderCopy(const std::string& src, const std::vector<std::string>& leave_out = {}) {
+    namespace fs = std::filesystem;
+    dir_ = fs::temp_directory_path() / ("ember_embed_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
+    fs::create_directories(dir_);
+    for (const auto& e : fs::recursive_directory_iterator(src)) {
+      const fs::path rel = fs::relative(e.path(), src);
+      if (std::find(leave_out.begin(), leave_out.end(), rel.string()) != leave_out.end()) continue;
+      if (e.is_directory()) fs::create_directories(dir_ / rel);
+      else fs::create_symlink(fs::absolute(e.path()), dir_ / rel);
+    }
+  }
+  ~FolderCopy() { std::filesystem::remove_all(dir_); }
+  void write(const std::string& rel, const nlohmann::json& j) const {
+    std::filesystem::remove(dir_ / rel);
+    std::filesystem::create_directories((dir_ / rel).parent_path());
+    std::ofstream(dir_ / rel) << j.dump(2);
+  }
+  std::string str() const { return dir_.string(); }
+
+ private:
+  static inline int counter_ = 0;
+  std::filesystem::path dir_;
+};
 
 }  // namespace ember::test
