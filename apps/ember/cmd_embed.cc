@@ -43,7 +43,7 @@ engine::EmbeddingInput parse_line(const nlohmann::ordered_json& in) {
 
 Run add_embed_command(CLI::App& app) {
   struct Opts {
-    std::string model, kv_dtype = kernels::kv_type_name(model::kKvTypeReference);
+    std::string model;
     bool jsonl = false;
     int threads = 0;
   };
@@ -54,12 +54,9 @@ Run add_embed_command(CLI::App& app) {
                 "Read {\"text\": str} or {\"ids\": [...]} lines (optional \"prompt_name\"), write {\"embedding\": [...]} lines")
       ->required();
   cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
-  // One pass per input: float32 keys and values cost little here and keep the vectors at reference precision.
-  cmd->add_option("--kv-dtype", o->kv_dtype, "KV cache storage during the pass: f32 (default), f16, bf16 or q8_0");
   return [o] {
     model::LoadOptions lo;
     lo.threads = o->threads;
-    lo.kv_dtype = model::parse_kv_dtype(o->kv_dtype);
     lo.logits = false;  // an embedding folder need not store lm_head
     const auto model = model::Model::load(o->model, lo);
     const auto tok = model::load_tokenizer(o->model);

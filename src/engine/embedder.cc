@@ -82,14 +82,17 @@ Embeddings Embedder::embed(std::span<const EmbeddingInput> inputs, int64_t dimen
     int64_t n = 0;
     while (end < inputs.size() && (end == begin || n + static_cast<int64_t>(ids[end].size()) <= kBatchTokens))
       n += static_cast<int64_t>(ids[end++].size());
-    const auto cache = model_.make_cache(n + static_cast<int64_t>(end - begin) * model::KvCache::kDefaultBlock);
+    // The cache lives for one pass, so it is float32 whatever the served model's KV type: the
+    // vectors keep the reference precision (F16 keys move them by about 1e-3).
+    constexpr int64_t kBlock = model::KvCache::kDefaultBlock;
+    model::KvCache cache(model_.config(), n / kBlock + static_cast<int64_t>(end - begin), kBlock, model::kKvTypeReference);
     std::vector<model::KvSequence> seqs;
     seqs.reserve(end - begin);
     std::vector<model::ForwardItem> items;
     hidden.resize(static_cast<size_t>(n * H));
     int64_t row = 0;
     for (size_t i = begin; i < end; ++i) {
-      seqs.emplace_back(*cache);
+      seqs.emplace_back(cache);
       model::ForwardItem item{&seqs.back(), ids[i], nullptr, false};
       item.hidden = hidden.data() + row * H;
       items.push_back(item);

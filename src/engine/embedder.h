@@ -3,7 +3,8 @@
 // token ids) to one vector as the folder's modules compute it. The prompt is put before the text,
 // the tokenizer adds its special tokens, inputs longer than max_seq_length are cut (special tokens
 // kept), and a batch of inputs runs as one forward pass in which every input is a sequence of its
-// own (positions from 0, no padding), so batching never changes a vector.
+// own (positions from 0, no padding), so batching never changes a vector. Keys and values are
+// float32 during the pass, whatever the model's KV cache type.
 #include <cstdint>
 #include <optional>
 #include <span>
