@@ -52,9 +52,12 @@ std::vector<int32_t> Embedder::tokens(const EmbeddingInput& in, int64_t* prompt_
   const size_t room = static_cast<size_t>(max_tokens_) - special_tokens_;
   if (ids.size() > room) ids.resize(room);
   ids = tokenizer_.with_special_tokens(std::move(ids));
-  // As sentence-transformers counts a prompt: its own tokenization less one (a trailing special token).
-  if (prompt_tokens != nullptr && !prompt.empty() && !config_.include_prompt)
-    *prompt_tokens = std::max<int64_t>(0, static_cast<int64_t>(tokenizer_.encode(prompt, true).size()) - 1);
+  // As sentence-transformers counts a prompt: its own tokenization (a BOS included), less a trailing
+  // special token (an appended EOS, which the text's tokens follow instead).
+  if (prompt_tokens != nullptr && !prompt.empty() && !config_.include_prompt) {
+    const std::vector<int32_t> alone = tokenizer_.encode(prompt, true);
+    *prompt_tokens = static_cast<int64_t>(alone.size()) - (!alone.empty() && tokenizer_.is_special(alone.back()) ? 1 : 0);
+  }
   return ids;
 }
 

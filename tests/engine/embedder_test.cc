@@ -121,6 +121,51 @@ TEST(Embedder, LongInputsAreTruncatedKeepingSpecialTokens) {
   }
 }
 
+// include_prompt false: the prompt's tokens (a BOS included, an appended EOS not) are left out of
+// mean pooling; the last token is the last token either way.
+TEST(Embedder, PromptLeftOutWhereIncludePromptIsFalse) {
+  for (const auto& g : embedding_goldens()) {
+    if (g.j["pooling"]["mode"] != "mean" && g.j["pooling"]["mode"] != "lasttoken") continue;  // what is computed below
+    FolderCopy folder(g.model(), {"1_Pooling/config.json"});
+    json pooling = json::parse(read_file(g.model() + "/1_Pooling/config.json"));
+    pooling["include_prompt"] = false;
+    folder.write("1_Pooling/config.json", pooling);
+    const auto model = load_for_embeddings(folder.str());
+    const auto tok = model::load_tokenizer(folder.str());
+    engine::Embedder embedder(*model, tok);
+    const int64_t H = model->config().hidden_size;
+    for (const auto& c : g.j["cases"]) {
+      if (c["prompt_name"].is_null()) continue;
+      const std::string prompt = g.j["prompts"][c["prompt_name"].get<std::string>()].get<std::string>();
+      std::vector<int32_t> alone = tok.encode(prompt, true);
+      if (tok.is_special(alone.back())) alone.pop_back();
+      const engine::EmbeddingInput in = case_input(c, false);
+      int64_t prompt_tokens = 0;
+      const auto ids = embedder.tokens(in, &prompt_tokens);
+      EXPECT_EQ(prompt_tokens, static_cast<int64_t>(alone.size())) << g.file;
+      EXPECT_TRUE(std::equal(alone.begin(), alone.end(), ids.begin())) << g.file << ": the prompt's tokens begin the input";
+      // The mean over the text's own rows, from a forward pass of all of them.
+      auto cache = model->make_cache(static_cast<int64_t>(ids.size()));
+      model::KvSequence seq(*cache);
+      std::vector<float> hidden(ids.size() * static_cast<size_t>(H));
+      model::ForwardItem item{&seq, ids, nullptr, false};
+      item.hidden = hidden.data();
+      model->forward(std::span<model::ForwardItem>(&item, 1));
+      const std::vector<float> got = embedder.embed({&in, 1}).vectors[0];
+      std::vector<float> want(static_cast<size_t>(H));
+      const bool mean = g.j["pooling"]["mode"] == "mean";
+      for (int64_t h = 0; h < H; ++h) {
+        double sum = 0;
+        for (size_t t = mean ? alone.size() : ids.size() - 1; t < ids.size(); ++t) sum += hidden[t * H + h];
+        want[h] = static_cast<float>(sum / static_cast<double>(mean ? ids.size() - alone.size() : 1));
+      }
+      if (g.j["normalize"].get<bool>()) engine::normalize(want);
+      for (int64_t h = 0; h < H; ++h) EXPECT_NEAR(got[h], want[h], 1e-5) << g.file << " " << h;
+      if (!mean) expect_matches(g, c, got, "include_prompt false, last token");
+    }
+  }
+}
+
 TEST(Embedder, CausalLmFolderIsRefusedNamingWhatIsMissing) {
   const std::string dir = model_dir("tiny-llama-f32");
   const auto model = load_for_embeddings(dir);
