@@ -57,7 +57,7 @@ Run add_embed_command(CLI::App& app) {
   return [o] {
     model::LoadOptions lo;
     lo.threads = o->threads;
-    lo.logits = false;  // an embedding folder need not store lm_head
+    lo.lm_head = model::LoadOptions::LmHead::kNone;  // an embedding folder need not store it
     const auto model = model::Model::load(o->model, lo);
     const auto tok = model::load_tokenizer(o->model);
     engine::Embedder embedder(*model, tok);

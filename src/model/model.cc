@@ -154,7 +154,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
 
 void Model::finish_load(const Source& src, const TensorNames& names, const LoadOptions& options) {
   if (options.progress) options.progress("checking tensors");
-  bind_weights(src, names, options.logits);
+  bind_weights(src, names, options.lm_head);
   if (options.quantize != kernels::QType::None) {
     if (options.progress) options.progress(std::string("quantizing weights to ") + kernels::qtype_name(options.quantize));
     quantize_weights(options.quantize);
@@ -280,7 +280,7 @@ std::string Model::weight_type() const {
   return out;
 }
 
-void Model::bind_weights(const Source& cp, const TensorNames& names, bool with_logits) {
+void Model::bind_weights(const Source& cp, const TensorNames& names, LoadOptions::LmHead lm_head) {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size, V = c.vocab_size;
   if (static_cast<int64_t>(c.layers.size()) != c.num_hidden_layers)
@@ -292,10 +292,10 @@ void Model::bind_weights(const Source& cp, const TensorNames& names, bool with_l
   const TensorInfo* head = cp.find(head_name);
   if (embed == nullptr && c.tie_word_embeddings) embed = head;
   if (embed == nullptr) embed = &cp.require(embed_name, {V, H});
-  if (c.tie_word_embeddings || head == nullptr) {
-    if (!c.tie_word_embeddings && with_logits) cp.require(head_name, {V, H});
-    head = embed;
-  }
+  const bool stored = c.tie_word_embeddings || head != nullptr;
+  if (!stored && lm_head == LoadOptions::LmHead::kRequired) cp.require(head_name, {V, H});
+  const bool with_logits = lm_head != LoadOptions::LmHead::kNone && stored;
+  if (c.tie_word_embeddings || head == nullptr) head = embed;
   auto bind = [&](const TensorInfo& t) { return cp.bind(t); };
   embed_ = bind(cp.require(embed->name, {V, H}));
   if (with_logits) lm_head_ = bind(cp.require(head->name, {V, H}));
@@ -385,7 +385,7 @@ void Model::forward(std::span<ForwardItem> items) {
   for (size_t i = 0; i < items.size(); ++i) {
     const ForwardItem& it = items[i];
     if (it.tokens.empty()) fail("forward", "an item has no tokens");
-    if (it.logits != nullptr && lm_head_.rows == 0)
+    if (it.logits != nullptr && !has_logits())
       fail("forward", "this model was loaded for hidden states only (no lm_head): it has no logits");
     for (int32_t t : it.tokens)
       if (t < 0 || t >= c.vocab_size)

@@ -51,9 +51,10 @@ struct LoadOptions {
   // nearest even), e.g. a BF16 folder run in F16 as a llama.cpp F16 file is; unset: as stored.
   // Quantized matrices, the embedding table (unless tied to the output) and norms are not converted.
   std::optional<DType> weight_dtype = std::nullopt;
-  // false: loaded for hidden states only (embeddings): the output projection (lm_head) is neither
-  // required nor read, and a forward pass that asks for logits is an error.
-  bool logits = true;
+  // The output projection (lm_head): kRequired; kIfStored, loaded where the checkpoint has it (a
+  // server of an embedding folder, which may not); kNone, never read (hidden states only, as `ember
+  // embed`). Without it a forward pass that asks for logits is an error.
+  enum class LmHead : uint8_t { kRequired, kIfStored, kNone } lm_head = LmHead::kRequired;
 };
 
 // Weights held in memory rather than mapped from files (e.g. a synthetic random model): tensors by
@@ -95,6 +96,8 @@ class Model {
   // several joined by "+" when they differ.
   std::string weight_type() const;
   kernels::ThreadPool& pool() { return pool_; }
+  // False when loaded without lm_head (LoadOptions::lm_head): hidden states only.
+  bool has_logits() const { return lm_head_.rows > 0; }
 
   // A KV cache of blocks of `block_size` positions, `max_tokens` positions in total (over all
   // sequences that will share it), stored in the LoadOptions' kv_dtype.
@@ -139,7 +142,7 @@ class Model {
   // The tensors of memory_ (from_memory, a converted GGUF); errors name `where`, and `why_absent`
   // (if set) says why a tensor is not there.
   Source memory_source(const std::string& where, std::function<std::string(const std::string&)> why_absent = {}) const;
-  void bind_weights(const Source& src, const TensorNames& names, bool with_logits);
+  void bind_weights(const Source& src, const TensorNames& names, LoadOptions::LmHead lm_head);
   void bind_layer_matrices(const Source& src, const TensorNames& names, int64_t layer, Layer& L);
   // The forward pass proper, for a batch whose positions are reserved.
   void compute(std::span<ForwardItem> items, const Batch& b);

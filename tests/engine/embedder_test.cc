@@ -16,7 +16,7 @@ using nlohmann::json;
 std::unique_ptr<model::Model> load_for_embeddings(const std::string& dir) {
   model::LoadOptions lo;
   lo.threads = 2;
-  lo.logits = false;
+  lo.lm_head = model::LoadOptions::LmHead::kNone;
   return model::Model::load(dir, lo);
 }
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "engine/scheduler.h"
 #include "model/model.h"
 #include "model/safetensors.h"
 #include "error_of.h"
@@ -170,9 +171,21 @@ TEST(ModelLoad, BaseModelCheckpointWithoutPrefixOrLmHead) {
   const std::string e = error_of([&] { Model::load(d.str()); });
   EXPECT_NE(e.find("lm_head.weight"), std::string::npos) << e;
   LoadOptions hidden_only;
-  hidden_only.logits = false;
+  hidden_only.lm_head = LoadOptions::LmHead::kNone;
   auto m = Model::load(d.str(), hidden_only);
+  EXPECT_FALSE(m->has_logits());
   EXPECT_EQ(outputs(*m, ids, false).first, hidden);
+  // A server loads it where stored: here it is not, so generation is refused by name.
+  LoadOptions if_stored;
+  if_stored.lm_head = LoadOptions::LmHead::kIfStored;
+  auto served = Model::load(d.str(), if_stored);
+  EXPECT_FALSE(served->has_logits());
+  const auto tok = tokenizer::Tokenizer::from_folder(src);
+  engine::Scheduler scheduler(*served, tok, {.max_parallel = 1, .context = 64});
+  engine::GenerationRequest req;
+  req.prompt = ids;
+  EXPECT_NE(error_of([&] { scheduler.submit(req); }).find("lm_head"), std::string::npos);
+  EXPECT_TRUE(Model::load(src, if_stored)->has_logits());
 }
 
 TEST(ModelLoadErrors, WrongShapeIsNamed) {
