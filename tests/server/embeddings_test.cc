@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <future>
 
 #include "../engine/embedding_goldens.h"
 #include "http_helpers.h"
@@ -96,9 +97,10 @@ class EmbeddingsServe : public ::testing::Test {
     so.context = 512;
     return std::make_unique<RunningServer>(m, tok, so, server::ServerOptions{});
   }
-  static json post(const RunningServer& s, const json& body, int expect_status = 200) {
+  static json post(const RunningServer& s, const json& body, int expect_status = 200,
+                   const char* path = "/v1/embeddings") {
     httplib::Client c = s.client();
-    const auto r = c.Post("/v1/embeddings", body.dump(), "application/json");
+    const auto r = c.Post(path, body.dump(), "application/json");
     EXPECT_TRUE(r) << body.dump();
     if (!r) return json();
     EXPECT_EQ(r->status, expect_status) << r->body;
@@ -151,6 +153,34 @@ TEST_F(EmbeddingsServe, EveryGoldenCaseAloneAndInOneRequest) {
     const json dims = post(*s, {{"input", "a"}, {"dimensions", 8}}, 400);
     EXPECT_EQ(dims["error"]["param"], "dimensions");
     EXPECT_NE(dims["error"]["message"].get<std::string>().find("dimensions"), std::string::npos);
+  }
+}
+
+// Embeddings requests on several connections at once, beside completions the scheduler is running:
+// the passes take turns on the model, and every vector is still the golden's.
+TEST_F(EmbeddingsServe, ConcurrentRequestsBesideGeneration) {
+  for (const auto& g : embedding_goldens()) {
+    auto model = model::Model::load(g.model(), {.threads = 2, .progress = {}});
+    if (!model->has_logits()) continue;
+    const auto tok = model::load_tokenizer(g.model());
+    const auto s = serve(*model, tok);
+    const json& cases = g.j["cases"];
+    json texts = json::array();
+    for (const auto& c : cases) texts.push_back(c["input"]);
+    std::vector<std::future<json>> embeds, completions;
+    for (int i = 0; i < 4; ++i) {
+      completions.push_back(std::async(std::launch::async, [&] {
+        return post(*s, {{"prompt", "Once upon a time"}, {"max_tokens", 24}}, 200, "/v1/completions");
+      }));
+      embeds.push_back(std::async(std::launch::async, [&] { return post(*s, {{"input", texts}}); }));
+    }
+    for (auto& f : embeds) {
+      const json r = f.get();
+      ASSERT_EQ(r["data"].size(), cases.size()) << r;
+      for (size_t i = 0; i < cases.size(); ++i)
+        expect_matches(g, cases[i], r["data"][i]["embedding"].get<std::vector<float>>(), "concurrent");
+    }
+    for (auto& f : completions) EXPECT_EQ(f.get()["object"], "text_completion");
   }
 }
 
