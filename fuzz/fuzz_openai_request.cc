@@ -1,11 +1,12 @@
-// OpenAI request bodies as the server receives them: JSON -> chat / text completion request, then
-// what the server does next without a model: render the messages with the chat-skills model's
-// template and tokenize the prompt.
+// OpenAI request bodies as the server receives them: JSON -> chat / text completion / embeddings
+// request, then what the server does next without a model: render the messages with the
+// chat-skills model's template and tokenize the prompt or the inputs.
 #include <cstdint>
 #include <string>
 
 #include "base/error.h"
 #include "engine/chat_prompt.h"
+#include "server/embeddings_api.h"
 #include "server/openai.h"
 #include "tokenizer/tokenizer.h"
 
@@ -37,6 +38,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (const auto& p : req.prompts) (void)model.tok.encode(p.text, true);
     } catch (const ember::server::ApiError&) {
     } catch (const ember::Error&) {
+    }
+    // Both kinds of model: one that may shorten its vectors (Matryoshka) and one that may not.
+    for (const bool matryoshka : {false, true}) {
+      try {
+        const auto req = ember::server::parse_embeddings_request(body, {64, matryoshka}, vocab);
+        for (const auto& p : req.inputs) (void)model.tok.encode(p.text, false);
+      } catch (const ember::server::ApiError&) {
+      } catch (const ember::Error&) {
+      }
     }
   } catch (const ember::server::ApiError&) {
   }

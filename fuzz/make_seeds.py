@@ -88,6 +88,18 @@ for tpl in sorted(glob.glob(os.path.join(shared, "chat_templates", "*.jinja"))):
 for k, row in enumerate(jsonl(os.path.join(shared, "testdata", "chat_skills", "eval.jsonl"))[:20]):
     put("fuzz_openai_request", "chat-skills-%d" % k,
         json.dumps({"messages": row["messages"], "prompt": row["messages"][-1]["content"], "n": 1}))
+# /v1/embeddings bodies from the embedding goldens' cases: texts, token ids, lists, both encodings.
+for path in sorted(glob.glob(os.path.join(shared, "testdata", "embeddings", "*.json"))):
+    golden = json.load(open(path))
+    name = os.path.basename(path)[: -len(".json")]
+    cases = golden["cases"]
+    put("fuzz_openai_request", "embeddings-%s-texts" % name,
+        json.dumps({"model": name, "input": [c["input"] for c in cases], "encoding_format": "float"}))
+    put("fuzz_openai_request", "embeddings-%s-ids" % name,
+        json.dumps({"input": [c["ids"] for c in cases], "encoding_format": "base64",
+                    "dimensions": golden["dimension"], "user": "u"}))
+    for k, c in enumerate(cases[:2]):
+        put("fuzz_openai_request", "embeddings-%s-%d" % (name, k), json.dumps({"input": c["ids"] if k else c["input"]}))
 
 
 # GGUF files: the metadata of the small shared files (SentencePiece vocabularies) and a byte-level

@@ -32,6 +32,8 @@ int serve(ServeOpts& o) {
   pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
 
+  // An embedding folder may have no lm_head: it then serves /v1/embeddings only.
+  o.model.lm_head = model::LoadOptions::LmHead::kIfStored;
   LoadedModel m = load_model(o.model);
   // The server keeps as many blocks again for reusing finished conversations' prefixes.
   o.scheduler.context = planned_context(*m.model, o.model, o.scheduler.max_parallel, engine::Scheduler::kPoolFactor);

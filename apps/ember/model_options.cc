@@ -66,6 +66,7 @@ std::unique_ptr<model::Model> ModelOptions::load() const {
   const bool tty = ::isatty(STDERR_FILENO) != 0;
   model::LoadOptions lo;
   lo.threads = threads;
+  lo.lm_head = lm_head;
   lo.kv_dtype = model::parse_kv_dtype(kv_dtype);
   lo.quantize = kernels::parse_qtype(quantize);
   if (!dtype.empty()) lo.weight_dtype = parse_lower_dtype(dtype);

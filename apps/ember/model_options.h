@@ -24,6 +24,7 @@ struct ModelOptions {
   std::string dtype;              // f32 / f16 / bf16: plain weight matrices converted at load ("": as stored)
   std::string mem;                // memory for the KV cache ("8G", "512M", bytes); "": a share of what is available
   bool quiet = false;
+  model::LoadOptions::LmHead lm_head = model::LoadOptions::LmHead::kRequired;  // not a flag: the command's need
 
   void add_to(CLI::App& cmd);
   // Loads the model, printing progress and the load time to stderr unless quiet.

@@ -1,14 +1,19 @@
 #include "engine/chat_prompt.h"
 
+#include "base/error.h"
 #include "chat/reasoning.h"
 #include "tokenizer/tokenizer_config.h"
 
 namespace ember::engine {
 
 ChatPromptBuilder::ChatPromptBuilder(const tokenizer::Tokenizer& tokenizer, const std::string& model_dir)
-    : tokenizer_(tokenizer),
-      template_(tokenizer::select_chat_template(tokenizer.config(), /*with_tools=*/false, model_dir)),
-      special_tokens_(tokenizer::special_token_variables(tokenizer.config())) {
+    : tokenizer_(tokenizer), special_tokens_(tokenizer::special_token_variables(tokenizer.config())) {
+  try {
+    template_.emplace(tokenizer::select_chat_template(tokenizer.config(), /*with_tools=*/false, model_dir));
+  } catch (const Error& e) {
+    no_template_ = e.what();
+    return;
+  }
   // transformers renders a request with tools through a named list's "tool_use" template.
   const bool named_tool_use = tokenizer.config().named_chat_templates.count("tool_use") != 0;
   const std::string& tool_source = tokenizer::select_chat_template(tokenizer.config(), named_tool_use, model_dir);
@@ -18,6 +23,7 @@ ChatPromptBuilder::ChatPromptBuilder(const tokenizer::Tokenizer& tokenizer, cons
 
 std::string ChatPromptBuilder::render(const nlohmann::ordered_json& messages, const ChatOptions& options,
                                       bool add_generation_prompt) const {
+  if (!template_) throw Error(no_template_);
   chat::TemplateInputs in;
   in.messages = messages;
   in.tools = options.tools;
@@ -26,7 +32,7 @@ std::string ChatPromptBuilder::render(const nlohmann::ordered_json& messages, co
   for (auto it = options.extra_variables.begin(); it != options.extra_variables.end(); ++it)
     in.variables[it.key()] = it.value();
   if (options.enable_thinking) in.variables["enable_thinking"] = *options.enable_thinking;
-  return (tool_template_ && !options.tools.is_null() ? *tool_template_ : template_).render(in);
+  return (tool_template_ && !options.tools.is_null() ? *tool_template_ : *template_).render(in);
 }
 
 ChatPrompt ChatPromptBuilder::build(const nlohmann::ordered_json& messages, const ChatOptions& options) const {

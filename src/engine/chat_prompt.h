@@ -36,10 +36,11 @@ GenerationRequest chat_request(ChatPrompt prompt, sampling::SamplingParams param
 
 class ChatPromptBuilder {
  public:
+  // A folder without a chat template (an embedding model's) is no error until a prompt is asked of it.
   ChatPromptBuilder(const tokenizer::Tokenizer& tokenizer, const std::string& model_dir);
 
   // The rendered text alone. Throws ember::Error when the template fails (e.g. raise_exception on a
-  // bad role order).
+  // bad role order) or the folder has none.
   std::string render(const nlohmann::ordered_json& messages, const ChatOptions& options, bool add_generation_prompt) const;
   // The prompt of a reply: rendered with the generation prompt and encoded. Throws as render().
   ChatPrompt build(const nlohmann::ordered_json& messages, const ChatOptions& options) const;
@@ -49,7 +50,8 @@ class ChatPromptBuilder {
 
  private:
   const tokenizer::Tokenizer& tokenizer_;
-  chat::ChatTemplate template_;
+  std::optional<chat::ChatTemplate> template_;
+  std::string no_template_;  // why there is no template_
   std::optional<chat::ChatTemplate> tool_template_;  // a named list's "tool_use", for requests with tools
   std::optional<chat::ToolCallFormat> tool_format_;
   nlohmann::ordered_json special_tokens_;

@@ -109,6 +109,9 @@ std::vector<std::shared_ptr<RequestStream>> Scheduler::submit(GenerationRequest 
                            std::to_string(options_.max_parallel) + " parallel sequences (--parallel)",
                        "n", "invalid_request");
   check_request(request, options_.context, model_.config().vocab_size);
+  if (!model_.has_logits())
+    throw RequestError("this model was loaded without lm_head (an embedding folder that stores none): it makes "
+                       "embeddings only", "model", "model_not_supported");
 
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (int i = 0; i < choices; ++i) streams.push_back(std::make_shared<RequestStream>());

@@ -94,7 +94,8 @@ class Scheduler {
   Scheduler& operator=(const Scheduler&) = delete;
 
   // Queues a request. Throws QueueFull when max_queue requests already wait, ember::Error when the
-  // prompt is empty or does not fit the context, or after shutdown().
+  // prompt is empty or does not fit the context, or after shutdown(); RequestError for a model
+  // loaded without lm_head.
   std::shared_ptr<RequestStream> submit(GenerationRequest request);
   // `choices` completions of one prompt (OpenAI's `n`): the prompt is computed once and its KV blocks
   // are forked for each choice, which samples with its own generator (choice i with seed + i when

@@ -20,6 +20,7 @@ const TensorNames kHuggingFaceNames{
     .router = "",
     .expert_prefix = "",
     .expert_matrices = {},
+    .base_prefix = "model.",
 };
 
 const TensorNames kGemmaNames = [] {
@@ -70,6 +71,7 @@ const TensorNames kGgufNames{
     .router = "",
     .expert_prefix = "",
     .expert_matrices = {},
+    .base_prefix = "",
 };
 
 std::string TensorNames::layer(int64_t index, std::string_view stem, std::string_view suffix) const {

@@ -30,6 +30,10 @@ struct TensorNames {
   // Mixtures of experts: the router's stem, and expert E's gate/up/down at expert_prefix + E + "." + stem.
   std::string_view router, expert_prefix;
   std::array<std::string_view, 3> expert_matrices;  // gate, up, down
+  // The prefix transformers' *ForCausalLM wrapper puts before the base model's tensors (all but
+  // lm_head). A checkpoint of the base model alone (sentence-transformers' Qwen3-Embedding) stores
+  // them without it; "": none to drop.
+  std::string_view base_prefix;
 
   std::string layer(int64_t index, std::string_view stem, std::string_view suffix = ".weight") const;
   std::string matrix(int64_t index, LayerMatrix m, std::string_view suffix = ".weight") const {
@@ -37,6 +41,10 @@ struct TensorNames {
   }
   // Expert `e`'s matrix `which` (0 gate, 1 up, 2 down) of layer `index`.
   std::string expert(int64_t index, int64_t e, size_t which) const;
+  // `name` as a checkpoint of the base model alone stores it (base_prefix dropped).
+  std::string_view without_base_prefix(std::string_view name) const {
+    return !base_prefix.empty() && name.starts_with(base_prefix) ? name.substr(base_prefix.size()) : name;
+  }
 };
 
 // Hugging Face's names (transformers' Llama, Mistral, Qwen2 and Qwen3 modules).

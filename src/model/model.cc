@@ -136,12 +136,19 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
   Checkpoint cp = Checkpoint::open(dir);
   std::unique_ptr<Model> m(new Model(dir, std::move(config), std::move(cp), options));
   const Checkpoint& ck = m->checkpoint_;
-  m->finish_load(Source{[&](const std::string& n) { return ck.find(n); },
+  const TensorNames& names = *find_architecture(m->config_.model_type)->names;
+  // A checkpoint of the base model alone names its tensors without the CausalLM wrapper's prefix.
+  const bool base_only =
+      ck.find(std::string(names.embed)) == nullptr && ck.find(std::string(names.without_base_prefix(names.embed))) != nullptr;
+  auto stored = [&names, base_only](const std::string& n) {
+    return base_only ? std::string(names.without_base_prefix(n)) : n;
+  };
+  m->finish_load(Source{[&](const std::string& n) { return ck.find(stored(n)); },
                         [&](const std::string& n, const std::vector<int64_t>& shape) -> const TensorInfo& {
-                          return ck.require(n, shape);
+                          return ck.require(stored(n), shape);
                         },
                         nullptr},
-                 *find_architecture(m->config_.model_type)->names, options);
+                 names, options);
   // Every matrix now lives in its packed or quantized copy: the mapped pages read to make them need
   // not stay resident (the embedding rows fault back in on use).
   m->checkpoint_.release_pages();
@@ -150,7 +157,7 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
 
 void Model::finish_load(const Source& src, const TensorNames& names, const LoadOptions& options) {
   if (options.progress) options.progress("checking tensors");
-  bind_weights(src, names);
+  bind_weights(src, names, options.lm_head);
   if (options.quantize != kernels::QType::None) {
     if (options.progress) options.progress(std::string("quantizing weights to ") + kernels::qtype_name(options.quantize));
     quantize_weights(options.quantize);
@@ -210,7 +217,7 @@ void Model::release_source(const WeightMatrix& source) {
 
 void Model::quantize_weights(kernels::QType q) {
   auto convert = [&](WeightMatrix& w, kernels::QType type) {
-    if (!kernels::quantizable(w.cols) || w.qtype != kernels::QType::None) return;
+    if (w.rows == 0 || !kernels::quantizable(w.cols) || w.qtype != kernels::QType::None) return;  // rows 0: no lm_head
     // Rows that are not whole K-quant super-blocks take Q8_0 (as llama.cpp falls back to a wider type).
     if (!kernels::quantizable(w.cols, type)) type = kernels::QType::Q8_0;
     const WeightMatrix source = w;
@@ -231,7 +238,7 @@ void Model::quantize_weights(kernels::QType q) {
 void Model::pack_weights(std::optional<DType> to) {
   const bool tied = embed_.data == lm_head_.data;
   auto convert = [&](WeightMatrix& w) {
-    if (w.qtype != kernels::QType::None || w.layout == kernels::Layout::Panels) return;
+    if (w.rows == 0 || w.qtype != kernels::QType::None || w.layout == kernels::Layout::Panels) return;
     const WeightMatrix source = w;
     packed_.push_back(kernels::pack(w, to.value_or(w.dtype), pool_));
     w = packed_.back().view();
@@ -276,7 +283,7 @@ std::string Model::weight_type() const {
   return out;
 }
 
-void Model::bind_weights(const Source& cp, const TensorNames& names) {
+void Model::bind_weights(const Source& cp, const TensorNames& names, LoadOptions::LmHead lm_head) {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size, V = c.vocab_size;
   if (static_cast<int64_t>(c.layers.size()) != c.num_hidden_layers)
@@ -288,13 +295,13 @@ void Model::bind_weights(const Source& cp, const TensorNames& names) {
   const TensorInfo* head = cp.find(head_name);
   if (embed == nullptr && c.tie_word_embeddings) embed = head;
   if (embed == nullptr) embed = &cp.require(embed_name, {V, H});
-  if (c.tie_word_embeddings || head == nullptr) {
-    if (!c.tie_word_embeddings) cp.require(head_name, {V, H});
-    head = embed;
-  }
+  const bool stored = c.tie_word_embeddings || head != nullptr;
+  if (!stored && lm_head == LoadOptions::LmHead::kRequired) cp.require(head_name, {V, H});
+  const bool with_logits = lm_head != LoadOptions::LmHead::kNone && stored;
+  if (c.tie_word_embeddings || head == nullptr) head = embed;
   auto bind = [&](const TensorInfo& t) { return cp.bind(t); };
   embed_ = bind(cp.require(embed->name, {V, H}));
-  lm_head_ = bind(cp.require(head->name, {V, H}));
+  if (with_logits) lm_head_ = bind(cp.require(head->name, {V, H}));
   const bool plus = c.norm_plus_one;
   final_norm_ = norm_vec(cp.require(std::string(names.final_norm), {H}), plus);
 
@@ -375,11 +382,14 @@ int64_t Model::recompute_length(const KvSequence& seq, int64_t new_tokens) const
 
 void Model::forward(std::span<ForwardItem> items) {
   const ModelConfig& c = config_;
+  std::lock_guard lock(forward_mu_);
   Batch b;
   b.rerun.resize(items.size());
   for (size_t i = 0; i < items.size(); ++i) {
     const ForwardItem& it = items[i];
     if (it.tokens.empty()) fail("forward", "an item has no tokens");
+    if (it.logits != nullptr && !has_logits())
+      fail("forward", "this model was loaded for hidden states only (no lm_head): it has no logits");
     for (int32_t t : it.tokens)
       if (t < 0 || t >= c.vocab_size)
         fail("forward", "token id " + std::to_string(t) + " is outside the vocabulary [0, " + std::to_string(c.vocab_size) + ")");
@@ -469,6 +479,7 @@ void Model::compute(std::span<ForwardItem> items, const Batch& b) {
     if (!L.post_mlp_norm.empty()) kernels::rms_norm(s.xb.data(), L.post_mlp_norm.data(), n, H, eps, s.xb.data());
     kernels::add_inplace(s.x.data(), s.xb.data(), n * H);
   }
+  final_hidden(items, b);
   logits(items, b);
 }
 
@@ -558,6 +569,20 @@ void Model::attention(const Batch& b, int64_t layer, const float* q, float* out)
   kernels::attention(attn, layers_[static_cast<size_t>(layer)].attention, pool_);
 }
 
+// The final norm of every row of the items that want hidden states, straight into their outputs
+// (a recomputed sequence's rows before its new tokens are not theirs).
+void Model::final_hidden(std::span<ForwardItem> items, const Batch& b) {
+  const int64_t H = config_.hidden_size;
+  int64_t row = 0;
+  for (size_t i = 0; i < items.size(); ++i) {
+    const int64_t nt = static_cast<int64_t>(b.ids[i].size()), mine = static_cast<int64_t>(items[i].tokens.size());
+    if (items[i].hidden != nullptr)
+      kernels::rms_norm(scratch_->x.data() + (row + nt - mine) * H, final_norm_.data(), mine, H,
+                        static_cast<float>(config_.rms_norm_eps), items[i].hidden);
+    row += nt;
+  }
+}
+
 // Final norm and lm_head only for the rows whose logits are wanted, all in one product so that the
 // output matrix is read once per step rather than once per sequence.
 void Model::logits(std::span<ForwardItem> items, const Batch& b) {
@@ -574,6 +599,7 @@ void Model::logits(std::span<ForwardItem> items, const Batch& b) {
     }
     row += nt;
   }
+  if (wanted == 0) return;
   s.logits.resize(static_cast<size_t>(wanted * V));
   kernels::matmul(lm_head_, s.last.data(), wanted, s.logits.data(), pool_);
   if (c.final_softcap > 0) kernels::softcap(s.logits.data(), wanted * V, static_cast<float>(c.final_softcap));

@@ -4,6 +4,7 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -51,6 +52,10 @@ struct LoadOptions {
   // nearest even), e.g. a BF16 folder run in F16 as a llama.cpp F16 file is; unset: as stored.
   // Quantized matrices, the embedding table (unless tied to the output) and norms are not converted.
   std::optional<DType> weight_dtype = std::nullopt;
+  // The output projection (lm_head): kRequired; kIfStored, loaded where the checkpoint has it (a
+  // server of an embedding folder, which may not); kNone, never read (hidden states only, as `ember
+  // embed`). Without it a forward pass that asks for logits is an error.
+  enum class LmHead : uint8_t { kRequired, kIfStored, kNone } lm_head = LmHead::kRequired;
 };
 
 // Weights held in memory rather than mapped from files (e.g. a synthetic random model): tensors by
@@ -67,6 +72,9 @@ struct ForwardItem {
   // Output: logits for the last token ([vocab]), or for every token ([tokens.size()][vocab]) if all_logits.
   float* logits = nullptr;
   bool all_logits = false;
+  // Output: the final-normed hidden states of every token ([tokens.size()][hidden_size]), the
+  // lm_head's input (what embeddings pool); null: not wanted.
+  float* hidden = nullptr;
 };
 
 class Model {
@@ -89,6 +97,8 @@ class Model {
   // several joined by "+" when they differ.
   std::string weight_type() const;
   kernels::ThreadPool& pool() { return pool_; }
+  // False when loaded without lm_head (LoadOptions::lm_head): hidden states only.
+  bool has_logits() const { return lm_head_.rows > 0; }
 
   // A KV cache of blocks of `block_size` positions, `max_tokens` positions in total (over all
   // sequences that will share it), stored in the LoadOptions' kv_dtype.
@@ -97,9 +107,10 @@ class Model {
 
   // Runs all items as one batch: matrix products over every token of every item, attention per
   // sequence over its cache. A LongRoPE sequence whose length crosses the original context in this
-  // pass is computed again from its first token (recompute_length). Not reentrant (uses the model's
-  // scratch buffers). Throws ember::Error, with every sequence unchanged, for a token outside the
-  // vocabulary or a cache out of blocks.
+  // pass is computed again from its first token (recompute_length). Calls from several threads (a
+  // server's scheduler and its embeddings) take turns: the passes share the model's scratch buffers.
+  // Throws ember::Error, with every sequence unchanged, for a token outside the vocabulary, a cache
+  // out of blocks, or logits asked of a model loaded without them.
   void forward(std::span<ForwardItem> batch);
 
   // Convenience: one sequence, logits of the last token.
@@ -132,7 +143,7 @@ class Model {
   // The tensors of memory_ (from_memory, a converted GGUF); errors name `where`, and `why_absent`
   // (if set) says why a tensor is not there.
   Source memory_source(const std::string& where, std::function<std::string(const std::string&)> why_absent = {}) const;
-  void bind_weights(const Source& src, const TensorNames& names);
+  void bind_weights(const Source& src, const TensorNames& names, LoadOptions::LmHead lm_head);
   void bind_layer_matrices(const Source& src, const TensorNames& names, int64_t layer, Layer& L);
   // The forward pass proper, for a batch whose positions are reserved.
   void compute(std::span<ForwardItem> items, const Batch& b);
@@ -143,6 +154,7 @@ class Model {
   void experts(const Layer& L, const float* x, int64_t n, float* out);
   void activate(float* gate, const float* up, int64_t n) const;
   void logits(std::span<ForwardItem> items, const Batch& b);
+  void final_hidden(std::span<ForwardItem> items, const Batch& b);
   // Rope::factor_set of the model's rotations for a sequence of length seq_len, as one number.
   int factor_set(int64_t seq_len) const;
   void quantize_weights(kernels::QType q);
@@ -168,6 +180,7 @@ class Model {
   Rope rope_, rope_local_;  // rope_local_: Gemma 3's sliding layers
   KvBatchView kv_view_;
   std::vector<kernels::AttentionItem> attention_items_;
+  std::mutex forward_mu_;  // one forward pass at a time
 };
 
 }  // namespace ember::model

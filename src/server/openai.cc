@@ -318,12 +318,18 @@ TextRequest parse_text_request(const ordered_json& body, const sampling::Samplin
   }
   const auto* prompt = field(body, "prompt");
   if (prompt == nullptr) bad("prompt", "is required");
+  r.prompts = parse_prompts(*prompt, "prompt", vocab_size);
+  return r;
+}
+
+std::vector<TextPrompt> parse_prompts(const ordered_json& value, const char* name, size_t vocab_size) {
+  std::vector<TextPrompt> prompts;
   auto ids_of = [&](const ordered_json& list) {
     TextPrompt p;
     for (const auto& t : list) {
       const int64_t id = t.get<int64_t>();
       if (id < 0 || id >= static_cast<int64_t>(vocab_size))
-        bad("prompt", "holds token id " + std::to_string(id) + ", outside the vocabulary of " + std::to_string(vocab_size));
+        bad(name, "holds token id " + std::to_string(id) + ", outside the vocabulary of " + std::to_string(vocab_size));
       p.ids.push_back(static_cast<int32_t>(id));
     }
     return p;
@@ -334,21 +340,21 @@ TextRequest parse_text_request(const ordered_json& body, const sampling::Samplin
            });
   };
   // A string, token ids, or a list of prompts each a string or token ids.
-  if (prompt->is_string()) {
-    r.prompts.push_back({prompt->get<std::string>(), {}});
-  } else if (all_ids(*prompt)) {
-    r.prompts.push_back(ids_of(*prompt));
-  } else if (prompt->is_array() && !prompt->empty()) {
-    for (const auto& one : *prompt) {
-      if (one.is_string()) r.prompts.push_back({one.get<std::string>(), {}});
-      else if (all_ids(one)) r.prompts.push_back(ids_of(one));
-      else bad("prompt", "must be a string, a list of token ids, or a list of those (item " +
-                             std::to_string(r.prompts.size()) + " is neither)");
+  if (value.is_string()) {
+    prompts.push_back({value.get<std::string>(), {}});
+  } else if (all_ids(value)) {
+    prompts.push_back(ids_of(value));
+  } else if (value.is_array() && !value.empty()) {
+    for (const auto& one : value) {
+      if (one.is_string()) prompts.push_back({one.get<std::string>(), {}});
+      else if (all_ids(one)) prompts.push_back(ids_of(one));
+      else bad(name, "must be a string, a list of token ids, or a list of those (item " +
+                         std::to_string(prompts.size()) + " is neither)");
     }
   } else {
-    bad("prompt", "must be a string, a list of token ids, or a list of those");
+    bad(name, "must be a string, a list of token ids, or a list of those");
   }
-  return r;
+  return prompts;
 }
 
 const char* finish_reason(engine::FinishReason r) { return engine::finish_reason_name(r); }

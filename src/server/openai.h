@@ -80,6 +80,10 @@ struct TextRequest : CompletionRequest {
 ChatRequest parse_chat_request(const ordered_json& body, const sampling::SamplingParams& defaults, size_t vocab_size);
 TextRequest parse_text_request(const ordered_json& body, const sampling::SamplingParams& defaults, size_t vocab_size);
 
+// A string, a list of token ids, or a list of those: the `prompt` of /v1/completions and the
+// `input` of /v1/embeddings. Throws ApiError(400) naming `name`.
+std::vector<TextPrompt> parse_prompts(const ordered_json& value, const char* name, size_t vocab_size);
+
 // Parses a request body; throws ApiError(400) for malformed JSON or a non-object.
 ordered_json parse_body(const std::string& text);
 

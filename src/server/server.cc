@@ -25,6 +25,7 @@
 #include "chat/partial_tool_call.h"
 #include "chat/tool_call_parser.h"
 #include "sampling/json_schema.h"
+#include "server/embeddings_api.h"
 #include "server/web_assets.h"
 
 namespace ember::server {
@@ -53,7 +54,7 @@ const std::map<std::string, std::string>& allowed_methods() {
       {"/", "GET"},          {"/favicon.svg", "GET"},      {"/favicon.ico", "GET"},
       {"/health", "GET"},    {"/metrics", "GET"},
       {"/v1/models", "GET"}, {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"},
-      {"/tokenize", "POST"}, {"/detokenize", "POST"}, {"/apply-template", "POST"}};
+      {"/tokenize", "POST"}, {"/detokenize", "POST"}, {"/apply-template", "POST"}, {"/v1/embeddings", "POST"}};
   return routes;
 }
 
@@ -423,6 +424,7 @@ Server::Server(model::Model& model, const tokenizer::Tokenizer& tokenizer, engin
   if (options_.model_name.empty())
     options_.model_name = std::filesystem::path(model.dir()).lexically_normal().parent_path().filename().string();
   scheduler_ = std::make_unique<engine::Scheduler>(model, tokenizer, scheduler);
+  embeddings_ = std::make_unique<EmbeddingsApi>(model, tokenizer);
   http_ = std::make_unique<HttpServer>();
   const size_t threads = options_.http_threads > 0
                              ? static_cast<size_t>(options_.http_threads)
@@ -593,6 +595,11 @@ void Server::routes() {
   http_->Post("/tokenize", guarded(&Server::handle_tokenize));
   http_->Post("/detokenize", guarded(&Server::handle_detokenize));
   http_->Post("/apply-template", guarded(&Server::handle_apply_template));
+  http_->Post("/v1/embeddings", guarded(&Server::handle_embeddings));
+}
+
+void Server::handle_embeddings(const httplib::Request& req, httplib::Response& res) {
+  send_json(res, 200, embeddings_->respond(parse_body(req.body), options_.model_name));
 }
 
 void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {

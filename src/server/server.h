@@ -1,7 +1,7 @@
 #pragma once
 // `ember serve`: the OpenAI-compatible HTTP API and the web chat page over one Scheduler.
 //
-// Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,
+// Routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings, GET /v1/models, GET /health,
 // GET /metrics (Prometheus text), GET / (the chat page). Errors use OpenAI's JSON error shape.
 #include <atomic>
 #include <chrono>
@@ -26,6 +26,8 @@ struct Response;
 }  // namespace httplib
 
 namespace ember::server {
+
+class EmbeddingsApi;
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -73,6 +75,7 @@ class Server {
   void handle_tokenize(const httplib::Request& req, httplib::Response& res);
   void handle_detokenize(const httplib::Request& req, httplib::Response& res);
   void handle_apply_template(const httplib::Request& req, httplib::Response& res);
+  void handle_embeddings(const httplib::Request& req, httplib::Response& res);
   // Submits each prompt with the request's n choices and answers with all of them (streamed or whole).
   // With tool_format, the replies' tool calls are parsed out of their content (and with the shapes
   // of a forced call, one cut short comes back as tool_calls); with echoes (one per prompt), each
@@ -95,6 +98,7 @@ class Server {
   // (an agent's loop) share their compiled grammar and its computed masks.
   std::vector<std::pair<std::string, engine::GrammarConstraint>> recent_grammars_;
   std::unique_ptr<engine::Scheduler> scheduler_;
+  std::unique_ptr<EmbeddingsApi> embeddings_;  // its embedder runs beside the scheduler (Model::forward takes turns)
   std::unique_ptr<httplib::Server> http_;
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> open_streams_{0};

@@ -121,6 +121,11 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
   return ids;
 }
 
+std::vector<int32_t> Tokenizer::with_special_tokens(std::vector<int32_t> ids) const {
+  if (impl_->post_processor) impl_->post_processor->process(ids);
+  return ids;
+}
+
 std::string Tokenizer::Impl::decode(std::span<const int32_t> ids, bool skip_special) const {
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());

@@ -30,6 +30,9 @@ class Tokenizer {
 
   // Thread-safe. `text` must be valid UTF-8 and at most kMaxEncodeBytes long.
   std::vector<int32_t> encode(std::string_view text, bool add_special_tokens) const;
+  // `ids` with the post-processor's special tokens added, as encode(text, true) adds them to
+  // encode(text, false): what a truncation that keeps them (sentence-transformers') applies last.
+  std::vector<int32_t> with_special_tokens(std::vector<int32_t> ids) const;
   // Raw Hugging Face decode (no clean_up_tokenization_spaces). Throws ember::Error for an unknown id.
   std::string decode(std::span<const int32_t> ids, bool skip_special_tokens) const;
 

@@ -6,8 +6,10 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "engine/scheduler.h"
 #include "model/model.h"
 #include "model/safetensors.h"
+#include "error_of.h"
 #include "test_paths.h"
 
 namespace ember::model {
@@ -43,14 +45,7 @@ std::string safetensors(const std::string& header, size_t data_bytes) {
   return out + header + std::string(data_bytes, '\0');
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 
 TEST(SafetensorsErrors, TruncatedFile) {
   TempDir d;
@@ -118,23 +113,79 @@ TEST(SafetensorsErrors, UnknownDtype) {
   EXPECT_NE(error_of([&] { SafetensorsFile f(d.file("a.safetensors")); }).find("unsupported dtype"), std::string::npos);
 }
 
-// A copy of a shared model folder with one tensor removed from its safetensors file.
-TEST(ModelLoadErrors, MissingTensorIsNamed) {
-  TempDir d;
-  const std::string src = test::model_dir("tiny-llama-f32");
+// A copy of shared model `src`'s config.json and tensors in `d`, each tensor under rename(name)
+// ("": left out).
+void copy_model(const std::string& src, const TempDir& d, const std::function<std::string(const std::string&)>& rename) {
   fs::copy_file(src + "/config.json", d.file("config.json"));
   SafetensorsFile orig(src + "/model.safetensors");
   json header = json::object();
   std::string data;
   for (const auto& [name, t] : orig.tensors()) {
-    if (name == "model.layers.1.mlp.up_proj.weight") continue;
-    header[name] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {data.size(), data.size() + t.size_bytes}}};
+    const std::string to = rename(name);
+    if (to.empty()) continue;
+    header[to] = {{"dtype", dtype_name(t.dtype)}, {"shape", t.shape}, {"data_offsets", {data.size(), data.size() + t.size_bytes}}};
     data.append(static_cast<const char*>(t.data), t.size_bytes);
   }
   const std::string h = header.dump();
   write_bytes(d.file("model.safetensors"), safetensors(h, 0) + data);
+}
+
+// A copy of a shared model folder with one tensor removed from its safetensors file.
+TEST(ModelLoadErrors, MissingTensorIsNamed) {
+  TempDir d;
+  copy_model(test::model_dir("tiny-llama-f32"), d, [](const std::string& name) {
+    return name == "model.layers.1.mlp.up_proj.weight" ? std::string() : name;
+  });
   const std::string e = error_of([&] { Model::load(d.str()); });
   EXPECT_NE(e.find("model.layers.1.mlp.up_proj.weight"), std::string::npos) << e;
+}
+
+// The final-normed hidden states of every token of `ids` and the last token's logits (if the model has them).
+std::pair<std::vector<float>, std::vector<float>> outputs(Model& m, const std::vector<int32_t>& ids, bool logits) {
+  auto cache = m.make_cache(static_cast<int64_t>(ids.size()));
+  KvSequence seq(*cache);
+  std::vector<float> hidden(ids.size() * static_cast<size_t>(m.config().hidden_size));
+  std::vector<float> out(logits ? static_cast<size_t>(m.config().vocab_size) : 0);
+  ForwardItem item{&seq, ids, logits ? out.data() : nullptr, false};
+  item.hidden = hidden.data();
+  m.forward(std::span<ForwardItem>(&item, 1));
+  return {hidden, out};
+}
+
+// A checkpoint of the base model alone (as sentence-transformers saves Qwen3-Embedding): no
+// "model." prefix, and no lm_head where only hidden states are wanted.
+TEST(ModelLoad, BaseModelCheckpointWithoutPrefixOrLmHead) {
+  const std::string src = test::model_dir("tiny-llama-meanpool-f32");  // untied: lm_head.weight is its own tensor
+  const std::vector<int32_t> ids = {1, 80, 147, 201, 282};
+  auto reference = Model::load(src);
+  const auto [hidden, logits] = outputs(*reference, ids, true);
+  auto strip = [](const std::string& name) { return name.rfind("model.", 0) == 0 ? name.substr(6) : name; };
+  {
+    TempDir d;
+    copy_model(src, d, strip);  // lm_head kept
+    auto m = Model::load(d.str());
+    EXPECT_EQ(outputs(*m, ids, true), std::make_pair(hidden, logits));
+  }
+  TempDir d;
+  copy_model(src, d, [&](const std::string& name) { return name == "lm_head.weight" ? std::string() : strip(name); });
+  const std::string e = error_of([&] { Model::load(d.str()); });
+  EXPECT_NE(e.find("lm_head.weight"), std::string::npos) << e;
+  LoadOptions hidden_only;
+  hidden_only.lm_head = LoadOptions::LmHead::kNone;
+  auto m = Model::load(d.str(), hidden_only);
+  EXPECT_FALSE(m->has_logits());
+  EXPECT_EQ(outputs(*m, ids, false).first, hidden);
+  // A server loads it where stored: here it is not, so generation is refused by name.
+  LoadOptions if_stored;
+  if_stored.lm_head = LoadOptions::LmHead::kIfStored;
+  auto served = Model::load(d.str(), if_stored);
+  EXPECT_FALSE(served->has_logits());
+  const auto tok = tokenizer::Tokenizer::from_folder(src);
+  engine::Scheduler scheduler(*served, tok, {.max_parallel = 1, .context = 64});
+  engine::GenerationRequest req;
+  req.prompt = ids;
+  EXPECT_NE(error_of([&] { scheduler.submit(req); }).find("lm_head"), std::string::npos);
+  EXPECT_TRUE(Model::load(src, if_stored)->has_logits());
 }
 
 TEST(ModelLoadErrors, WrongShapeIsNamed) {
