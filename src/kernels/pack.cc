@@ -39,15 +39,21 @@ PackedMatrix pack(const WeightMatrix& w, DType to, ThreadPool& pool) {
   };
   // Panel p's rows transposed a block of columns at a time, so that the block's stores stay in L1
   // (a whole panel is up to a few hundred KiB); the same type is copied as typed elements.
+  // The source is read through memcpy: a safetensors file need not place its data at an aligned
+  // offset (its header length is the writer's), so a typed load there would be misaligned.
   auto copy_panel = [&]<class T>(int64_t p) {
     T* panel = reinterpret_cast<T*>(dst + p * kPanelRows * w.cols * ts);
-    const T* in = reinterpret_cast<const T*>(src) + p * kPanelRows * w.cols;
+    const auto* in = static_cast<const uint8_t*>(src) + p * kPanelRows * w.cols * static_cast<int64_t>(sizeof(T));
     const int64_t valid = std::min(kPanelRows, w.rows - p * kPanelRows);
     constexpr int64_t kBlock = 64;
     for (int64_t c0 = 0; c0 < w.cols; c0 += kBlock) {
       const int64_t c1 = std::min(w.cols, c0 + kBlock);
       for (int64_t i = 0; i < kPanelRows; ++i)
-        for (int64_t c = c0; c < c1; ++c) panel[c * kPanelRows + i] = i < valid ? in[i * w.cols + c] : T{};
+        for (int64_t c = c0; c < c1; ++c) {
+          T v{};
+          if (i < valid) std::memcpy(&v, in + (i * w.cols + c) * static_cast<int64_t>(sizeof(T)), sizeof(T));
+          panel[c * kPanelRows + i] = v;
+        }
     }
   };
   pool.parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
