@@ -9,6 +9,7 @@
 #include "base/mapped_file.h"
 #include "model/architecture.h"
 #include "model/rope_config.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ember::model {
 
@@ -182,7 +183,7 @@ void check_dimensions(const ModelConfig& c, const std::string& where) {
   // Far above any published model, low enough that every product of them that the loader, the memory
   // plan and the kernels form (rows x cols, layers x kv_dim x bytes x context) fits in 64 bits.
   constexpr int64_t kMaxWidth = int64_t{1} << 20, kMaxLayers = int64_t{1} << 16;
-  constexpr int64_t kMaxVocab = int64_t{1} << 24, kMaxContext = int64_t{1} << 31;
+  constexpr int64_t kMaxVocab = tokenizer::kMaxVocabSize, kMaxContext = int64_t{1} << 31;
   int64_t q_dim = 0;
   if (__builtin_mul_overflow(c.num_attention_heads, c.head_dim, &q_dim)) q_dim = INT64_MAX;
   const struct {

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <queue>
 
+#include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
 
 namespace ember::tokenizer {
@@ -25,8 +26,9 @@ BpeModel::BpeModel(const json& model) {
   if (!vocab.is_object()) fail("tokenizer.json", "model.vocab: expected an object");
   int32_t max_id = -1;
   for (const auto& [token, id] : vocab.items()) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
-      fail("tokenizer.json", "model.vocab[\"" + token + "\"]: expected a non-negative integer id");
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= kMaxVocabSize)
+      fail("tokenizer.json", "model.vocab[\"" + token + "\"]: expected an integer id from 0 to " +
+                                 std::to_string(kMaxVocabSize - 1));
     const auto i = id.get<int32_t>();
     vocab_[token] = i;
     max_id = std::max(max_id, i);

@@ -22,8 +22,10 @@ std::vector<AddedToken> parse_added_tokens(const json& list, const BpeModel& mod
     const json& j = list[i];
     AddedToken t;
     t.content = field<std::string>(j, "content", where);
-    t.id = field<int32_t>(j, "id", where);
-    if (t.id < 0) fail("tokenizer.json", where + ".id: must not be negative");
+    const int64_t id = field<int64_t>(j, "id", where);  // read whole: int32_t would wrap a large one
+    if (id < 0 || id >= kMaxVocabSize)
+      fail("tokenizer.json", where + ".id: must be from 0 to " + std::to_string(kMaxVocabSize - 1));
+    t.id = static_cast<int32_t>(id);
     // Hugging Face gives a token that the model already knows the model's id.
     if (auto id = model.token_to_id(t.content)) t.id = *id;
     t.special = field_or<bool>(j, "special", false, where);

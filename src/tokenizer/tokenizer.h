@@ -14,6 +14,10 @@
 
 namespace ember::tokenizer {
 
+// The most token ids a vocabulary may hold: far above any published one (262,144), low enough that
+// tables sized by a file's largest id stay small (a crafted id of 2^31 - 1 would ask for 64 GiB).
+constexpr int64_t kMaxVocabSize = int64_t{1} << 24;
+
 class Tokenizer {
  public:
   // tokenizer.json + optional tokenizer_config.json and chat_template.jinja from a model folder.

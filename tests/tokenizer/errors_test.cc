@@ -110,6 +110,20 @@ TEST(TokenizerErrors, MalformedJson) {
   EXPECT_THROW(Tokenizer::from_folder(test::shared_dir() + "/no-such-folder"), Error);
 }
 
+// Ids size the tokenizer's tables: one past the limit (or past int32, which used to wrap) is refused
+// by name instead of asking for gigabytes.
+TEST(TokenizerErrors, IdsBeyondTheVocabularyLimitAreRefused) {
+  for (const int64_t id : {kMaxVocabSize, int64_t{INT32_MAX}, int64_t{1} << 40}) {
+    nlohmann::json j = gpt2_json();
+    j["model"]["vocab"]["hello-there"] = id;
+    EXPECT_NE(load_error(j).find("model.vocab[\"hello-there\"]"), std::string::npos) << id << ": " << load_error(j);
+    j = gpt2_json();
+    j["added_tokens"].push_back({{"id", id}, {"content", "<new>"}, {"special", true}});
+    const std::string e = load_error(j);
+    EXPECT_NE(e.find(".id: must be from 0 to"), std::string::npos) << id << ": " << e;
+  }
+}
+
 TEST(TokenizerErrors, BadIdsAndInvalidUtf8) {
   const Tokenizer tok = Tokenizer::from_folder(test::tokenizer_dir("gpt2"));
   const std::vector<int32_t> bad = {15496, tok.vocab_size()};
