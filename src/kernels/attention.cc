@@ -55,7 +55,7 @@ void attend_scalar(const float* q, int64_t pos, int64_t kvh, const KvView& kv, c
         for (int64_t i = 0; i < hd; ++i) o[i] += w * R::load1(vrow[j], i);
       }
     }
-    const float inv = 1.0f / l[g];
+    const float inv = row_normaliser(s, kvh * group + g, m[g], l[g]);
     for (int64_t i = 0; i < hd; ++i) o[i] *= inv;
   }
 }

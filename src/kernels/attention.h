@@ -32,6 +32,9 @@ struct AttentionShape {
   int64_t sliding_window = 0;  // 0: unlimited; else key j is visible to query i when i - W < j <= i
   float scale = 1.0f;
   float softcap = 0.0f;  // 0: none; else scores become tanh(s / softcap) * softcap (Gemma 2)
+  // n_heads learned logits (gpt-oss's sinks), one per query head: each joins its head's softmax
+  // denominator as a score with no value, so a head may attend to nothing. Null: none.
+  const float* sinks = nullptr;
 };
 
 // For each of n_tokens queries (q: [n_tokens][n_heads*head_dim]) at positions first_pos + t,

@@ -240,7 +240,7 @@ void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, co
       accumulate<R>(og + g * hd, e, vrow, n, hd);
     }
   }
-  for (int64_t g = 0; g < group; ++g) scale_row(og + g * hd, 1.0f / l[g], hd);
+  for (int64_t g = 0; g < group; ++g) scale_row(og + g * hd, row_normaliser(s, kvh * group + g, m[g], l[g]), hd);
 }
 
 }  // namespace

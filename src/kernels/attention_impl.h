@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/exp.h"
 #include "kernels/load_scalar.h"
 
 namespace ember::kernels::detail {
@@ -18,6 +19,17 @@ constexpr int64_t kAttnTile = 128;
 // The first position a query at `pos` sees (window 0: unlimited).
 inline int64_t first_visible(int64_t pos, int64_t window) {
   return window > 0 ? std::max<int64_t>(0, pos - window + 1) : 0;
+}
+
+// What a finished row of query head `head` is multiplied by, given its running maximum m and sum l:
+// 1 / l, or with a sink 1 / (l + exp(sink - m)), taken relative to the larger of the two so that
+// nothing overflows. Without sinks the bits are those of 1 / l.
+inline float row_normaliser(const AttentionShape& s, int64_t head, float m, float l) {
+  if (s.sinks == nullptr) return 1.0f / l;
+  const float sink = s.sinks[head];
+  if (sink <= m) return 1.0f / (l + exp_det(sink - m));
+  const float r = exp_det(m - sink);  // l and the accumulated row were taken relative to m
+  return r / (l * r + 1.0f);
 }
 
 // Readers of one stored row, chosen once per call (the kernels are templates over them, so there is

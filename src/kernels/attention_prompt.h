@@ -204,7 +204,8 @@ void attend_block(const AttentionItem& it, int64_t t0, int64_t nt, int64_t kvh, 
       });
     }
   }
-  for (int64_t r = 0; r < rows; ++r) scale_row(orow[r], 1.0f / w.l[static_cast<size_t>(r)], hd);
+  for (int64_t r = 0; r < rows; ++r)
+    scale_row(orow[r], row_normaliser(s, kvh * group + r % group, w.m[static_cast<size_t>(r)], w.l[static_cast<size_t>(r)]), hd);
 }
 
 }  // namespace ember::kernels::detail::prompt

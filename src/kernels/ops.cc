@@ -49,6 +49,13 @@ void silu_mul(float* gate, const float* up, int64_t n, Isa isa) {
   for (int64_t i = 0; i < n; ++i) gate[i] = detail::silu_mul1(gate[i], up[i]);
 }
 
+void clamped_swiglu_mul(float* gate, const float* up, int64_t n, float limit, float alpha) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = std::min(gate[i], limit), u = std::clamp(up[i], -limit, limit);
+    gate[i] = (u + 1.0f) * (g / (1.0f + exp_det(-alpha * g)));
+  }
+}
+
 void rope_rotate_half(float* x, int64_t n_heads, int64_t head_dim, const float* cos, const float* sin) {
   rope_rotate_half(x, n_heads, head_dim, head_dim, cos, sin);
 }

@@ -32,6 +32,10 @@ void rope_rotate_half(float* x, int64_t n_heads, int64_t head_dim, int64_t rot_d
 // gate[i] = gelu_tanh(gate[i]) * up[i], GELU with the tanh approximation (PyTorch's approximate="tanh").
 void gelu_tanh_mul(float* gate, const float* up, int64_t n);
 
+// gpt-oss's clamped SwiGLU: g = min(gate[i], limit), u = clamp(up[i], -limit, limit),
+// gate[i] = (u + 1) * g * sigmoid(alpha * g).
+void clamped_swiglu_mul(float* gate, const float* up, int64_t n, float limit, float alpha);
+
 // x[i] *= s
 void scale_inplace(float* x, float s, int64_t n);
 // y[i] += a * x[i]

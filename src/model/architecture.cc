@@ -20,6 +20,8 @@ const TensorNames kHuggingFaceNames{
     .router = "",
     .expert_prefix = "",
     .expert_matrices = {},
+    .fused_experts = false,
+    .sinks = "",
     .base_prefix = "model.",
 };
 
@@ -54,6 +56,16 @@ const TensorNames kMixtralNames = [] {
   return n;
 }();
 
+const TensorNames kGptOssNames = [] {
+  TensorNames n = kHuggingFaceNames;
+  n.router = "mlp.router";
+  n.expert_prefix = "mlp.experts.";
+  n.expert_matrices = {"gate_up_proj", "", "down_proj"};
+  n.fused_experts = true;
+  n.sinks = "self_attn.sinks";
+  return n;
+}();
+
 const TensorNames kGgufNames{
     .embed = "token_embd.weight",
     .lm_head = "output.weight",
@@ -71,6 +83,8 @@ const TensorNames kGgufNames{
     .router = "",
     .expert_prefix = "",
     .expert_matrices = {},
+    .fused_experts = false,
+    .sinks = "",
     .base_prefix = "",
 };
 
@@ -123,6 +137,9 @@ const Architecture kArchitectures[] = {
     {.model_type = "mixtral", .names = &kMixtralNames, .bias = BiasRule::kNone, .qk_norm = false,
      .window = WindowRule::kAllLayers, .gemma_norms = false, .local_rope = false, .no_rope_layers = false,
      .partial_rotary = false, .moe = MoeRule::kMixtral},
+    {.model_type = "gpt_oss", .names = &kGptOssNames, .bias = BiasRule::kAttentionBias, .qk_norm = false,
+     .window = WindowRule::kAlternating, .gemma_norms = false, .local_rope = false, .no_rope_layers = false,
+     .partial_rotary = false, .moe = MoeRule::kGptOss},
 };
 }  // namespace
 

@@ -30,6 +30,12 @@ struct TensorNames {
   // Mixtures of experts: the router's stem, and expert E's gate/up/down at expert_prefix + E + "." + stem.
   std::string_view router, expert_prefix;
   std::array<std::string_view, 3> expert_matrices;  // gate, up, down
+  // gpt-oss: all experts in one tensor each, expert_prefix + expert_matrices[0] ([E][hidden][2I],
+  // input-major, gate and up interleaved by column) and + expert_matrices[2] ([E][I][hidden]), with
+  // "_bias" tensors beside them; split and transposed at load.
+  bool fused_experts = false;
+  // Per-head attention sink logits (gpt-oss), a full name's stem; "": none.
+  std::string_view sinks;
   // The prefix transformers' *ForCausalLM wrapper puts before the base model's tensors (all but
   // lm_head). A checkpoint of the base model alone (sentence-transformers' Qwen3-Embedding) stores
   // them without it; "": none to drop.
@@ -56,6 +62,8 @@ extern const TensorNames kPhi3Names;
 // Qwen3-MoE (mlp.gate, mlp.experts.E.*_proj) and Mixtral (block_sparse_moe.gate, experts.E.w1/w3/w2).
 extern const TensorNames kQwenMoeNames;
 extern const TensorNames kMixtralNames;
+// gpt-oss: mlp.router, mlp.experts.{gate_up_proj,down_proj} fused over experts, self_attn.sinks.
+extern const TensorNames kGptOssNames;
 // llama.cpp's GGUF names (the same for its llama, qwen2 and qwen3 architectures).
 extern const TensorNames kGgufNames;
 
@@ -65,6 +73,7 @@ enum class WindowRule : uint8_t {
   kAllLayers,      // mistral: every layer uses `sliding_window` when it is set
   kFromMaxWindow,  // qwen2/qwen3: only with use_sliding_window, and only layers >= max_window_layers
   kGemma,          // layer_types, else Gemma 2's even layers or Gemma 3's sliding_window_pattern
+  kAlternating,    // gpt-oss: layer_types, else the even layers (transformers' GptOssConfig default)
 };
 
 // How a layer's MLP is chosen when the model has experts.
@@ -72,6 +81,8 @@ enum class MoeRule : uint8_t {
   kNone,     // dense MLPs only
   kQwen,     // num_experts, norm_topk_prob, mlp_only_layers and decoder_sparse_step
   kMixtral,  // num_local_experts, every layer sparse, top-k weights always renormalised
+  // gpt-oss: as Mixtral, with router and expert biases and the clamped SwiGLU of swiglu_limit
+  kGptOss,
 };
 
 // Which attention projections carry biases.

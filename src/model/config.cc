@@ -60,6 +60,7 @@ std::vector<LayerSpec> parse_layers(const Reader& r, const Architecture& arch, i
   std::vector<LayerSpec> layers(static_cast<size_t>(n_layers));
   if (arch.window == WindowRule::kNone) return layers;
   const bool on = arch.window == WindowRule::kAllLayers || arch.window == WindowRule::kGemma ||
+                  arch.window == WindowRule::kAlternating ||
                   r.boolean_or("use_sliding_window", false);
   const int64_t window = on ? r.integer_or("sliding_window", 0) : 0;
   if (window == 0) return layers;
@@ -82,6 +83,10 @@ std::vector<LayerSpec> parse_layers(const Reader& r, const Architecture& arch, i
     const bool gemma2 = r.find("sliding_window_pattern") == nullptr;
     for (int64_t l = 0; l < n_layers; ++l)
       if (gemma2 ? l % 2 == 0 : (l + 1) % pattern != 0) layers[static_cast<size_t>(l)].sliding_window = window;
+    return layers;
+  }
+  if (arch.window == WindowRule::kAlternating) {
+    for (size_t l = 0; l < layers.size(); l += 2) layers[l].sliding_window = window;
     return layers;
   }
   // transformers' Qwen2/Qwen3: the window applies from layer max_window_layers on.
@@ -155,10 +160,10 @@ void parse_moe(const Reader& r, const Architecture& arch, ModelConfig& c) {
   MoeConfig& m = c.moe;
   int64_t step = 1;
   std::vector<int64_t> dense;
-  if (arch.moe == MoeRule::kMixtral) {
+  if (arch.moe == MoeRule::kMixtral || arch.moe == MoeRule::kGptOss) {
     m.num_experts = r.integer_or("num_local_experts", 8);
     m.intermediate_size = c.intermediate_size;
-    m.renormalize = true;
+    m.renormalize = true;  // gpt-oss: a softmax over the chosen logits, which is the same
   } else {
     m.num_experts = r.integer_or("num_experts", 0);
     m.intermediate_size = r.integer_or("moe_intermediate_size", c.intermediate_size);
@@ -167,6 +172,18 @@ void parse_moe(const Reader& r, const Architecture& arch, ModelConfig& c) {
     dense = integer_list(r, "mlp_only_layers");
   }
   m.experts_per_tok = r.integer_or("num_experts_per_tok", 2);
+  if (arch.moe == MoeRule::kGptOss) {
+    // OpenAI's name for it; transformers' configs carry both.
+    const int64_t k = r.integer_or("experts_per_token", m.experts_per_tok);
+    if (r.find("num_experts_per_tok") == nullptr) m.experts_per_tok = k;
+    else if (k != m.experts_per_tok)
+      fail(r.where, "fields \"experts_per_token\" (" + std::to_string(k) + ") and \"num_experts_per_tok\" (" +
+                        std::to_string(m.experts_per_tok) + ") disagree");
+    m.biases = true;
+    m.swiglu_limit = r.number_or("swiglu_limit", 7.0);
+    if (!(m.swiglu_limit > 0) || !std::isfinite(m.swiglu_limit))
+      fail(r.where, "field \"swiglu_limit\" must be a positive number");
+  }
   if (m.num_experts == 0) return;
   if (m.experts_per_tok == 0 || m.experts_per_tok > m.num_experts || m.intermediate_size == 0 || step == 0)
     fail(r.where, "num_experts_per_tok must be in [1, number of experts], and the expert width and "
@@ -253,6 +270,14 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
   }
   if (!j.is_object()) fail(where, "expected a JSON object");
   const Reader r{j, where};
+  // Weights quantized by the checkpoint (gpt-oss's MXFP4 experts) need kernels for their format;
+  // without them the tensors would be missing or misread, so the folder is refused up front.
+  if (const json* q = r.find("quantization_config")) {
+    const json* method = q->is_object() && q->contains("quant_method") ? &(*q)["quant_method"] : nullptr;
+    fail(where, "quantization_config.quant_method " + (method != nullptr ? method->dump() : std::string("(none)")) +
+                    " is not supported: Ember loads unquantized checkpoints (F32, F16, BF16; MXFP4 experts are "
+                    "not implemented yet), or quantizes them itself with --quantize");
+  }
   ModelConfig c;
   const json* mt = r.find("model_type");
   if (mt == nullptr || !mt->is_string()) fail(where, "missing required field \"model_type\"");
@@ -290,6 +315,7 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
   c.layers = parse_layers(r, *arch, c.num_hidden_layers);
   c.fused_qkv = !arch->names->fused_qkv.empty();
   c.fused_gate_up = !arch->names->fused_gate_up.empty();
+  c.attention_sinks = !arch->names->sinks.empty();
   parse_family_options(r, *arch, c);
   parse_rope_settings(j, where, arch->local_rope, c);  // after the rotary dims are known
   parse_moe(r, *arch, c);

@@ -58,6 +58,10 @@ struct MoeConfig {
   int64_t experts_per_tok = 0;
   int64_t intermediate_size = 0;
   bool renormalize = false;  // divide the chosen weights by their sum
+  // gpt-oss: the router and each expert's gate/up and down carry biases, and its SwiGLU is clamped:
+  // gate = min(gate, limit), up = clamp(up, -limit, limit), out = (up + 1) * gate * sigmoid(1.702 gate).
+  bool biases = false;
+  double swiglu_limit = 0;  // 0: the plain SwiGLU
 };
 
 struct ModelConfig {
@@ -88,6 +92,7 @@ struct ModelConfig {
   int64_t rotary_dim = 0;            // leading dims of each head that RoPE rotates; 0: head_dim
   RopeConfig rope_local;             // for LayerRope::kLocal layers
   bool fused_qkv = false, fused_gate_up = false;  // stored fused, split at load (Phi-3)
+  bool attention_sinks = false;  // a learned sink logit per query head (gpt-oss)
   MoeConfig moe;
   std::vector<LayerSpec> layers;  // one per decoder layer (num_hidden_layers)
   std::vector<int32_t> eos_token_ids;

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "base/error.h"
 #include "base/format.h"
@@ -24,6 +25,9 @@ struct Model::Layer {
   const Rope* rope = nullptr;         // null: the layer does not rotate q and k
   WeightMatrix router;                // [num_experts][hidden]; rows 0 in a dense layer
   std::vector<std::array<WeightMatrix, 3>> experts;  // gate, up, down of each expert
+  std::vector<float> router_bias;                    // empty unless MoeConfig::biases
+  std::vector<std::array<std::vector<float>, 3>> expert_bias;  // the same
+  std::vector<float> sinks;  // per query head (ModelConfig::attention_sinks); attention.sinks points here
 
   const WeightMatrix& operator[](LayerMatrix m) const { return w[static_cast<size_t>(m)]; }
 };
@@ -110,6 +114,27 @@ WeightMatrix row_block(const WeightMatrix& w, int64_t first, int64_t rows) {
   return WeightMatrix{base + static_cast<size_t>(first * w.cols) * dtype_size(w.dtype), w.dtype, rows, w.cols};
 }
 
+// out[r][c] = src[r * row_step + c * col_step] for elements of `elem` (2 or 4) bytes: one expert's
+// matrix gathered out of gpt-oss's fused, input-major tensors into the row-major [out][in] the matmul
+// reads. Rows in parallel: gpt-oss-20b's experts are some 20 billion values.
+std::vector<uint8_t> gather(const uint8_t* src, size_t elem, int64_t rows, int64_t cols, int64_t row_step,
+                            int64_t col_step, kernels::ThreadPool& pool) {
+  std::vector<uint8_t> out(static_cast<size_t>(rows * cols) * elem);
+  auto copy = [&]<class T>(T) {
+    pool.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          T v;
+          std::memcpy(&v, src + static_cast<size_t>(r * row_step + c * col_step) * sizeof(T), sizeof(T));
+          std::memcpy(out.data() + static_cast<size_t>(r * cols + c) * sizeof(T), &v, sizeof(T));
+        }
+    });
+  };
+  if (elem == 2) copy(uint16_t{});
+  else copy(uint32_t{});
+  return out;
+}
+
 }  // namespace
 
 kernels::KvType parse_kv_dtype(const std::string& name) {
@@ -167,6 +192,7 @@ void Model::finish_load(const Source& src, const TensorNames& names, const LoadO
                                                 " and packing them for the matmul"
                                           : std::string("packing weights for the matmul"));
   pack_weights(options.weight_dtype);
+  split_.clear();  // every matrix split from them now has its packed copy
 }
 
 std::unique_ptr<Model> Model::from_memory(ModelConfig config, InMemoryWeights weights, const LoadOptions& options) {
@@ -323,6 +349,10 @@ void Model::bind_weights(const Source& cp, const TensorNames& names, LoadOptions
     L.attention = kernels::AttentionShape{c.num_attention_heads, c.num_key_value_heads, c.head_dim,
                                           spec.sliding_window, c.attention_scale(),
                                           static_cast<float>(c.attn_softcap)};
+    if (c.attention_sinks) {
+      L.sinks = vec(cp.require(names.layer(l, names.sinks, ""), {c.num_attention_heads}));
+      L.attention.sinks = L.sinks.data();
+    }
     L.rope = spec.rope == LayerRope::kNone ? nullptr : spec.rope == LayerRope::kLocal ? &rope_local_ : &rope_;
   }
 }
@@ -360,11 +390,52 @@ void Model::bind_layer_matrices(const Source& cp, const TensorNames& names, int6
   const int64_t E = c.moe.num_experts, I = c.moe.intermediate_size;
   L.router = bind(cp.require(names.layer(l, names.router), {E, H}));
   L.experts.resize(static_cast<size_t>(E));
+  if (c.moe.biases) {
+    L.router_bias = vec(cp.require(names.layer(l, names.router, ".bias"), {E}));
+    L.expert_bias.resize(static_cast<size_t>(E));
+  }
+  if (names.fused_experts) return bind_fused_experts(cp, names, l, L);
   for (int64_t e = 0; e < E; ++e)
     for (size_t which = 0; which < 3; ++which) {
       const std::vector<int64_t> shape = which == 2 ? std::vector<int64_t>{H, I} : std::vector<int64_t>{I, H};
       L.experts[static_cast<size_t>(e)][which] = bind(cp.require(names.expert(l, e, which), shape));
     }
+}
+
+// gpt-oss's experts: gate_up_proj [E][hidden][2I] (x @ W, gate in the even columns, up in the odd)
+// and down_proj [E][I][hidden], each expert's parts gathered into row-major matrices of their own.
+void Model::bind_fused_experts(const Source& cp, const TensorNames& names, int64_t l, Layer& L) {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size, E = c.moe.num_experts, I = c.moe.intermediate_size;
+  const std::string gate_up = names.layer(l, std::string(names.expert_prefix) + std::string(names.expert_matrices[0]), "");
+  const std::string down = names.layer(l, std::string(names.expert_prefix) + std::string(names.expert_matrices[2]), "");
+  const TensorInfo& gu = cp.require(gate_up, {E, H, 2 * I});
+  const TensorInfo& dn = cp.require(down, {E, I, H});
+  const std::vector<float> gu_bias = vec(cp.require(gate_up + "_bias", {E, 2 * I}));
+  const std::vector<float> dn_bias = vec(cp.require(down + "_bias", {E, H}));
+  for (const TensorInfo* t : {&gu, &dn})
+    if ((cp.converted && cp.converted(t->name) != nullptr) || (dtype_size(t->dtype) != 2 && dtype_size(t->dtype) != 4))
+      fail(t->name, "fused experts must be stored as F32, F16 or BF16 to be split");
+  const size_t elem = dtype_size(gu.dtype);
+  split_.reserve(split_.size() + static_cast<size_t>(3 * E));
+  auto keep = [&](std::vector<uint8_t> bytes, DType dtype, int64_t rows, int64_t cols) {
+    split_.push_back(std::move(bytes));
+    return WeightMatrix{split_.back().data(), dtype, rows, cols};
+  };
+  for (int64_t e = 0; e < E; ++e) {
+    const auto* g = static_cast<const uint8_t*>(gu.data) + static_cast<size_t>(e * H * 2 * I) * elem;
+    const auto* d = static_cast<const uint8_t*>(dn.data) + static_cast<size_t>(e * I * H) * dtype_size(dn.dtype);
+    auto& w = L.experts[static_cast<size_t>(e)];
+    w[0] = keep(gather(g, elem, I, H, 2, 2 * I, pool_), gu.dtype, I, H);
+    w[1] = keep(gather(g + elem, elem, I, H, 2, 2 * I, pool_), gu.dtype, I, H);
+    w[2] = keep(gather(d, dtype_size(dn.dtype), H, I, 1, H, pool_), dn.dtype, H, I);
+    auto& b = L.expert_bias[static_cast<size_t>(e)];
+    for (int64_t i = 0; i < I; ++i) {
+      b[0].push_back(gu_bias[static_cast<size_t>(e * 2 * I + 2 * i)]);
+      b[1].push_back(gu_bias[static_cast<size_t>(e * 2 * I + 2 * i + 1)]);
+    }
+    b[2].assign(dn_bias.begin() + e * H, dn_bias.begin() + (e + 1) * H);
+  }
 }
 
 std::unique_ptr<KvCache> Model::make_cache(int64_t max_tokens, int64_t block_size) const {
@@ -506,6 +577,7 @@ void Model::experts(const Layer& L, const float* x, int64_t n, float* out) {
   const int64_t H = c.hidden_size, E = c.moe.num_experts, K = c.moe.experts_per_tok, I = c.moe.intermediate_size;
   Scratch& s = *scratch_;
   kernels::matmul(L.router, x, n, s.router.data(), pool_);
+  if (!L.router_bias.empty()) kernels::add_bias(s.router.data(), L.router_bias.data(), n, E);
   for (auto& r : s.routed) r.clear();
   std::vector<int64_t> order(static_cast<size_t>(E));
   for (int64_t t = 0; t < n; ++t) {
@@ -531,8 +603,17 @@ void Model::experts(const Layer& L, const float* x, int64_t n, float* out) {
     const auto& w = L.experts[static_cast<size_t>(e)];
     const kernels::MatmulOut gate_up[2] = {{&w[0], s.gate.data()}, {&w[1], s.up.data()}};
     kernels::matmul_fused(gate_up, s.moe_in.data(), m, pool_);
-    activate(s.gate.data(), s.up.data(), m * I);
+    const auto* bias = L.expert_bias.empty() ? nullptr : &L.expert_bias[static_cast<size_t>(e)];
+    if (bias != nullptr) {
+      kernels::add_bias(s.gate.data(), (*bias)[0].data(), m, I);
+      kernels::add_bias(s.up.data(), (*bias)[1].data(), m, I);
+    }
+    if (c.moe.swiglu_limit > 0)
+      kernels::clamped_swiglu_mul(s.gate.data(), s.up.data(), m * I, static_cast<float>(c.moe.swiglu_limit),
+                                  1.702f);  // transformers GptOssExperts.alpha
+    else activate(s.gate.data(), s.up.data(), m * I);
     kernels::matmul(w[2], s.gate.data(), m, s.moe_in.data(), pool_);
+    if (bias != nullptr) kernels::add_bias(s.moe_in.data(), (*bias)[2].data(), m, H);
     for (int64_t j = 0; j < m; ++j) {
       const auto [t, weight] = routed[static_cast<size_t>(j)];
       kernels::axpy(s.moe_out.data() + t * H, weight, s.moe_in.data() + j * H, H);

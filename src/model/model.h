@@ -145,6 +145,7 @@ class Model {
   Source memory_source(const std::string& where, std::function<std::string(const std::string&)> why_absent = {}) const;
   void bind_weights(const Source& src, const TensorNames& names, LoadOptions::LmHead lm_head);
   void bind_layer_matrices(const Source& src, const TensorNames& names, int64_t layer, Layer& L);
+  void bind_fused_experts(const Source& src, const TensorNames& names, int64_t layer, Layer& L);
   // The forward pass proper, for a batch whose positions are reserved.
   void compute(std::span<ForwardItem> items, const Batch& b);
   void attention(const Batch& b, int64_t layer, const float* q, float* out);
@@ -169,6 +170,8 @@ class Model {
   InMemoryWeights memory_;                              // weights of from_memory models
   std::vector<kernels::QuantizedMatrix> quantized_;  // storage of quantized matrices
   std::vector<kernels::PackedMatrix> packed_;        // storage of panel-packed plain matrices
+  // gpt-oss's experts split and transposed from their fused tensors, until packing copies them.
+  std::vector<std::vector<uint8_t>> split_;
   kernels::ThreadPool pool_;
   // Whether a step of a given size runs faster on all threads or on one (see WidthTuner).
   kernels::WidthTuner tuner_;

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <random>
 #include <span>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -91,6 +92,7 @@ void expect_matches_naive(const std::vector<float>& q, const std::vector<float>&
         for (int64_t i = 0; i < hd; ++i) d += q[(t * s.n_heads + h) * hd + i] * c.k[p * c.kv_dim + kvo + i];
         sc.push_back(s.softcap > 0 ? std::tanh(d * s.scale / s.softcap) * s.softcap : d * s.scale);
       }
+      if (s.sinks != nullptr) sc.push_back(s.sinks[h]);  // one more column of the softmax, then dropped
       softmax(sc.data(), static_cast<int64_t>(sc.size()));
       for (int64_t i = 0; i < hd; ++i) {
         float r = 0;
@@ -149,6 +151,49 @@ TEST(Attention, StreamingMatchesNaiveWithGqaAndWindow) {
   expect_matches_naive(q, out, 1, n_pos - 1, cache, s);
 }
 
+// A sequence's context and its new tokens, the last of them at position n_pos - 1.
+struct Case {
+  int64_t n_pos, n_tok;
+};
+
+// Random caches and queries of `cases` run as one batched call: each against the naive softmax and
+// the scalar reference.
+void expect_batch_matches(const std::vector<Case>& cases, const AttentionShape& s, Isa isa, ThreadPool& pool,
+                          std::mt19937& rng) {
+  const int64_t hd = s.head_dim;
+  std::vector<Cache> caches;
+  std::vector<std::vector<float>> qs, outs;
+  std::vector<AttentionItem> items;
+  for (const Case& c : cases) {
+    caches.emplace_back(c.n_pos, s.n_kv_heads * hd, hd, 16, rng);
+    qs.push_back(random_vector(static_cast<size_t>(c.n_tok * s.n_heads * hd), rng));
+    outs.emplace_back(qs.back().size());
+  }
+  for (size_t i = 0; i < cases.size(); ++i)
+    items.push_back({qs[i].data(), cases[i].n_tok, cases[i].n_pos - cases[i].n_tok, caches[i].view(), outs[i].data()});
+  attention(items, s, pool, isa);
+  for (size_t i = 0; i < cases.size(); ++i)
+    expect_matches_naive(qs[i], outs[i], cases[i].n_tok, cases[i].n_pos - cases[i].n_tok, caches[i], s);
+  expect_matches_scalar(items, s, isa, pool);
+}
+
+// gpt-oss's sinks: a learned logit per query head in each softmax's denominator, below and above
+// the scores' maximum (the second takes the rescaled branch), in decode steps and prompts that cross
+// a score tile, with and without a window, on every instruction set.
+TEST(Attention, SinksJoinTheSoftmaxDenominator) {
+  ThreadPool pool(2);
+  std::mt19937 rng(11);
+  const int64_t heads = 4, kv_heads = 2, hd = 32;
+  for (Isa isa : supported_isas())
+  for (float base : {-2.0f, 9.0f})
+  for (int64_t window : {0, 6}) {
+    const std::vector<float> sinks{base, base + 0.5f, base - 1.0f, base + 2.0f};
+    AttentionShape s{heads, kv_heads, hd, window, 1.0f / std::sqrt(static_cast<float>(hd)), 0.0f};
+    s.sinks = sinks.data();
+    expect_batch_matches({{1, 1}, {40, 1}, {150, 9}, {30, 30}}, s, isa, pool, rng);
+  }
+}
+
 // Several sequences of different lengths in one call (a decode step plus a prompt chunk), with
 // contexts longer than the kernel's score tile, grouped query heads in pairs and alone, and head
 // sizes that are not multiples of 8.
@@ -161,31 +206,14 @@ TEST(Attention, BatchedItemsMatchNaive) {
   for (const auto& [heads, kv_heads] : {std::pair<int64_t, int64_t>{8, 2}, {6, 2}, {4, 4}})
   for (int64_t hd : {32, 12, 40}) {
     const AttentionShape s{heads, kv_heads, hd, 0, 1.0f / std::sqrt(static_cast<float>(hd)), 0.0f};
-    struct Case {
-      int64_t n_pos, n_tok;
-    };
-    const std::vector<Case> cases{{1, 1}, {70, 1}, {33, 9}, {100, 1}, {300, 1}, {160, 9}};
-    std::vector<Cache> caches;
-    std::vector<std::vector<float>> qs, outs;
-    std::vector<AttentionItem> items;
-    for (const Case& c : cases) {
-      caches.emplace_back(c.n_pos, s.n_kv_heads * hd, hd, 16, rng);
-      qs.push_back(random_vector(static_cast<size_t>(c.n_tok * s.n_heads * hd), rng));
-      outs.emplace_back(qs.back().size());
-    }
-    for (size_t i = 0; i < cases.size(); ++i)
-      items.push_back({qs[i].data(), cases[i].n_tok, cases[i].n_pos - cases[i].n_tok, caches[i].view(), outs[i].data()});
-    attention(items, s, pool, isa);
-    for (size_t i = 0; i < cases.size(); ++i)
-      expect_matches_naive(qs[i], outs[i], cases[i].n_tok, cases[i].n_pos - cases[i].n_tok, caches[i], s);
-    expect_matches_scalar(items, s, isa, pool);
+    expect_batch_matches({{1, 1}, {70, 1}, {33, 9}, {100, 1}, {300, 1}, {160, 9}}, s, isa, pool, rng);
   }
 }
 
 // A prompt's tokens share work units (several tokens' query rows read each tile of keys once); each
 // token's result must still have the same bits however the prompt is split into steps of two tokens
 // or more (a server's chunks, a chat's turns), and the AVX-512 kernel's bits are the AVX2 one's:
-// prompts that cross score tiles, with and without a window and soft-capping, every group shape. A
+// prompts that cross score tiles, with and without a window, soft-capping and sinks, every group shape. A
 // single token (a decode step) is within the tolerance of the scalar reference, as above.
 TEST(Attention, PromptTokensHaveTheSameBitsHoweverThePromptIsSplit) {
   ThreadPool pool(2);
@@ -193,10 +221,13 @@ TEST(Attention, PromptTokensHaveTheSameBitsHoweverThePromptIsSplit) {
   for (const auto& [heads, kv_heads] : {std::pair<int64_t, int64_t>{8, 2}, {7, 1}, {3, 3}, {32, 2}})
   for (KvType kv_type : {KvType::F16, KvType::Q8_0})
   for (int64_t hd : {64, 40})
-  for (const auto& [window, cap] : {std::pair<int64_t, float>{0, 0.0f}, {100, 0.5f}}) {
+  for (const auto& [window, cap, sinks] : {std::tuple<int64_t, float, bool>{0, 0.0f, false}, {100, 0.5f, false},
+                                            {8, 0.0f, true}}) {  // gpt-oss: a window of 8 and sinks
     const int64_t n_pos = 300, n_tok = 45, first = n_pos - n_tok;  // tokens from 255 to 299: tiles 1 and 2
     const Cache cache(n_pos, kv_heads * hd, hd, 16, rng, kv_type);
-    const AttentionShape s{heads, kv_heads, hd, window, 1.0f / std::sqrt(static_cast<float>(hd)), cap};
+    AttentionShape s{heads, kv_heads, hd, window, 1.0f / std::sqrt(static_cast<float>(hd)), cap};
+    const std::vector<float> sink_logits = random_vector(static_cast<size_t>(heads), rng);
+    if (sinks) s.sinks = sink_logits.data();
     const int64_t stride = heads * hd;
     const std::vector<float> q = random_vector(static_cast<size_t>(n_tok * stride), rng);
     std::vector<float> avx2;  // the AVX2 kernel's result, which the AVX-512 one must equal

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -125,6 +126,21 @@ TEST(GeluTanhMul, ApproximatesTheExactGelu) {
   for (size_t i = 0; i < g.size(); ++i) {
     const double exact = 0.5 * g[i] * (1.0 + std::erf(g[i] / std::sqrt(2.0)));
     EXPECT_NEAR(out[i], 2.0 * exact, 2e-3) << g[i];
+  }
+}
+
+// gpt-oss's SwiGLU against the formula in double: gate capped above only, up clamped both ways and
+// shifted by one, values on both sides of each limit.
+TEST(ClampedSwigluMul, ClampsGateAboveAndUpBothWays) {
+  const float limit = 7.0f, alpha = 1.702f;
+  const std::vector<float> g = {-20.0f, -7.5f, -1.0f, 0.0f, 0.5f, 6.9f, 7.0f, 7.1f, 30.0f};
+  const std::vector<float> u = {-30.0f, -7.1f, -1.0f, 0.25f, 1.0f, 6.9f, 7.0f, 7.1f, 30.0f};
+  std::vector<float> out = g;
+  clamped_swiglu_mul(out.data(), u.data(), static_cast<int64_t>(out.size()), limit, alpha);
+  for (size_t i = 0; i < g.size(); ++i) {
+    const double gc = std::min<double>(g[i], limit), uc = std::clamp<double>(u[i], -limit, limit);
+    const double want = (uc + 1.0) * gc / (1.0 + std::exp(-alpha * gc));
+    EXPECT_NEAR(out[i], want, 1e-5 * std::max(1.0, std::fabs(want))) << "gate " << g[i] << " up " << u[i];
   }
 }
 

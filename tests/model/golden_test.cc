@@ -21,11 +21,11 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 // Golden files by their path under golden/ without ".json": the first families' at the top, the
-// newer families' in families/, the RoPE scaling types' in rope/ (every file of these folders, so
-// that new ones are picked up).
+// newer families' in families/, the RoPE scaling types' in rope/, gpt-oss's in gpt-oss/ (every file
+// of these folders, so that new ones are picked up).
 std::vector<std::string> golden_files() {
   std::vector<std::string> out;
-  for (const char* sub : {"", "families/", "rope/"})
+  for (const char* sub : {"", "families/", "rope/", "gpt-oss/"})
     for (const auto& e : fs::directory_iterator(test::testdata("golden/" + std::string(sub))))
       if (e.path().extension() == ".json") out.push_back(sub + e.path().stem().string());
   std::sort(out.begin(), out.end());
@@ -90,10 +90,30 @@ void expect_reference_chunks(Model& m, const json& g) {
   }
 }
 
-class Golden : public ::testing::TestWithParam<std::string> {};
+// Why a golden's model folder cannot be run yet ("" if it can): one whose config.json names a
+// quantization_config with MXFP4 (gpt-oss's published experts), which has no kernels yet.
+std::string out_of_scope(const json& g) {
+  const json c = read_json(test::model_dir(g["model"].get<std::string>()) + "/config.json");
+  if (c.contains("quantization_config") && c["quantization_config"].value("quant_method", "") == "mxfp4")
+    return g["model"].get<std::string>() + " stores MXFP4 weights (quantization_config.quant_method mxfp4), "
+           "which Ember does not load yet";
+  return "";
+}
+
+class Golden : public ::testing::TestWithParam<std::string> {
+ protected:
+  // The golden file of this parameter; the test is skipped, saying why, for a folder out of scope.
+  json golden() {
+    json g = read_json(test::testdata("golden/" + GetParam() + ".json"));
+    skip_reason_ = out_of_scope(g);
+    return g;
+  }
+  std::string skip_reason_;
+};
 
 TEST_P(Golden, LogitsAndGreedyIdsMatch) {
-  const json g = read_json(test::testdata("golden/" + GetParam() + ".json"));
+  const json g = golden();
+  if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
   const Tolerance tol{g["tolerance"]["logits_abs"].get<double>(), g["tolerance"]["logits_rel_to_max"].get<double>()};
   auto m = Model::load(test::model_dir(g["model"].get<std::string>()), {.threads = 2, .progress = {}});
   ASSERT_FALSE(g["cases"].empty());
@@ -128,7 +148,8 @@ TEST_P(Golden, LogitsAndGreedyIdsMatch) {
 // each prefix: for most models the rows of one prefill of everything; with LongRoPE, whose factors
 // follow the whole pass's length, a prefill of that prefix alone. And the golden's own chunks.
 TEST_P(Golden, SplitPrefillMatchesFullPrefill) {
-  const json g = read_json(test::testdata("golden/" + GetParam() + ".json"));
+  const json g = golden();
+  if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
   auto m = Model::load(test::model_dir(g["model"].get<std::string>()), {.threads = 2, .progress = {}});
   const json* longest = nullptr;
   for (const auto& cs : g["cases"])
@@ -169,7 +190,8 @@ TEST_P(Golden, SplitPrefillMatchesFullPrefill) {
 // (what the server's batched decode steps rely on to answer as a one-shot run does): every case's
 // prompt, prefilled alone, then one decode step of all of them together.
 TEST_P(Golden, BatchedDecodeStepEqualsDecodingAlone) {
-  const json g = read_json(test::testdata("golden/" + GetParam() + ".json"));
+  const json g = golden();
+  if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
   auto m = Model::load(test::model_dir(g["model"].get<std::string>()), {.threads = 2, .progress = {}});
   const int64_t V = m->config().vocab_size;
   std::vector<std::vector<int32_t>> prompts, next;
@@ -203,7 +225,8 @@ TEST_P(Golden, BatchedDecodeStepEqualsDecodingAlone) {
 // The same through the command line: `ember logits --jsonl` on every case's ids, and `ember generate`
 // (greedy) on every case whose text the tokenizer turns into its ids.
 TEST_P(Golden, CommandLineLogitsAndGenerate) {
-  const json g = read_json(test::testdata("golden/" + GetParam() + ".json"));
+  const json g = golden();
+  if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
   const Tolerance tol{g["tolerance"]["logits_abs"].get<double>(), g["tolerance"]["logits_rel_to_max"].get<double>()};
   const std::string dir = test::model_dir(g["model"].get<std::string>());
   const std::string input =

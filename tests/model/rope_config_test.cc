@@ -1,4 +1,4 @@
-// RoPE settings from config.json: every golden in golden/rope/ states the exact inverse frequencies
+// RoPE settings from config.json: every golden in golden/rope/ (and gpt-oss/) states the exact inverse frequencies
 // and attention scaling its model's config gives (rope_check); transformers v5's rope_parameters
 // reads as the 4.x keys it replaces; bad values are errors that name the key.
 #include <gtest/gtest.h>
@@ -33,14 +33,19 @@ void expect_same_rope(const RopeConfig& a, const RopeConfig& b) {
   EXPECT_EQ(a.long_factor, b.long_factor);
 }
 
+// golden/rope/'s files and gpt-oss's (YaRN with truncate false). An MXFP4 folder's config is read
+// without its quantization_config, which the loader refuses before anything else.
 TEST(RopeConfig, EveryRopeGoldensFrequenciesAndScaling) {
-  const auto files = test::golden_jsons("golden/rope");
+  auto files = test::golden_jsons("golden/rope");
   ASSERT_FALSE(files.empty());
+  for (const std::string& file : test::golden_jsons("golden/gpt-oss")) files.push_back(file);
   for (const std::string& file : files) {
     SCOPED_TRACE(file);
     const json g = json::parse(read_file(file));
     const json& check = g["rope_check"];
-    const ModelConfig c = load_config(test::model_dir(g["model"].get<std::string>()));
+    json config = model_config(g["model"].get<std::string>());
+    config.erase("quantization_config");
+    const ModelConfig c = parse_config(config.dump(), "config.json");
     EXPECT_EQ(c.rope_dim(), check["rotary_dim"].get<int64_t>());
     EXPECT_EQ(c.rope.theta, check["rope_theta"].get<double>());
     EXPECT_NEAR(c.rope.attention_factor, check["attention_scaling"].get<double>(), 1e-15);
