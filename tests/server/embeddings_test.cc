@@ -203,8 +203,6 @@ TEST_F(EmbeddingsServe, DimensionsWhereTheFolderDeclaresTruncateDim) {
       if (dims > 0) body["dimensions"] = dims;
       const auto v = post(*s, body)["data"][0]["embedding"].get<std::vector<double>>();
       ASSERT_EQ(static_cast<int64_t>(v.size()), dims > 0 ? dims : 32);
-      double norm = 0;
-      for (double x : want) norm += x * x;
       double kept = 0;
       for (size_t i = 0; i < v.size(); ++i) kept += want[i] * want[i];
       const double scale = normalized ? 1 / std::sqrt(kept) : 1.0;
