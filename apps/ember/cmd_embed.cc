@@ -4,6 +4,7 @@
 
 #include "apps/ember/commands.h"
 #include "apps/ember/jsonl.h"
+#include "apps/ember/model_options.h"
 #include "base/error.h"
 #include "engine/embedder.h"
 #include "model/load_tokenizer.h"
@@ -29,31 +30,17 @@ engine::EmbeddingInput parse_line(const nlohmann::ordered_json& in) {
   }
   const auto ids = in.find("ids");
   if (ids == in.end() || ids->is_null()) throw Error("a line needs \"text\" (a string) or \"ids\" (token ids)");
-  if (!ids->is_array() || ids->empty()) throw Error("\"ids\" must be a non-empty array of token ids");
-  e.ids.emplace();
-  for (const auto& id : *ids) {
-    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
-      throw Error("\"ids\" holds " + id.dump() + ", not a token id");
-    e.ids->push_back(id.get<int32_t>());
-  }
+  e.ids = line_ids(*ids);
   return e;
 }
 
 }  // namespace
 
 Run add_embed_command(CLI::App& app) {
-  struct Opts {
-    std::string model;
-    bool jsonl = false;
-    int threads = 0;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<JsonlModelOptions>();
   CLI::App* cmd = app.add_subcommand("embed", "Embed texts with a sentence-transformers folder (JSON lines)");
-  cmd->add_option("-m,--model", o->model, "sentence-transformers model folder (modules.json, 1_Pooling/)")->required();
-  cmd->add_flag("--jsonl", o->jsonl,
-                "Read {\"text\": str} or {\"ids\": [...]} lines (optional \"prompt_name\"), write {\"embedding\": [...]} lines")
-      ->required();
-  cmd->add_option("-t,--threads", o->threads, "Threads (default: all cores)");
+  o->add_to(*cmd, "sentence-transformers model folder (modules.json, 1_Pooling/)",
+            "Read {\"text\": str} or {\"ids\": [...]} lines (optional \"prompt_name\"), write {\"embedding\": [...]} lines");
   return [o] {
     model::LoadOptions lo;
     lo.threads = o->threads;

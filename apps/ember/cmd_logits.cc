@@ -11,24 +11,16 @@
 namespace ember::app {
 
 Run add_logits_command(CLI::App& app) {
-  struct Opts {
-    std::string model;
-    bool jsonl = false;
-    int threads = 0;
-  };
-  auto o = std::make_shared<Opts>();
+  auto o = std::make_shared<JsonlModelOptions>();
   CLI::App* cmd = app.add_subcommand("logits", "Print the last position's logits for token id sequences (JSON lines)");
-  cmd->add_option("-m,--model", o->model, "Hugging Face model folder or .gguf file")->required();
-  cmd->add_flag("--jsonl", o->jsonl, "Read {\"ids\": [...]} lines from stdin, write {\"logits\": [...]} lines")->required();
-  add_threads_option(*cmd, o->threads);
+  o->add_to(*cmd, "Hugging Face model folder or .gguf file",
+            "Read {\"ids\": [...]} lines from stdin, write {\"logits\": [...]} lines");
   return [o] {
     auto model = model::Model::load(o->model, {.threads = o->threads, .progress = {}});
     const int64_t ctx = engine::plan_memory(*model, {}).context;  // what fits, up to the trained context
     auto cache = model->make_cache(ctx);
     return run_jsonl(std::cin, std::cout, [&](const nlohmann::ordered_json& in) {
-      const auto& ids_json = in.at("ids");
-      if (!ids_json.is_array() || ids_json.empty()) throw Error("\"ids\" must be a non-empty array of token ids");
-      const auto ids = ids_json.get<std::vector<int32_t>>();
+      const std::vector<int32_t> ids = line_ids(in.at("ids"));
       if (static_cast<int64_t>(ids.size()) > ctx)
         throw Error("sequence of " + std::to_string(ids.size()) + " tokens is longer than the context (" +
                     std::to_string(ctx) + ")");

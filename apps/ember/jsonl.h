@@ -1,10 +1,12 @@
 #pragma once
 // The --jsonl loop shared by the batch commands: one JSON object per input line, one per output
 // line; a bad line produces one {"error": ...} line and the rest go on. And JSON files the CLI reads.
+#include <cstdint>
 #include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "base/error.h"
 #include "base/mapped_file.h"
@@ -35,6 +37,19 @@ inline int run_jsonl(std::istream& in, std::ostream& out,
     out << dump_line(result) << '\n' << std::flush;
   }
   return status;
+}
+
+// The token ids of an input line's "ids": a non-empty array of integers from 0 to INT32_MAX (the
+// model checks them against its vocabulary).
+inline std::vector<int32_t> line_ids(const nlohmann::ordered_json& ids) {
+  if (!ids.is_array() || ids.empty()) throw Error("\"ids\" must be a non-empty array of token ids");
+  std::vector<int32_t> out;
+  for (const auto& id : ids) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
+      throw Error("\"ids\" holds " + id.dump() + ", not a token id");
+    out.push_back(id.get<int32_t>());
+  }
+  return out;
 }
 
 // A JSON file given on the command line (--messages, /load). Malformed JSON is an input error like

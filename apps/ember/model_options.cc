@@ -19,6 +19,12 @@
 
 namespace ember::app {
 
+void JsonlModelOptions::add_to(CLI::App& cmd, const std::string& model_help, const std::string& jsonl_help) {
+  cmd.add_option("-m,--model", model, model_help)->required();
+  cmd.add_flag("--jsonl", jsonl, jsonl_help)->required();
+  add_threads_option(cmd, threads);
+}
+
 void add_kv_dtype_option(CLI::App& cmd, std::string& kv_dtype) {
   const auto names = kernels::kv_type_names();
   cmd.add_option("--kv-dtype", kv_dtype,

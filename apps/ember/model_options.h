@@ -59,6 +59,15 @@ int64_t planned_context(const model::Model& model, const ModelOptions& options, 
 // capped by usable_threads.
 constexpr int kMaxThreads = 4096;
 CLI::Option* add_threads_option(CLI::App& cmd, int& threads);
+// The options of a command that reads JSON lines with a model (logits, embed): -m, --jsonl
+// (required) and -t.
+struct JsonlModelOptions {
+  std::string model;
+  bool jsonl = false;
+  int threads = 0;
+  void add_to(CLI::App& cmd, const std::string& model_help, const std::string& jsonl_help);
+};
+
 // --kv-dtype, its names, default and check from kernels/kv_type.h's table (bench has it too).
 void add_kv_dtype_option(CLI::App& cmd, std::string& kv_dtype);
 // `requested`, or the hardware threads with a warning when it asks for more: the extra threads

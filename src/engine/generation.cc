@@ -99,14 +99,8 @@ std::vector<std::string> stops_with_end_texts(const tokenizer::Tokenizer& tok, c
   return stops;
 }
 
-GenerationRequest validated(GenerationRequest r, int64_t context, int64_t vocab_size) {
-  check_request(r, context, vocab_size);
-  return r;
-}
-
-}  // namespace
-
-void check_request(const GenerationRequest& r, int64_t context, int64_t vocab_size) {
+// check_request but for the grammar's start, which needs a matcher: Generation asks its own.
+void check_fields(const GenerationRequest& r, int64_t context, int64_t vocab_size) {
   check_prompt_fits(static_cast<int64_t>(r.prompt.size()), context);
   const int64_t n_prompt = static_cast<int64_t>(r.prompt.size());
   if (r.refuse_past_context && r.params.max_new_tokens && n_prompt + *r.params.max_new_tokens > context)
@@ -127,16 +121,32 @@ void check_request(const GenerationRequest& r, int64_t context, int64_t vocab_si
   } catch (const Error& e) {
     throw RequestError(e.what(), "", "invalid_request");
   }
-  const auto& g = r.grammar;
-  if (!g) return;
-  if (!g->grammar || !g->vocabulary) throw Error("a grammar constraint needs both a grammar and a vocabulary");
-  // A thought comes first when the prompt opens one or the reply may: the grammar starts after it.
-  if (r.split_reasoning) return;
-  grammar::Matcher m(g->grammar, g->vocabulary, g->masks);
-  if (!can_start(m))
-    throw RequestError(g->source + " cannot start: no token of this model's vocabulary begins with what it allows "
-                                   "first (" + next_bytes(m) + ")",
-                       "", "grammar_unsatisfiable");
+  if (r.grammar && (!r.grammar->grammar || !r.grammar->vocabulary))
+    throw Error("a grammar constraint needs both a grammar and a vocabulary");
+}
+
+// Throws unless the grammar's matcher `m`, at its start, lets some token begin the output. A thought
+// comes first when the prompt opens one or the reply may: the grammar starts after it, unchecked.
+void check_grammar_start(const GenerationRequest& r, grammar::Matcher& m) {
+  if (r.split_reasoning || can_start(m)) return;
+  throw RequestError(r.grammar->source + " cannot start: no token of this model's vocabulary begins with what it "
+                                         "allows first (" + next_bytes(m) + ")",
+                     "", "grammar_unsatisfiable");
+}
+
+GenerationRequest validated(GenerationRequest r, int64_t context, int64_t vocab_size) {
+  check_fields(r, context, vocab_size);
+  return r;
+}
+
+}  // namespace
+
+void check_request(const GenerationRequest& r, int64_t context, int64_t vocab_size) {
+  check_fields(r, context, vocab_size);
+  if (const auto& g = r.grammar) {
+    grammar::Matcher m(g->grammar, g->vocabulary, g->masks);
+    check_grammar_start(r, m);
+  }
 }
 
 Generation::Generation(const tokenizer::Tokenizer& tokenizer, GenerationRequest request, int64_t context,
@@ -152,6 +162,7 @@ Generation::Generation(const tokenizer::Tokenizer& tokenizer, GenerationRequest 
       want_logprobs_(request_.params.logprobs || request_.params.top_logprobs > 0) {
   if (const auto& g = request_.grammar) {
     matcher_.emplace(g->grammar, g->vocabulary, g->masks);
+    check_grammar_start(request_, *matcher_);
     grammar_on_ = !(request_.split_reasoning && request_.starts_in_reasoning);
     if (request_.split_reasoning && grammar_on_) think_open_ = tokenizer.token_to_id(chat::kThinkOpen);
   }

@@ -619,12 +619,18 @@ void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
   }
   std::vector<engine::GenerationRequest> gens;
   gens.push_back(engine::chat_request(std::move(prompt), cr.params));
-  gens.back().grammar = output_grammar(cr, tool_format);  // checks the tools: forced_shapes cannot fail now
-  respond(req, res, std::move(gens), /*chat=*/true, cr, tool_format, forced_shapes(cr, tool_format));
+  std::vector<chat::ForcedToolCall> forced;
+  try {
+    forced = forced_shapes(cr, tool_format);  // once: the grammar and the reply's cut calls both use them
+  } catch (const Error& e) {
+    throw ApiError(400, std::string("'tool_choice': ") + e.what(), "tool_choice");
+  }
+  gens.back().grammar = output_grammar(cr, forced);
+  respond(req, res, std::move(gens), /*chat=*/true, cr, tool_format, std::move(forced));
 }
 
 std::optional<engine::GrammarConstraint> Server::output_grammar(const ChatRequest& cr,
-                                                                std::optional<chat::ToolCallFormat> format) {
+                                                                const std::vector<chat::ForcedToolCall>& forced) {
   using Mode = ToolChoice::Mode;
   using Kind = ResponseFormat::Kind;
   std::string gbnf;
@@ -633,8 +639,7 @@ std::optional<engine::GrammarConstraint> Server::output_grammar(const ChatReques
     if (cr.tool_choice.mode == Mode::kRequired || cr.tool_choice.mode == Mode::kFunction) {
       param = "tool_choice";
       std::vector<grammar::FramedSchema> shapes;
-      for (auto& s : forced_shapes(cr, format))
-        shapes.push_back({std::move(s.prefix), std::move(s.body_schema), std::move(s.suffix)});
+      for (const auto& s : forced) shapes.push_back({s.prefix, s.body_schema, s.suffix});
       gbnf = grammar::framed_schemas_to_gbnf(shapes);
     } else if (cr.response_format.kind == Kind::kJsonObject) {
       gbnf = grammar::json_object_gbnf();
@@ -738,20 +743,8 @@ void Server::handle_text(const httplib::Request& req, httplib::Response& res) {
 void Server::respond(const httplib::Request& req, httplib::Response& res, std::vector<engine::GenerationRequest> gens,
                      bool chat, const CompletionRequest& cr, std::optional<chat::ToolCallFormat> tool_format,
                      std::vector<chat::ForcedToolCall> forced, const std::vector<std::string>& echoes) {
-  // The engine's checks (engine::check_request) before anything is queued, with this API's names: the
-  // field at fault and, of several prompts, which one.
-  for (size_t i = 0; i < gens.size(); ++i) {
-    gens[i].refuse_past_context = cr.max_tokens.has_value();  // as vLLM: refused, not run until the context ends it
-    try {
-      engine::check_request(gens[i], scheduler_->context(), vocab_size_);
-    } catch (const engine::RequestError& e) {
-      std::string param = e.param;
-      if (param == "prompt" && chat) param = "messages";
-      if (param == "max_tokens") param = cr.max_tokens_field;
-      throw ApiError(400, (gens.size() > 1 ? "prompt " + std::to_string(i) + ": " : std::string()) + e.what(), param,
-                     e.code);
-    }
-  }
+  // As vLLM: a client's max_tokens past the context is refused, not run until the context ends it.
+  for (auto& g : gens) g.refuse_past_context = cr.max_tokens.has_value();
   auto st = std::make_shared<Stream>();
   st->n = cr.n;
   st->chat = chat;
@@ -766,13 +759,21 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, std::v
                     .count();
   st->deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                     std::chrono::duration<double>(options_.request_timeout_s));
+  size_t prompt = 0;
   try {
-    for (auto& g : gens)
-      for (auto& rs : scheduler_->submit(std::move(g), cr.n)) {
+    for (; prompt < gens.size(); ++prompt)
+      for (auto& rs : scheduler_->submit(std::move(gens[prompt]), cr.n)) {
         st->choices.push_back({std::move(rs), {}, false, false, 0, std::nullopt, std::nullopt, {}, {}});
         if (tool_format) st->choices.back().tools.emplace(*tool_format, chat::random_call_ids(*tool_format));
-        if (!echoes.empty()) st->choices.back().echo = echoes[&g - gens.data()];
+        if (!echoes.empty()) st->choices.back().echo = echoes[prompt];
       }
+  } catch (const engine::RequestError& e) {  // the engine's checks, in this API's names
+    st->cancel_all();  // the prompts already queued go too
+    std::string param = e.param;
+    if (param == "prompt" && chat) param = "messages";
+    if (param == "max_tokens") param = cr.max_tokens_field;
+    throw ApiError(400, (gens.size() > 1 ? "prompt " + std::to_string(prompt) + ": " : std::string()) + e.what(), param,
+                   e.code);
   } catch (...) {
     st->cancel_all();  // the prompts already queued go too
     throw;

@@ -91,7 +91,9 @@ class Server {
   size_t vocab_size_;  // the model's: logits have this many entries
   engine::ChatPromptBuilder prompts_;
   // The grammar of a request's structured output or forced tool call; nullopt for free text.
-  std::optional<engine::GrammarConstraint> output_grammar(const ChatRequest& cr, std::optional<chat::ToolCallFormat> format);
+  // The grammar of a forced call's shapes (tool_choice required or a function) or of response_format.
+  std::optional<engine::GrammarConstraint> output_grammar(const ChatRequest& cr,
+                                                          const std::vector<chat::ForcedToolCall>& forced);
   std::mutex vocab_mu_;  // guards the two below
   std::shared_ptr<const grammar::Vocabulary> grammar_vocab_;  // built on the first constrained request
   // The last grammars used, by GBNF text, most recent last: requests with the same schema or tools
