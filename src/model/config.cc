@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "base/mapped_file.h"
 #include "model/architecture.h"
+#include "model/config_fields.h"
 #include "model/rope_config.h"
 #include "tokenizer/tokenizer.h"
 
@@ -17,43 +18,7 @@ namespace {
 
 using nlohmann::json;
 
-// Field readers that name the file and field in every error.
-struct Reader {
-  const json& j;
-  const std::string& where;
-
-  const json* find(const char* key) const {
-    auto it = j.find(key);
-    return (it == j.end() || it->is_null()) ? nullptr : &*it;
-  }
-  int64_t integer(const char* key) const {
-    const json* v = find(key);
-    if (v == nullptr) fail(where, std::string("missing required field \"") + key + "\"");
-    return as_int(*v, key);
-  }
-  int64_t integer_or(const char* key, int64_t dflt) const {
-    const json* v = find(key);
-    return v == nullptr ? dflt : as_int(*v, key);
-  }
-  double number_or(const char* key, double dflt) const {
-    const json* v = find(key);
-    if (v == nullptr) return dflt;
-    if (!v->is_number()) fail(where, std::string("field \"") + key + "\" must be a number");
-    return v->get<double>();
-  }
-  bool boolean_or(const char* key, bool dflt) const {
-    const json* v = find(key);
-    if (v == nullptr) return dflt;
-    if (!v->is_boolean()) fail(where, std::string("field \"") + key + "\" must be true or false");
-    return v->get<bool>();
-  }
-  int64_t as_int(const json& v, const char* key) const {
-    if (!v.is_number_integer()) fail(where, std::string("field \"") + key + "\" must be an integer");
-    const int64_t x = v.get<int64_t>();
-    if (x < 0) fail(where, std::string("field \"") + key + "\" must not be negative");
-    return x;
-  }
-};
+using Reader = ConfigFields;
 
 // Each layer's attention window: config.json's layer_types where given, else the architecture's rule.
 std::vector<LayerSpec> parse_layers(const Reader& r, const Architecture& arch, int64_t n_layers) {
@@ -269,7 +234,7 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
     fail(where, std::string("invalid JSON: ") + e.what());
   }
   if (!j.is_object()) fail(where, "expected a JSON object");
-  const Reader r{j, where};
+  const Reader r{j, where, ""};
   // Weights quantized by the checkpoint (gpt-oss's MXFP4 experts) need kernels for their format;
   // without them the tensors would be missing or misread, so the folder is refused up front.
   if (const json* q = r.find("quantization_config")) {

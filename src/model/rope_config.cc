@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "base/error.h"
+#include "model/config_fields.h"
 
 namespace ember::model {
 
@@ -13,56 +14,8 @@ namespace {
 
 using nlohmann::json;
 
-const json* find_key(const json& j, const char* key) {
-  auto it = j.find(key);
-  return (it == j.end() || it->is_null()) ? nullptr : &*it;
-}
-
-// The keys of one RoPE object; every error names the key by its path ("rope_scaling.beta_fast").
-struct RopeFields {
-  const json& j;
-  std::string field;
-  const std::string& where;
-
-  const json* find(const char* key) const { return find_key(j, key); }
-  [[noreturn]] void bad(const char* key, const std::string& what) const { fail(where, field + "." + key + " " + what); }
-  std::optional<double> number(const char* key) const {
-    const json* v = find(key);
-    if (v == nullptr) return std::nullopt;
-    if (!v->is_number()) bad(key, "must be a number");
-    return v->get<double>();
-  }
-  std::optional<double> positive(const char* key) const {
-    const std::optional<double> v = number(key);
-    if (v && !(*v > 0.0)) bad(key, "must be a positive number");
-    return v;
-  }
-  std::optional<int64_t> positive_integer(const char* key) const {
-    const json* v = find(key);
-    if (v == nullptr) return std::nullopt;
-    if (!v->is_number_integer() || v->get<int64_t>() <= 0) bad(key, "must be a positive integer");
-    return v->get<int64_t>();
-  }
-  bool boolean_or(const char* key, bool dflt) const {
-    const json* v = find(key);
-    if (v == nullptr) return dflt;
-    if (!v->is_boolean()) bad(key, "must be true or false");
-    return v->get<bool>();
-  }
-  // One positive divisor per rotated frequency.
-  std::vector<double> factors(const char* key, int64_t n) const {
-    const std::string want = "must be an array of " + std::to_string(n) +
-                             " positive numbers (one per rotary frequency: rotary dims / 2)";
-    const json* v = find(key);
-    if (v == nullptr || !v->is_array() || static_cast<int64_t>(v->size()) != n) bad(key, want);
-    std::vector<double> out;
-    for (const json& e : *v) {
-      if (!e.is_number() || !(e.get<double>() > 0.0)) bad(key, want);
-      out.push_back(e.get<double>());
-    }
-    return out;
-  }
-};
+// One RoPE object's fields; every error names the key by its path ("rope_scaling.beta_fast").
+using RopeFields = ConfigFields;
 
 // As transformers' _compute_yarn_parameters: factor from the object (the ratio of the contexts
 // only where it is absent), attention scaling from attention_factor or mscale / mscale_all_dim.
@@ -89,13 +42,14 @@ void parse_yarn(const RopeFields& r, const ModelConfig& c, RopeConfig& rope) {
 // max_position_embeddings, and their ratio is the factor of the attention scaling.
 void parse_longrope(const RopeFields& r, const json& top, const ModelConfig& c, RopeConfig& rope) {
   std::optional<int64_t> original = r.positive_integer("original_max_position_embeddings");
-  if (!original) original = RopeFields{top, "config", r.where}.positive_integer("original_max_position_embeddings");
+  if (!original) original = RopeFields{top, r.where, "config"}.positive_integer("original_max_position_embeddings");
   rope.original_max_position_embeddings = original.value_or(c.max_position_embeddings);
   rope.factor = original ? static_cast<double>(c.max_position_embeddings) / static_cast<double>(*original)
                          : r.positive("factor").value_or(1.0);
   const int64_t n = c.rope_dim() / 2;
-  rope.short_factor = r.factors("short_factor", n);
-  rope.long_factor = r.factors("long_factor", n);
+  const char* what = "one per rotary frequency: rotary dims / 2";
+  rope.short_factor = r.positives("short_factor", n, what);
+  rope.long_factor = r.positives("long_factor", n, what);
   const double ctx = static_cast<double>(rope.original_max_position_embeddings);
   rope.attention_factor = r.positive("attention_factor")
                               .value_or(rope.factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(rope.factor) / std::log(ctx)));
@@ -103,11 +57,11 @@ void parse_longrope(const RopeFields& r, const json& top, const ModelConfig& c, 
 
 // One RoPE object: rope_scaling, or (with_theta) rope_parameters or one of its per-layer-type entries.
 RopeConfig parse_rope(const RopeFields& r, const json& top, const ModelConfig& c, bool with_theta, RopeConfig rope) {
-  if (!r.j.is_object()) fail(r.where, "field \"" + r.field + "\" must be an object or null");
+  if (!r.j.is_object()) fail(r.where, "field \"" + r.path + "\" must be an object or null");
   const json* t = r.find("rope_type");
   const bool legacy = t == nullptr;
   if (legacy) t = r.find("type");
-  if (t == nullptr || !t->is_string()) fail(r.where, r.field + " has no \"rope_type\" (or \"type\")");
+  if (t == nullptr || !t->is_string()) fail(r.where, r.path + " has no \"rope_type\" (or \"type\")");
   std::string type = *t;
   // transformers' Phi3Config reads the older names in "type" as longrope.
   if (c.model_type == "phi3" && legacy && (type == "su" || type == "yarn")) type = "longrope";
@@ -130,7 +84,7 @@ RopeConfig parse_rope(const RopeFields& r, const json& top, const ModelConfig& c
   else if (type == "dynamic") rope.scaling = RopeScaling::Dynamic;
   else if (type == "llama3") rope.scaling = RopeScaling::Llama3;
   else
-    fail(r.where, "unsupported " + r.field + " type \"" + type +
+    fail(r.where, "unsupported " + r.path + " type \"" + type +
                       "\" (supported: default, linear, dynamic, llama3, yarn, longrope)");
   const std::optional<double> factor = r.positive("factor");
   if (!factor) r.bad("factor", "must be a positive number");
@@ -149,36 +103,35 @@ RopeConfig parse_rope(const RopeFields& r, const json& top, const ModelConfig& c
 }  // namespace
 
 void parse_rope_settings(const json& j, const std::string& where, bool local_rope, ModelConfig& c) {
-  if (const json* theta = find_key(j, "rope_theta")) {
-    if (!theta->is_number()) fail(where, "field \"rope_theta\" must be a number");
-    c.rope.theta = theta->get<double>();
-  }
-  const json* params = find_key(j, "rope_parameters");
+  const ConfigFields top{j, where, ""};
+  if (const std::optional<double> theta = top.number("rope_theta")) c.rope.theta = *theta;
+  const json* params = top.find("rope_parameters");
   if (params == nullptr) {
-    if (const json* rs = find_key(j, "rope_scaling")) c.rope = parse_rope({*rs, "rope_scaling", where}, j, c, false, c.rope);
+    if (const json* rs = top.find("rope_scaling")) c.rope = parse_rope({*rs, where, "rope_scaling"}, j, c, false, c.rope);
     return;
   }
   // transformers v5: rope_theta and rope_scaling are ignored where rope_parameters is present.
   if (!params->is_object()) fail(where, "field \"rope_parameters\" must be an object");
   const RopeConfig start{.theta = c.rope.theta};
-  const json* full = find_key(*params, "full_attention");
-  const json* sliding = find_key(*params, "sliding_attention");
+  const ConfigFields per_type{*params, where, "rope_parameters"};
+  const json* full = per_type.find("full_attention");
+  const json* sliding = per_type.find("sliding_attention");
   if (full == nullptr && sliding == nullptr) {
-    c.rope = parse_rope({*params, "rope_parameters", where}, j, c, true, start);
+    c.rope = parse_rope({*params, where, "rope_parameters"}, j, c, true, start);
     return;
   }
   if (local_rope) {  // Gemma 3: the sliding layers rotate with their own entry
     if (full == nullptr) fail(where, "rope_parameters has \"sliding_attention\" but no \"full_attention\"");
-    c.rope = parse_rope({*full, "rope_parameters.full_attention", where}, j, c, true, start);
+    c.rope = parse_rope({*full, where, "rope_parameters.full_attention"}, j, c, true, start);
     if (sliding != nullptr)
-      c.rope_local = parse_rope({*sliding, "rope_parameters.sliding_attention", where}, j, c, true, c.rope_local);
+      c.rope_local = parse_rope({*sliding, where, "rope_parameters.sliding_attention"}, j, c, true, c.rope_local);
     return;
   }
   if (full != nullptr && sliding != nullptr && *full != *sliding)
     fail(where, "rope_parameters.sliding_attention differs from full_attention, but model_type \"" + c.model_type +
                     "\" rotates every layer alike");
-  c.rope = full != nullptr ? parse_rope({*full, "rope_parameters.full_attention", where}, j, c, true, start)
-                           : parse_rope({*sliding, "rope_parameters.sliding_attention", where}, j, c, true, start);
+  c.rope = full != nullptr ? parse_rope({*full, where, "rope_parameters.full_attention"}, j, c, true, start)
+                           : parse_rope({*sliding, where, "rope_parameters.sliding_attention"}, j, c, true, start);
 }
 
 double yarn_mscale(double scale, double mscale) { return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0; }
