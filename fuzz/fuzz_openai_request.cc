@@ -1,13 +1,16 @@
-// OpenAI request bodies as the server receives them: JSON -> chat / text completion / embeddings
-// request, then what the server does next without a model: render the messages with the
-// chat-skills model's template and tokenize the prompt or the inputs.
+// Request bodies as the server receives them: JSON -> OpenAI chat / text completion / Responses /
+// embeddings request and Anthropic Messages / count_tokens request, then what the server does next
+// without a model: render the messages with the chat-skills model's template and tokenize the
+// prompt or the inputs.
 #include <cstdint>
 #include <string>
 
 #include "base/error.h"
 #include "engine/chat_prompt.h"
 #include "server/embeddings_api.h"
+#include "server/messages_api.h"
 #include "server/openai.h"
+#include "server/responses_api.h"
 #include "tokenizer/tokenizer.h"
 
 namespace {
@@ -32,6 +35,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (void)model.builder.build(chat.messages, chat.options);
     } catch (const ember::server::ApiError&) {
     } catch (const ember::Error&) {
+    }
+    try {
+      const auto r = ember::server::parse_responses_request(body, defaults, vocab);
+      (void)model.builder.build(r.chat.messages, r.chat.options);
+    } catch (const ember::server::ApiError&) {
+    } catch (const ember::Error&) {
+    }
+    for (const bool counting : {false, true}) {
+      try {
+        const auto chat = ember::server::parse_messages_request(body, defaults, vocab, counting);
+        (void)model.builder.build(chat.messages, chat.options);
+      } catch (const ember::server::ApiError&) {
+      } catch (const ember::Error&) {
+      }
     }
     try {
       const auto req = ember::server::parse_text_request(body, defaults, vocab);

@@ -85,6 +85,24 @@ for tpl in sorted(glob.glob(os.path.join(shared, "chat_templates", "*.jinja"))):
                          "logprobs": True, "top_logprobs": 2, "stream_options": {"include_usage": True},
                          "chat_template_kwargs": {"enable_thinking": False}})
         put("fuzz_openai_request", "%s-%d" % (name, k), json.dumps(body))
+        # The same conversation as a Responses and as an Anthropic Messages body.
+        text = lambda m: m.get("content") if isinstance(m.get("content"), str) else ""
+        items = [{"role": m["role"] if m["role"] in ("user", "assistant", "system") else "user", "content": text(m)}
+                 for m in row["messages"]]
+        responses = {"model": "ember", "input": items, "max_output_tokens": 16, "stream": k % 2 == 0}
+        if row.get("tools"):
+            responses["tools"] = [dict(type="function", **t["function"]) for t in row["tools"] if "function" in t]
+        put("fuzz_openai_request", "responses-%s-%d" % (name, k), json.dumps(responses))
+        anthropic = {"model": "ember", "max_tokens": 16, "system": "s",
+                     "messages": [{"role": "assistant" if m["role"] == "assistant" else "user",
+                                   "content": [{"type": "text", "text": text(m)}]} for m in row["messages"]]}
+        if row.get("tools"):
+            anthropic["tools"] = [{"name": t["function"]["name"], "input_schema": t["function"].get("parameters", {})}
+                                  for t in row["tools"] if "function" in t]
+            anthropic["tool_choice"] = {"type": "any"}
+        if k % 3 == 0:
+            anthropic["thinking"] = {"type": "enabled", "budget_tokens": 8}
+        put("fuzz_openai_request", "messages-%s-%d" % (name, k), json.dumps(anthropic))
 for k, row in enumerate(jsonl(os.path.join(shared, "testdata", "chat_skills", "eval.jsonl"))[:20]):
     put("fuzz_openai_request", "chat-skills-%d" % k,
         json.dumps({"messages": row["messages"], "prompt": row["messages"][-1]["content"], "n": 1}))

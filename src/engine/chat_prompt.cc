@@ -40,6 +40,7 @@ ChatPrompt ChatPromptBuilder::build(const nlohmann::ordered_json& messages, cons
   p.text = render(messages, options, /*add_generation_prompt=*/true);
   p.ids = tokenizer_.encode(p.text, /*add_special_tokens=*/false);
   p.opens_reasoning = chat::prompt_opens_reasoning(p.text);
+  p.thinking_off = options.enable_thinking == false;
 
   const auto open_id = tokenizer_.token_to_id(chat::kThinkOpen);
   if (options.think_budget >= 0 && open_id) {
@@ -61,6 +62,7 @@ GenerationRequest chat_request(ChatPrompt prompt, sampling::SamplingParams param
   g.params = std::move(params);
   g.split_reasoning = true;
   g.starts_in_reasoning = prompt.opens_reasoning;
+  g.may_open_thought = !prompt.thinking_off;
   g.think_budget = std::move(prompt.think_budget);
   return g;
 }

@@ -28,6 +28,7 @@ struct ChatPrompt {
   std::string text;
   std::vector<int32_t> ids;
   bool opens_reasoning = false;
+  bool thinking_off = false;  // the request turned thinking off (enable_thinking false)
   std::optional<chat::ThinkingBudget> think_budget;
 };
 

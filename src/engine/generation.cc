@@ -164,7 +164,8 @@ Generation::Generation(const tokenizer::Tokenizer& tokenizer, GenerationRequest 
     matcher_.emplace(g->grammar, g->vocabulary, g->masks);
     check_grammar_start(request_, *matcher_);
     grammar_on_ = !(request_.split_reasoning && request_.starts_in_reasoning);
-    if (request_.split_reasoning && grammar_on_) think_open_ = tokenizer.token_to_id(chat::kThinkOpen);
+    if (request_.split_reasoning && request_.may_open_thought && grammar_on_)
+      think_open_ = tokenizer.token_to_id(chat::kThinkOpen);
   }
 }
 
@@ -283,6 +284,12 @@ GenerationStep Generation::step(std::span<const float> logits) {
   if (static_cast<int64_t>(context_.size()) >= context_limit_) end(FinishReason::kContext, out);
   else if (generated_count() >= max_new_) end(FinishReason::kLength, out);
   return out;
+}
+
+std::string Generation::matched_stop() const {
+  const int i = stops_.matched();
+  const auto& asked = request_.params.stop_strings;
+  return i >= 0 && static_cast<size_t>(i) < asked.size() ? asked[static_cast<size_t>(i)] : std::string();
 }
 
 }  // namespace ember::engine

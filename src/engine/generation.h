@@ -64,6 +64,9 @@ struct GenerationRequest {
   sampling::SamplingParams params;
   bool split_reasoning = false;      // route the text through a <think> parser
   bool starts_in_reasoning = false;  // the prompt leaves a <think> open
+  // Under a grammar, whether the reply's first token may open a thought before the grammar starts;
+  // false when the request turned thinking off, so the grammar holds from the first token.
+  bool may_open_thought = true;
   std::optional<chat::ThinkingBudget> think_budget;
   // The output must follow this grammar (after the thought, when the prompt opens one or, with
   // split_reasoning, the reply's first token does): tokens that would leave it are masked out
@@ -115,6 +118,9 @@ class Generation {
     return std::span<const int32_t>(context_).subspan(request_.prompt.size());
   }
   bool thought_forced_closed() const { return request_.think_budget && request_.think_budget->forced(); }
+  // The request's stop string that ended the sequence; "" when none did (or an end token's spelled-out
+  // text did, which is no stop string of the request).
+  std::string matched_stop() const;
 
  private:
   bool is_eos(int32_t t) const;

@@ -410,6 +410,7 @@ void Scheduler::finish(Sequence& s, FinishReason reason, const std::string& erro
   s.stream->publish([&](StreamUpdate& u) {
     u.finished = true;
     u.finish = reason;
+    u.stop_string = s.gen.matched_stop();
     u.error = error;
     u.error_code = s.error_code;
     u.prompt_tokens = static_cast<int64_t>(s.n_prompt());

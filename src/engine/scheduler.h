@@ -31,6 +31,7 @@ struct StreamUpdate {
   std::vector<GeneratedToken> tokens;
   bool finished = false;
   FinishReason finish = FinishReason::kLength;
+  std::string stop_string;  // with finish kStopString: which of the request's stop strings matched
   std::string error;  // non-empty: the request failed inside the scheduler
   std::string error_code;  // set when the request itself was at fault (a RequestError's code)
   int64_t prompt_tokens = 0, cached_tokens = 0, completion_tokens = 0;

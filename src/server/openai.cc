@@ -304,6 +304,7 @@ ChatRequest parse_chat_request(const ordered_json& body, const sampling::Samplin
 
 TextRequest parse_text_request(const ordered_json& body, const sampling::SamplingParams& defaults, size_t vocab_size) {
   TextRequest r;
+  r.prompt_field = "prompt";
   parse_common(body, defaults, vocab_size, r, /*chat=*/false);
   parse_logprobs(body, r, /*chat=*/false);
   if (field(body, "echo")) r.echo = boolean(body, "echo");

@@ -39,6 +39,7 @@ struct CompletionRequest {
   std::string model;
   std::optional<int64_t> max_tokens;    // as the client gave it, in the field named here:
   std::string max_tokens_field;         // max_tokens or max_completion_tokens
+  std::string prompt_field = "messages";  // what the API calls the prompt (messages, prompt, input)
 };
 
 // OpenAI's tool_choice: "none", "auto", "required", or {"type": "function", "function": {"name"}}.

@@ -2,11 +2,7 @@
 
 #include <httplib.h>
 
-#include <arpa/inet.h>
-#include <dirent.h>
 #include <netdb.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -22,10 +18,11 @@
 
 #include "base/error.h"
 #include "chat/forced_tool_call.h"
-#include "chat/partial_tool_call.h"
 #include "chat/tool_call_parser.h"
 #include "sampling/json_schema.h"
 #include "server/embeddings_api.h"
+#include "server/messages_api.h"
+#include "server/responses_api.h"
 #include "server/web_assets.h"
 
 namespace ember::server {
@@ -39,13 +36,14 @@ void send_json(httplib::Response& res, int status, const ordered_json& body) {
   res.set_content(body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), "application/json");
 }
 
-void send_error(httplib::Response& res, int status, const std::string& message, const std::string& param = {},
-                const std::string& code = {}) {
-  send_json(res, status, error_body(status, message, param, code));
+// Anthropic's routes answer errors in Anthropic's shape, the others in OpenAI's.
+Server::ErrorShape error_shape_of(const std::string& path) {
+  return path.starts_with("/v1/messages") ? anthropic_error_body : error_body;
 }
 
-std::string sse(const ordered_json& j) {
-  return "data: " + j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+void send_error(httplib::Response& res, const std::string& path, int status, const std::string& message,
+                const std::string& param = {}, const std::string& code = {}) {
+  send_json(res, status, error_shape_of(path)(status, message, param, code));
 }
 
 // Which methods each route answers; a known path with another method is a 405.
@@ -54,7 +52,8 @@ const std::map<std::string, std::string>& allowed_methods() {
       {"/", "GET"},          {"/favicon.svg", "GET"},      {"/favicon.ico", "GET"},
       {"/health", "GET"},    {"/metrics", "GET"},
       {"/v1/models", "GET"}, {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"},
-      {"/tokenize", "POST"}, {"/detokenize", "POST"}, {"/apply-template", "POST"}, {"/v1/embeddings", "POST"}};
+      {"/tokenize", "POST"}, {"/detokenize", "POST"}, {"/apply-template", "POST"}, {"/v1/embeddings", "POST"},
+      {"/v1/responses", "POST"}, {"/v1/messages", "POST"}, {"/v1/messages/count_tokens", "POST"}};
   return routes;
 }
 
@@ -64,87 +63,6 @@ std::vector<chat::ForcedToolCall> forced_shapes(const ChatRequest& cr, std::opti
   if (cr.tool_choice.mode != Mode::kRequired && cr.tool_choice.mode != Mode::kFunction) return {};
   return chat::forced_tool_calls(*format, cr.options.tools, cr.tool_choice.function, cr.parallel_tool_calls);
 }
-
-// The legacy /v1/completions logprobs object.
-ordered_json legacy_logprobs(const ordered_json& entries, size_t& text_offset) {
-  ordered_json out{{"tokens", ordered_json::array()},
-                   {"token_logprobs", ordered_json::array()},
-                   {"top_logprobs", ordered_json::array()},
-                   {"text_offset", ordered_json::array()}};
-  for (const auto& e : entries) {
-    out["tokens"].push_back(e["token"]);
-    out["token_logprobs"].push_back(e["logprob"]);
-    ordered_json top = ordered_json::object();
-    for (const auto& alt : e["top_logprobs"]) top[alt["token"].get<std::string>()] = alt["logprob"];
-    out["top_logprobs"].push_back(top);
-    out["text_offset"].push_back(text_offset);
-    text_offset += e["token"].get<std::string>().size();
-  }
-  return out;
-}
-
-}  // namespace
-
-// Tells whether the client of a request has closed its connection. httplib 0.11 does not hand a
-// handler its socket, so the socket is found among this process's descriptors as the one whose
-// local and peer addresses are the request's; it stays open (and so unambiguous) while the handler
-// runs.
-class PeerWatch {
- public:
-  explicit PeerWatch(const httplib::Request& req) {
-    DIR* dir = ::opendir("/proc/self/fd");
-    if (dir == nullptr) return;
-    while (const dirent* e = ::readdir(dir)) {
-      const int fd = std::atoi(e->d_name);
-      if (e->d_name[0] != '.' && fd != ::dirfd(dir) && matches(fd, req)) {
-        fd_ = fd;
-        break;
-      }
-    }
-    ::closedir(dir);
-  }
-
-  // True once the peer has closed (or reset) the connection; polls at most every 100 ms.
-  bool gone() {
-    if (fd_ < 0 || gone_) return gone_;
-    const auto now = Clock::now();
-    if (now < next_check_) return false;
-    next_check_ = now + std::chrono::milliseconds(100);
-    pollfd p{fd_, POLLIN | POLLRDHUP, 0};
-    if (::poll(&p, 1, 0) <= 0) return false;
-    if (p.revents & (POLLHUP | POLLERR | POLLRDHUP | POLLNVAL)) return gone_ = true;
-    char c;  // readable: either a pipelined request (data) or the end of the stream (0 bytes)
-    return gone_ = ::recv(fd_, &c, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
-  }
-
- private:
-  static bool matches(int fd, const httplib::Request& req) {
-    sockaddr_storage local{}, peer{};
-    socklen_t ll = sizeof local, pl = sizeof peer;
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &ll) != 0 ||
-        ::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &pl) != 0)
-      return false;
-    return port_of(local) == req.local_port && port_of(peer) == req.remote_port && host_of(peer) == req.remote_addr;
-  }
-  static int port_of(const sockaddr_storage& a) {
-    if (a.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(a).sin_port);
-    if (a.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
-    return -1;
-  }
-  static std::string host_of(const sockaddr_storage& a) {
-    char buf[INET6_ADDRSTRLEN] = {};
-    if (a.ss_family == AF_INET) ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(a).sin_addr, buf, sizeof buf);
-    if (a.ss_family == AF_INET6)
-      ::inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(a).sin6_addr, buf, sizeof buf);
-    return buf;
-  }
-
-  int fd_ = -1;
-  bool gone_ = false;
-  Clock::time_point next_check_;
-};
-
-namespace {
 
 // Why binding host:port failed, asked of a probe socket: httplib reports only that it failed.
 std::string bind_failure(const std::string& host, int port) {
@@ -175,8 +93,6 @@ void listen_socket_options(int fd) {
   ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
 }
 
-}  // namespace
-
 // httplib listens with a backlog of 5, which drops connections of a burst of clients before the
 // accept loop takes them; listen() again on the bound socket widens the queue.
 class HttpServer : public httplib::Server {
@@ -184,231 +100,7 @@ class HttpServer : public httplib::Server {
   void widen_backlog(int backlog) { ::listen(svr_sock_, backlog); }
 };
 
-// One response in flight: the scheduler's streams (one per choice) and what the client was sent.
-struct Server::Stream {
-  struct Choice {
-    std::shared_ptr<engine::RequestStream> rs;
-    engine::StreamUpdate all;  // everything so far (the whole response, when not streaming)
-    bool sent_role = false, ended = false;
-    size_t text_offset = 0;
-    std::optional<tokenizer::StreamDecoder> pieces;  // the logprobs' token texts, in context
-    std::optional<chat::ToolCallParser> tools;  // a request with tools: calls out of the streamed content
-    std::string echo;  // /v1/completions with echo: the prompt, sent before the choice's first text
-    std::string held;  // a forced call's text, sent at the end (as a call, or as content)
-  };
-  std::vector<Choice> choices;
-  int n = 1;  // choices per prompt: prompt i's are i*n .. i*n + n-1
-  bool chat = true, include_usage = false, logprobs = false, with_top = false;
-  std::string id, model;
-  int64_t created = 0;
-  Clock::time_point deadline;
-  bool ended = false;
-  std::optional<PeerWatch> peer;
-  size_t poll_from = 0;  // round robin over the choices
-  std::vector<chat::ForcedToolCall> forced;  // the shapes of a forced call (tool_choice required or a function)
-  std::optional<chat::ToolCallFormat> tool_format;
-
-  // A forced call that max_tokens or the context cut off: the calls it began go out as tool_calls
-  // (as OpenAI's do, with finish_reason "length") in place of the content holding them.
-  std::vector<chat::ToolCall> take_cut_calls(engine::FinishReason finish, std::string& content) const {
-    if (forced.empty() || (finish != engine::FinishReason::kLength && finish != engine::FinishReason::kContext))
-      return {};
-    std::vector<chat::ToolCall> cut = chat::partial_tool_calls(forced, content, chat::random_call_ids(*tool_format));
-    if (!cut.empty()) content.clear();
-    return cut;
-  }
-
-  // The choice object of a chunk or of the whole response carrying `u`'s text (and, with tools, the
-  // calls it made: message.tool_calls, or a chunk's delta.tool_calls entries).
-  ordered_json choice(const tokenizer::Tokenizer& tok, size_t index, const engine::StreamUpdate& u, bool streaming,
-                      const ordered_json& tool_calls = nullptr) {
-    Choice& ch = choices[index];
-    ordered_json c{{"index", index}};
-    if (chat) {
-      ordered_json msg = ordered_json::object();
-      if (!streaming || !ch.sent_role) msg["role"] = "assistant";
-      ch.sent_role = true;
-      if (!streaming || !u.content.empty() || msg.contains("role")) msg["content"] = u.content;
-      if (!streaming && u.content.empty() && !tool_calls.is_null()) msg["content"] = nullptr;  // as OpenAI
-      if (!u.reasoning.empty()) msg["reasoning_content"] = u.reasoning;
-      if (!tool_calls.is_null()) msg["tool_calls"] = tool_calls;
-      c[streaming ? "delta" : "message"] = msg;
-    } else {
-      c["text"] = ch.echo + u.content;
-      ch.echo.clear();
-    }
-    c["logprobs"] = nullptr;
-    if (logprobs && !u.tokens.empty()) {
-      if (!ch.pieces) ch.pieces.emplace(tok, /*skip_special_tokens=*/false);
-      ordered_json entries = logprobs_json(*ch.pieces, u.tokens, with_top);
-      c["logprobs"] = chat ? ordered_json{{"content", entries}} : legacy_logprobs(entries, ch.text_offset);
-    }
-    const bool called = ch.tools && ch.tools->calls() > 0 &&
-                        (u.finish == engine::FinishReason::kEos || u.finish == engine::FinishReason::kStopString);
-    c["finish_reason"] = !u.finished ? ordered_json(nullptr) : called ? ordered_json("tool_calls")
-                                                                      : ordered_json(finish_reason(u.finish));
-    return c;
-  }
-
-  // The whole reply of choice i: content, and its calls when the request has tools.
-  ordered_json whole_choice(const tokenizer::Tokenizer& tok, size_t i) {
-    engine::StreamUpdate u = choices[i].all;
-    if (!choices[i].tools) return choice(tok, i, u, false);
-    chat::ParsedReply reply;
-    chat::append_delta(reply, choices[i].tools->push(u.content));
-    chat::append_delta(reply, choices[i].tools->flush());
-    for (auto& call : take_cut_calls(u.finish, reply.content)) reply.tool_calls.push_back(std::move(call));
-    u.content = reply.content;
-    return choice(tok, i, u, false, reply.tool_calls.empty() ? ordered_json(nullptr) : chat::tool_calls_json(reply.tool_calls));
-  }
-
-  // The chunks of one streamed update of choice i: its text (through the tool-call parser when the
-  // request has tools) and, when it ends, the finish_reason chunk.
-  std::string update_chunks(const tokenizer::Tokenizer& tok, size_t i, const engine::StreamUpdate& u) {
-    std::string out;
-    engine::StreamUpdate text = u;
-    text.finished = false;
-    if (choices[i].tools) {
-      chat::ToolCallDelta d = choices[i].tools->push(u.content);
-      // A forced reply is all call: text the parser let go (a call it found malformed, a cut one)
-      // waits for the end, where a cut call still goes out as one.
-      if (!forced.empty()) choices[i].held += std::exchange(d.content, {});
-      out += chunk_of(tok, i, text, d);
-      if (u.finished) {  // what it held back
-        chat::ToolCallDelta rest = choices[i].tools->flush();
-        rest.content = std::exchange(choices[i].held, {}) + rest.content;
-        size_t index = choices[i].tools->calls();
-        for (auto& call : take_cut_calls(u.finish, rest.content))
-          rest.tool_calls.push_back({index++, std::move(call.id), std::move(call.name), std::move(call.arguments)});
-        out += chunk_of(tok, i, engine::StreamUpdate{}, rest);
-      }
-    } else if (!text.content.empty() || !text.reasoning.empty() || (logprobs && !text.tokens.empty())) {
-      out += choice_chunk(tok, i, text);
-    }
-    if (u.finished) {  // the finish_reason chunk has an empty delta
-      engine::StreamUpdate last;
-      last.finished = true;
-      last.finish = u.finish;
-      out += choice_chunk(tok, i, last);
-    }
-    return out;
-  }
-
-  // The object around `choices`: the whole response, or one streamed chunk.
-  ordered_json envelope(bool streaming, ordered_json list) const {
-    return ordered_json{{"id", id},
-                        {"object", chat ? (streaming ? "chat.completion.chunk" : "chat.completion") : "text_completion"},
-                        {"created", created},
-                        {"model", model},
-                        {"choices", std::move(list)}};
-  }
-
-  // One server-sent event; with include_usage every chunk has "usage", null until the last.
-  std::string chunk(ordered_json list, ordered_json usage = nullptr) const {
-    ordered_json c = envelope(true, std::move(list));
-    if (include_usage) c["usage"] = std::move(usage);
-    return sse(c);
-  }
-
-  // The chunk carrying `u`'s text for choice `index` (or only its role, or only its finish_reason).
-  std::string choice_chunk(const tokenizer::Tokenizer& tok, size_t index, const engine::StreamUpdate& u) {
-    return chunk(ordered_json::array({choice(tok, index, u, true)}));
-  }
-
-  // A chunk of `text` whose content is the parser's delta d (nothing when there is nothing to send).
-  std::string chunk_of(const tokenizer::Tokenizer& tok, size_t i, engine::StreamUpdate text, const chat::ToolCallDelta& d) {
-    text.content = d.content;
-    if (text.content.empty() && text.reasoning.empty() && d.tool_calls.empty() && !(logprobs && !text.tokens.empty()))
-      return {};
-    ordered_json calls = nullptr;
-    if (!d.tool_calls.empty()) {
-      calls = ordered_json::array();
-      for (const auto& c : d.tool_calls) calls.push_back(chat::tool_call_chunk_json(c));
-    }
-    return chunk(ordered_json::array({choice(tok, i, text, true, calls)}));
-  }
-
-  void cancel_all() {
-    for (Choice& ch : choices) ch.rs->cancel();
-  }
-  bool all_ended() const {
-    return std::all_of(choices.begin(), choices.end(), [](const Choice& ch) { return ch.ended; });
-  }
-
-  // The next update of any choice (its index), cancelling the request once its deadline passed or
-  // its client left; nullopt when none came within a short wait.
-  std::optional<size_t> next(engine::StreamUpdate& u) {
-    if (!timed_out && Clock::now() > deadline) {
-      timed_out = true;
-      cancel_all();
-    }
-    if (peer && peer->gone()) cancel_all();
-    std::vector<size_t> open;
-    for (size_t k = 0; k < choices.size(); ++k)
-      if (const size_t i = (poll_from + k) % choices.size(); !choices[i].ended) open.push_back(i);
-    if (open.empty()) return std::nullopt;
-    poll_from = (open.front() + 1) % choices.size();
-    if (open.size() > 1)
-      for (size_t i : open)
-        if (choices[i].rs->next(u, std::chrono::milliseconds(0))) return took(i, u);
-    // One choice (or none had news): wait on one; a single stream wakes as soon as it has news.
-    const auto wait = std::chrono::milliseconds(open.size() > 1 ? 10 : 100);
-    if (choices[open.front()].rs->next(u, wait)) return took(open.front(), u);
-    return std::nullopt;
-  }
-
-  // What the usage block counts: every prompt once, every choice's tokens.
-  engine::StreamUpdate totals() const {
-    engine::StreamUpdate t;
-    for (size_t i = 0; i < choices.size(); ++i) {
-      const engine::StreamUpdate& a = choices[i].all;
-      if (i % static_cast<size_t>(n) == 0) {
-        t.prompt_tokens += a.prompt_tokens;
-        t.cached_tokens += a.cached_tokens;
-      }
-      t.completion_tokens += a.completion_tokens;
-    }
-    return t;
-  }
-
-  // A request that ended without one of OpenAI's finish reasons (it failed, ran past the request
-  // timeout or was cut by shutdown) is answered as an error: status, message and code.
-  struct Failure {
-    int status;
-    std::string message, code;
-  };
-  std::optional<Failure> failure(const engine::StreamUpdate& u, bool shutting_down) const {
-    if (!u.error.empty() && !u.error_code.empty()) return Failure{400, u.error, u.error_code};  // the request's fault
-    if (!u.error.empty()) return Failure{500, "generation failed: " + u.error, ""};
-    if (!u.finished || u.finish != engine::FinishReason::kCancelled) return std::nullopt;
-    if (timed_out)
-      return Failure{503, "the request ran past the server's request timeout and was stopped", "request_timeout"};
-    if (shutting_down) return Failure{503, "the server is shutting down: the request was stopped", "server_shutting_down"};
-    return Failure{503, "the request was stopped", "request_cancelled"};
-  }
-  bool timed_out = false;
-  Clock::time_point last_write = Clock::now();
-
- private:
-  // Merges u into the choice's totals (u keeps only its own delta).
-  size_t took(size_t i, const engine::StreamUpdate& u) {
-    Choice& ch = choices[i];
-    ch.all.content += u.content;
-    ch.all.reasoning += u.reasoning;
-    ch.all.tokens.insert(ch.all.tokens.end(), u.tokens.begin(), u.tokens.end());
-    if (u.finished) {
-      ch.ended = true;
-      ch.all.finished = true;
-      ch.all.finish = u.finish;
-      ch.all.error = u.error;
-      ch.all.error_code = u.error_code;
-      ch.all.prompt_tokens = u.prompt_tokens;
-      ch.all.cached_tokens = u.cached_tokens;
-      ch.all.completion_tokens = u.completion_tokens;
-    }
-    return i;
-  }
-};
+}  // namespace
 
 Server::Server(model::Model& model, const tokenizer::Tokenizer& tokenizer, engine::SchedulerOptions scheduler,
                ServerOptions options)
@@ -504,16 +196,19 @@ bool Server::check_access(const httplib::Request& req, httplib::Response& res) {
   }
   if (auto it = routes.find(req.path); it != routes.end() && it->second != req.method) {
     res.set_header("Allow", it->second);
-    send_error(res, 405, "method " + req.method + " is not allowed on " + req.path + " (use " + it->second + ")");
+    send_error(res, req.path, 405, "method " + req.method + " is not allowed on " + req.path + " (use " + it->second + ")");
     return false;
   }
+  // OpenAI's clients send the key as a bearer token, Anthropic's as x-api-key.
   if (!options_.api_key.empty() && req.path.rfind("/v1/", 0) == 0 &&
-      req.get_header_value("Authorization") != "Bearer " + options_.api_key) {
-    send_error(res, 401, "missing or wrong API key: send \"Authorization: Bearer <key>\"", {}, "invalid_api_key");
+      req.get_header_value("Authorization") != "Bearer " + options_.api_key &&
+      req.get_header_value("x-api-key") != options_.api_key) {
+    send_error(res, req.path, 401, "missing or wrong API key: send \"Authorization: Bearer <key>\" (or x-api-key: <key>)",
+               {}, "invalid_api_key");
     return false;
   }
   if (draining_.load() && req.method == "POST") {
-    send_error(res, 503, "the server is shutting down");
+    send_error(res, req.path, 503, "the server is shutting down");
     return false;
   }
   return true;
@@ -532,16 +227,16 @@ void Server::routes() {
     if (res.status == 400) message = "malformed HTTP request";
     if (res.status == 404) message = "no route " + req.method + " " + req.path;
     if (res.status == 413) message = "the request body is too large";
-    send_error(res, res.status, message);
+    send_error(res, req.path, res.status, message);
     return httplib::Server::HandlerResponse::Handled;
   }));
-  http_->set_exception_handler([](const Request&, Response& res, std::exception_ptr ep) {
+  http_->set_exception_handler([](const Request& req, Response& res, std::exception_ptr ep) {
     try {
       std::rethrow_exception(ep);
     } catch (const std::exception& e) {
-      send_error(res, 500, std::string("internal error: ") + e.what());
+      send_error(res, req.path, 500, std::string("internal error: ") + e.what());
     } catch (...) {
-      send_error(res, 500, "internal error");
+      send_error(res, req.path, 500, "internal error");
     }
   });
   http_->set_logger([this](const Request&, const Response& res) {
@@ -571,7 +266,7 @@ void Server::routes() {
   http_->Get("/v1/models/(.+)", [this](const Request& req, Response& res) {  // the client's models.retrieve
     const std::string id = req.matches[1];
     if (id == options_.model_name) return send_json(res, 200, model_object());
-    send_error(res, 404, "the model '" + id + "' does not exist (this server serves '" + options_.model_name + "')",
+    send_error(res, req.path, 404, "the model '" + id + "' does not exist (this server serves '" + options_.model_name + "')",
                "model", "model_not_found");
   });
   auto guarded = [this](void (Server::*fn)(const Request&, Response&)) {
@@ -579,14 +274,14 @@ void Server::routes() {
       try {
         (this->*fn)(req, res);
       } catch (const ApiError& e) {
-        send_error(res, e.status, e.what(), e.param, e.code);
+        send_error(res, req.path, e.status, e.what(), e.param, e.code);
       } catch (const engine::RequestError& e) {
-        send_error(res, 400, e.what(), e.param, e.code);
+        send_error(res, req.path, 400, e.what(), e.param, e.code);
       } catch (const engine::QueueFull& e) {
         res.set_header("Retry-After", "1");
-        send_error(res, 429, std::string("the server is busy: ") + e.what(), {}, "rate_limit_exceeded");
+        send_error(res, req.path, 429, std::string("the server is busy: ") + e.what(), {}, "rate_limit_exceeded");
       } catch (const Error& e) {
-        send_error(res, 400, e.what());
+        send_error(res, req.path, 400, e.what());
       }
     };
   };
@@ -596,37 +291,91 @@ void Server::routes() {
   http_->Post("/detokenize", guarded(&Server::handle_detokenize));
   http_->Post("/apply-template", guarded(&Server::handle_apply_template));
   http_->Post("/v1/embeddings", guarded(&Server::handle_embeddings));
+  http_->Post("/v1/responses", guarded(&Server::handle_responses));
+  http_->Post("/v1/messages", guarded(&Server::handle_messages));
+  http_->Post("/v1/messages/count_tokens", guarded(&Server::handle_count_tokens));
 }
 
 void Server::handle_embeddings(const httplib::Request& req, httplib::Response& res) {
   send_json(res, 200, embeddings_->respond(parse_body(req.body), options_.model_name));
 }
 
-void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
-  const ChatRequest cr = parse_chat_request(parse_body(req.body), defaults_, vocab_size_);
+Server::ChatPlan Server::plan_chat(const ChatRequest& cr) {
+  ChatPlan plan;
   engine::ChatPrompt prompt;
   try {
     prompt = prompts_.build(cr.messages, cr.options);
   } catch (const Error& e) {
-    throw ApiError(400, std::string("the chat template failed: ") + e.what(), "messages");
+    throw ApiError(400, std::string("the chat template failed: ") + e.what(), cr.prompt_field);
   }
-  std::optional<chat::ToolCallFormat> tool_format;
   if (cr.tool_choice.mode != ToolChoice::Mode::kNone) {
-    tool_format = prompts_.tool_call_format();
-    if (!tool_format)
+    plan.tool_format = prompts_.tool_call_format();
+    if (!plan.tool_format)
       throw ApiError(400, "'tools': this model's chat template writes tool calls in no format Ember knows "
                           "(unknown tool-call format), so its calls could not be returned", "tools");
   }
-  std::vector<engine::GenerationRequest> gens;
-  gens.push_back(engine::chat_request(std::move(prompt), cr.params));
-  std::vector<chat::ForcedToolCall> forced;
+  plan.gen = engine::chat_request(std::move(prompt), cr.params);
   try {
-    forced = forced_shapes(cr, tool_format);  // once: the grammar and the reply's cut calls both use them
+    plan.forced = forced_shapes(cr, plan.tool_format);  // once: the grammar and the reply's cut calls both use them
   } catch (const Error& e) {
     throw ApiError(400, std::string("'tool_choice': ") + e.what(), "tool_choice");
   }
-  gens.back().grammar = output_grammar(cr, forced);
-  respond(req, res, std::move(gens), /*chat=*/true, cr, tool_format, std::move(forced));
+  plan.gen.grammar = output_grammar(cr, plan.forced);
+  return plan;
+}
+
+void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
+  const ChatRequest cr = parse_chat_request(parse_body(req.body), defaults_, vocab_size_);
+  ChatPlan plan = plan_chat(cr);
+  ReplyOptions ro{cr.n, plan.tool_format, std::move(plan.forced), {}};
+  std::vector<engine::GenerationRequest> gens;
+  gens.push_back(std::move(plan.gen));
+  respond(req, res, std::move(gens), cr, std::move(ro), openai_shaper(tokenizer_, openai_options(cr, true)), error_body);
+}
+
+void Server::handle_responses(const httplib::Request& req, httplib::Response& res) {
+  const ResponsesRequest rr = parse_responses_request(parse_body(req.body), defaults_, vocab_size_);
+  ChatPlan plan = plan_chat(rr.chat);
+  ResponsesReplyOptions o{"resp_" + next_id(), options_.model_name, unix_time(), rr.echoed, rr.output_logprobs,
+                          rr.chat.top_logprobs > 0};
+  ReplyOptions ro{1, plan.tool_format, std::move(plan.forced), {}};
+  std::vector<engine::GenerationRequest> gens;
+  gens.push_back(std::move(plan.gen));
+  respond(req, res, std::move(gens), rr.chat, std::move(ro), responses_shaper(tokenizer_, std::move(o)), error_body);
+}
+
+void Server::handle_messages(const httplib::Request& req, httplib::Response& res) {
+  const ChatRequest cr = parse_messages_request(parse_body(req.body), defaults_, vocab_size_);
+  ChatPlan plan = plan_chat(cr);
+  MessagesReplyOptions o{"msg_" + next_id(), options_.model_name, static_cast<int64_t>(plan.gen.prompt.size())};
+  ReplyOptions ro{1, plan.tool_format, std::move(plan.forced), {}};
+  std::vector<engine::GenerationRequest> gens;
+  gens.push_back(std::move(plan.gen));
+  respond(req, res, std::move(gens), cr, std::move(ro), messages_shaper(std::move(o)), anthropic_error_body);
+}
+
+void Server::handle_count_tokens(const httplib::Request& req, httplib::Response& res) {
+  const ChatRequest cr = parse_messages_request(parse_body(req.body), defaults_, vocab_size_, /*counting=*/true);
+  const ChatPlan plan = plan_chat(cr);
+  send_json(res, 200, {{"input_tokens", plan.gen.prompt.size()}});
+}
+
+OpenAiReplyOptions Server::openai_options(const CompletionRequest& cr, bool chat) {
+  OpenAiReplyOptions o;
+  o.chat = chat;
+  o.include_usage = cr.include_usage;
+  o.logprobs = cr.params.logprobs;
+  o.with_top = cr.top_logprobs > 0;
+  o.id = (chat ? "chatcmpl-" : "cmpl-") + next_id();
+  o.model = options_.model_name;
+  o.created = unix_time();
+  return o;
+}
+
+std::string Server::next_id() { return std::to_string(created_) + "-" + std::to_string(next_id_++); }
+
+int64_t Server::unix_time() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::optional<engine::GrammarConstraint> Server::output_grammar(const ChatRequest& cr,
@@ -729,110 +478,93 @@ void Server::handle_apply_template(const httplib::Request& req, httplib::Respons
 void Server::handle_text(const httplib::Request& req, httplib::Response& res) {
   const TextRequest tr = parse_text_request(parse_body(req.body), defaults_, vocab_size_);
   std::vector<engine::GenerationRequest> gens;
-  std::vector<std::string> echoes;
+  OpenAiReplyOptions o = openai_options(tr, false);
   for (const TextPrompt& p : tr.prompts) {
     engine::GenerationRequest g;
     g.prompt = p.ids.empty() ? tokenizer_.encode(p.text, /*add_special_tokens=*/true) : p.ids;
     g.params = tr.params;
-    if (tr.echo) echoes.push_back(p.ids.empty() ? p.text : tokenizer_.decode(p.ids, /*skip_special_tokens=*/false));
+    if (tr.echo) o.echoes.push_back(p.ids.empty() ? p.text : tokenizer_.decode(p.ids, /*skip_special_tokens=*/false));
     gens.push_back(std::move(g));
   }
-  respond(req, res, std::move(gens), /*chat=*/false, tr, std::nullopt, {}, echoes);
+  respond(req, res, std::move(gens), tr, ReplyOptions{tr.n, {}, {}, {}}, openai_shaper(tokenizer_, std::move(o)),
+          error_body);
 }
 
 void Server::respond(const httplib::Request& req, httplib::Response& res, std::vector<engine::GenerationRequest> gens,
-                     bool chat, const CompletionRequest& cr, std::optional<chat::ToolCallFormat> tool_format,
-                     std::vector<chat::ForcedToolCall> forced, const std::vector<std::string>& echoes) {
+                     const CompletionRequest& cr, ReplyOptions ro, std::unique_ptr<ReplyShaper> shaper_owned,
+                     ErrorShape error_shape) {
   // As vLLM: a client's max_tokens past the context is refused, not run until the context ends it.
   for (auto& g : gens) g.refuse_past_context = cr.max_tokens.has_value();
-  auto st = std::make_shared<Stream>();
-  st->n = cr.n;
-  st->chat = chat;
-  st->tool_format = tool_format;
-  st->forced = std::move(forced);
-  st->include_usage = cr.include_usage;
-  st->logprobs = cr.params.logprobs;
-  st->with_top = cr.top_logprobs > 0;
-  st->id = (chat ? "chatcmpl-" : "cmpl-") + std::to_string(created_) + "-" + std::to_string(next_id_++);
-  st->model = options_.model_name;
-  st->created = std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
-                    .count();
-  st->deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                    std::chrono::duration<double>(options_.request_timeout_s));
+  ro.deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(options_.request_timeout_s));
+  auto reply = std::make_shared<ReplyStream>(std::move(ro));
+  std::shared_ptr<ReplyShaper> shaper = std::move(shaper_owned);
   size_t prompt = 0;
   try {
     for (; prompt < gens.size(); ++prompt)
-      for (auto& rs : scheduler_->submit(std::move(gens[prompt]), cr.n)) {
-        st->choices.push_back({std::move(rs), {}, false, false, 0, std::nullopt, std::nullopt, {}, {}});
-        if (tool_format) st->choices.back().tools.emplace(*tool_format, chat::random_call_ids(*tool_format));
-        if (!echoes.empty()) st->choices.back().echo = echoes[prompt];
-      }
+      for (auto& rs : scheduler_->submit(std::move(gens[prompt]), cr.n)) reply->add(std::move(rs));
   } catch (const engine::RequestError& e) {  // the engine's checks, in this API's names
-    st->cancel_all();  // the prompts already queued go too
+    reply->cancel_all();  // the prompts already queued go too
     std::string param = e.param;
-    if (param == "prompt" && chat) param = "messages";
+    if (param == "prompt") param = cr.prompt_field;
     if (param == "max_tokens") param = cr.max_tokens_field;
     throw ApiError(400, (gens.size() > 1 ? "prompt " + std::to_string(prompt) + ": " : std::string()) + e.what(), param,
                    e.code);
   } catch (...) {
-    st->cancel_all();  // the prompts already queued go too
+    reply->cancel_all();  // the prompts already queued go too
     throw;
   }
-  st->peer.emplace(req);
+  reply->watch(req);
 
   if (!cr.stream) {
-    engine::StreamUpdate u;
-    while (!st->all_ended()) st->next(u);
-    ordered_json list = ordered_json::array();
-    for (size_t i = 0; i < st->choices.size(); ++i) {
-      if (const auto f = st->failure(st->choices[i].all, draining_.load())) {
-        st->cancel_all();
-        return send_error(res, f->status, f->message, {}, f->code);
+    while (!reply->all_ended()) reply->next();
+    for (size_t i = 0; i < reply->size(); ++i)
+      if (const auto f = reply->failure(reply->reply(i), draining_.load())) {
+        reply->cancel_all();
+        return send_json(res, f->status, error_shape(f->status, f->message, {}, f->code));
       }
-      list.push_back(st->whole_choice(tokenizer_, i));
-    }
-    ordered_json body = st->envelope(false, std::move(list));
-    body["usage"] = usage_json(st->totals());
-    return send_json(res, 200, body);
+    return send_json(res, 200, shaper->whole(*reply));
   }
 
   ++open_streams_;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");  // nginx: pass events through at once
+  struct Progress {
+    bool opened = false, ended = false;
+    Clock::time_point last_write = Clock::now();
+  };
+  auto progress = std::make_shared<Progress>();
   res.set_chunked_content_provider(
       "text/event-stream",
-      [this, st](size_t, httplib::DataSink& sink) {
-        engine::StreamUpdate u;
+      [this, reply, shaper, progress](size_t, httplib::DataSink& sink) {
         std::string out;
-        if (st->chat)  // OpenAI's first chunk of each choice: the role alone
-          for (size_t i = 0; i < st->choices.size(); ++i)
-            if (!st->choices[i].sent_role) out += st->choice_chunk(tokenizer_, i, engine::StreamUpdate{});
-        if (const auto i = st->next(u)) {
-          if (const auto f = st->failure(u, draining_.load())) {
-            out += sse(error_body(f->status, f->message, {}, f->code));  // OpenAI's clients raise on it
-            st->cancel_all();
-            for (auto& ch : st->choices) ch.ended = true;
+        if (!progress->opened) out += shaper->open(*reply);
+        progress->opened = true;
+        if (const auto d = reply->next()) {
+          if (const auto f = reply->failure(*d, draining_.load())) {
+            out += shaper->stream_error(*f);
+            reply->cancel_all();
+            progress->ended = true;
           } else {
-            out += st->update_chunks(tokenizer_, *i, u);
-          }
-          if (st->all_ended()) {
-            if (st->include_usage) out += st->chunk(ordered_json::array(), usage_json(st->totals()));
-            out += "data: [DONE]\n\n";
-            st->ended = true;
+            out += shaper->delta(*reply, *d);
+            if (reply->all_ended()) {
+              out += shaper->close(*reply);
+              progress->ended = true;
+            }
           }
         }
         const auto now = Clock::now();
-        if (out.empty() && now - st->last_write > std::chrono::duration<double>(options_.keep_alive_s))
+        if (out.empty() && now - progress->last_write > std::chrono::duration<double>(options_.keep_alive_s))
           out = ": keep-alive\n\n";  // a comment: clients skip it, their read timeouts restart
         if (!out.empty()) {
           if (!sink.write(out.data(), out.size())) return false;
-          st->last_write = now;
+          progress->last_write = now;
         }
-        if (st->ended) sink.done();
+        if (progress->ended) sink.done();
         return true;
       },
-      [this, st](bool) {
-        if (!st->ended) st->cancel_all();  // the client went away: free its sequences
+      [this, reply, progress](bool) {
+        if (!progress->ended) reply->cancel_all();  // the client went away: free its sequences
         --open_streams_;
       });
 }

@@ -1,8 +1,10 @@
 #pragma once
 // `ember serve`: the OpenAI-compatible HTTP API and the web chat page over one Scheduler.
 //
-// Routes: POST /v1/chat/completions, POST /v1/completions, POST /v1/embeddings, GET /v1/models, GET /health,
-// GET /metrics (Prometheus text), GET / (the chat page). Errors use OpenAI's JSON error shape.
+// Routes: POST /v1/chat/completions, /v1/completions, /v1/responses, /v1/embeddings (OpenAI),
+// POST /v1/messages, /v1/messages/count_tokens (Anthropic), GET /v1/models, GET /health, GET /metrics
+// (Prometheus text), GET / (the chat page), and llama-server's /tokenize, /detokenize and
+// /apply-template. Errors come in each API's own shape.
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -17,6 +19,9 @@
 #include "engine/scheduler.h"
 #include "model/model.h"
 #include "server/openai.h"
+#include "server/openai_reply.h"
+#include "server/reply_stream.h"
+#include "server/reply_shaper.h"
 #include "tokenizer/tokenizer.h"
 
 namespace httplib {
@@ -47,6 +52,9 @@ struct ServerOptions {
 
 class Server {
  public:
+  // An API's error body for a status, message, param and code.
+  using ErrorShape = ordered_json (*)(int, const std::string&, const std::string&, const std::string&);
+
   Server(model::Model& model, const tokenizer::Tokenizer& tokenizer, engine::SchedulerOptions scheduler,
          ServerOptions options);
   ~Server();
@@ -65,7 +73,6 @@ class Server {
   std::string metrics_text() const;
 
  private:
-  struct Stream;
   void routes();
   // The Access-Control-* headers for a request from an allowed origin; false when it is not one.
   bool cors(const httplib::Request& req, httplib::Response& res) const;
@@ -76,13 +83,25 @@ class Server {
   void handle_detokenize(const httplib::Request& req, httplib::Response& res);
   void handle_apply_template(const httplib::Request& req, httplib::Response& res);
   void handle_embeddings(const httplib::Request& req, httplib::Response& res);
-  // Submits each prompt with the request's n choices and answers with all of them (streamed or whole).
-  // With tool_format, the replies' tool calls are parsed out of their content (and with the shapes
-  // of a forced call, one cut short comes back as tool_calls); with echoes (one per prompt), each
-  // choice's text starts with its prompt's.
+  void handle_responses(const httplib::Request& req, httplib::Response& res);
+  void handle_messages(const httplib::Request& req, httplib::Response& res);
+  void handle_count_tokens(const httplib::Request& req, httplib::Response& res);
+  // A chat request in the engine's terms, whichever API it came in: the prompt with the grammar of
+  // its structured output or forced call, and the tool-call format its reply is parsed with.
+  struct ChatPlan {
+    engine::GenerationRequest gen;
+    std::optional<chat::ToolCallFormat> tool_format;
+    std::vector<chat::ForcedToolCall> forced;
+  };
+  ChatPlan plan_chat(const ChatRequest& cr);
+  // Submits each prompt with the request's n choices and answers with all of them, streamed or
+  // whole, in the shapes of `shaper` (errors in `error_shape`).
   void respond(const httplib::Request& req, httplib::Response& res, std::vector<engine::GenerationRequest> gens,
-               bool chat, const CompletionRequest& cr, std::optional<chat::ToolCallFormat> tool_format = {},
-               std::vector<chat::ForcedToolCall> forced = {}, const std::vector<std::string>& echoes = {});
+               const CompletionRequest& cr, ReplyOptions ro, std::unique_ptr<ReplyShaper> shaper,
+               ErrorShape error_shape);
+  OpenAiReplyOptions openai_options(const CompletionRequest& cr, bool chat);
+  std::string next_id();  // unique within the server: its start time and a counter
+  static int64_t unix_time();
   bool check_access(const httplib::Request& req, httplib::Response& res);
 
   const tokenizer::Tokenizer& tokenizer_;

@@ -53,3 +53,21 @@ export function browserForTests() {
   }
   return { chromium: createRequire(path.join(nodeDir, "package.json"))("playwright-core").chromium, chromiumPath };
 }
+
+// A random-weight model with tiny-qwen3's shapes, the real Qwen3 tokenizer and Qwen3's chat template
+// (tool calls in Qwen's format), written under `dir` by bench/write_model_folder. Returns its folder
+// and the ids of the tokenizer's added tokens by text.
+export function writeRandomQwen3(shared, writer, dir) {
+  const config = JSON.parse(fs.readFileSync(path.join(shared, "models/tiny-qwen3-bf16/config.json"), "utf8"));
+  const tok = JSON.parse(fs.readFileSync(path.join(shared, "tokenizers/qwen3/tokenizer.json"), "utf8"));
+  const added = Object.fromEntries(tok.added_tokens.map((a) => [a.content, a.id]));
+  config.vocab_size = [...Object.values(added), ...Object.values(tok.model.vocab)].reduce((a, b) => Math.max(a, b), 0) + 1;
+  config.eos_token_id = added["<|im_end|>"];
+  fs.mkdirSync(path.join(dir, "src"), { recursive: true });
+  fs.writeFileSync(path.join(dir, "src/config.json"), JSON.stringify(config));
+  const model = path.join(dir, "model");
+  execFileSync(writer, [path.join(dir, "src"), path.join(shared, "tokenizers/qwen3/tokenizer.json"),
+    path.join(shared, "tokenizers/qwen3/tokenizer_config.json"), path.join(shared, "chat_templates/qwen3.jinja"), model],
+    { stdio: "ignore" });
+  return { model, added };
+}

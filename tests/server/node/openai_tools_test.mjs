@@ -4,28 +4,17 @@
 // random-weight one with tiny-qwen3's shapes, the real Qwen3 tokenizer and Qwen3's chat template.
 // Env: EMBER_BINARY, EMBER_WRITE_MODEL_FOLDER, EMBER_SHARED_DIR, EMBER_NODE_DIR. Exit 77 (skipped)
 // when the packages are not installed.
-import { execFileSync } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import assert from "node:assert/strict";
-import { nodePackage, startServer } from "./ember_process.mjs";
+import { nodePackage, startServer, writeRandomQwen3 } from "./ember_process.mjs";
 
 const OpenAI = nodePackage("openai");
 const shared = process.env.EMBER_SHARED_DIR;
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), "ember-openai-tools-"));
 
-const config = JSON.parse(fs.readFileSync(path.join(shared, "models/tiny-qwen3-bf16/config.json"), "utf8"));
-const tok = JSON.parse(fs.readFileSync(path.join(shared, "tokenizers/qwen3/tokenizer.json"), "utf8"));
-const added = Object.fromEntries(tok.added_tokens.map((a) => [a.content, a.id]));
-config.vocab_size = [...Object.values(added), ...Object.values(tok.model.vocab)].reduce((a, b) => Math.max(a, b), 0) + 1;
-config.eos_token_id = added["<|im_end|>"];
-fs.mkdirSync(path.join(tmp, "src"));
-fs.writeFileSync(path.join(tmp, "src/config.json"), JSON.stringify(config));
-const model = path.join(tmp, "model");
-execFileSync(process.env.EMBER_WRITE_MODEL_FOLDER, [path.join(tmp, "src"), path.join(shared, "tokenizers/qwen3/tokenizer.json"),
-  path.join(shared, "tokenizers/qwen3/tokenizer_config.json"), path.join(shared, "chat_templates/qwen3.jinja"), model],
-  { stdio: "ignore" });
+const { model, added } = writeRandomQwen3(shared, process.env.EMBER_WRITE_MODEL_FOLDER, tmp);
 
 const { child, port } = await startServer(process.env.EMBER_BINARY, model, ["--ctx", "4096"]);
 const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: "unused", maxRetries: 0, timeout: 120000 });
