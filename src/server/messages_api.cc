@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <string_view>
+#include <vector>
 
 #include "server/request_fields.h"
 
@@ -15,8 +16,9 @@ namespace {
 
 constexpr std::string_view kMessagesFields[] = {"model",       "messages", "max_tokens", "system", "stop_sequences",
                                       "stream",      "temperature", "top_p",   "top_k",  "tools",
-                                      "tool_choice", "thinking"};
-constexpr std::string_view kCountFields[] = {"model", "messages", "system", "tools", "tool_choice", "thinking"};
+                                      "tool_choice", "thinking", "output_config", "context_management"};
+constexpr std::string_view kCountFields[] = {"model", "messages", "system", "tools", "tool_choice", "thinking",
+                                             "output_config", "context_management"};
 // Bookkeeping with no effect on the reply.
 constexpr std::string_view kMessagesIgnored[] = {"metadata", "service_tier"};
 
@@ -40,26 +42,30 @@ std::string result_text(const ordered_json& c, const std::string& where) {
   return text;
 }
 
+// A system prompt: a string or text blocks (joined by newlines), appended to `text`.
+void append_system(const ordered_json& s, const std::string& where, std::string& text) {
+  auto add = [&](const std::string& part) { text += (text.empty() ? "" : "\n") + part; };
+  if (s.is_string()) {
+    add(s.get<std::string>());
+  } else if (s.is_array()) {
+    for (size_t k = 0; k < s.size(); ++k) {
+      const std::string at = where + "[" + std::to_string(k) + "]";
+      if (!s[k].is_object() || s[k].value("type", "") != "text") invalid_field(at + ".type", "must be \"text\"");
+      add(string_at(s[k], at, "text"));
+    }
+  } else {
+    invalid_field(where, "must be a string or a list of text blocks");
+  }
+}
+
 // Anthropic's messages as Chat Completions messages: tool_use blocks become the assistant's
-// tool_calls, tool_result blocks tool messages, thinking blocks reasoning_content.
+// tool_calls, tool_result blocks tool messages, thinking blocks reasoning_content. System-role
+// messages among them (Claude Code sends some) join the system prompt, in order: chat templates take
+// a system message only at the start.
 ordered_json chat_messages(const ordered_json& body) {
   ordered_json out = ordered_json::array();
-  if (present(body, "system")) {
-    const ordered_json& s = body["system"];
-    std::string text;
-    if (s.is_string()) {
-      text = s.get<std::string>();
-    } else if (s.is_array()) {
-      for (size_t k = 0; k < s.size(); ++k) {
-        const std::string at = "system[" + std::to_string(k) + "]";
-        if (!s[k].is_object() || s[k].value("type", "") != "text") invalid_field(at + ".type", "must be \"text\"");
-        text += (text.empty() ? "" : "\n") + string_at(s[k], at, "text");
-      }
-    } else {
-      invalid_field("system", "must be a string or a list of text blocks");
-    }
-    out.push_back({{"role", "system"}, {"content", text}});
-  }
+  std::string system;
+  if (present(body, "system")) append_system(body["system"], "system", system);
   if (!present(body, "messages")) invalid_field("messages", "Field required");
   const ordered_json& msgs = body["messages"];
   if (!msgs.is_array()) invalid_field("messages", "must be a list of messages");
@@ -70,9 +76,14 @@ ordered_json chat_messages(const ordered_json& body) {
     for (const auto& [key, value] : m.items())
       if (key != "role" && key != "content") invalid_field(where + "." + key, "is not a message field (role, content)");
     const std::string role = string_at(m, where, "role");
-    if (role != "user" && role != "assistant") invalid_field(where + ".role", "must be \"user\" or \"assistant\"");
+    if (role != "user" && role != "assistant" && role != "system")
+      invalid_field(where + ".role", "must be \"user\", \"assistant\" or \"system\" (not \"" + role + "\")");
     if (!m.contains("content")) invalid_field(where + ".content", "Field required");
     const ordered_json& c = m["content"];
+    if (role == "system") {
+      append_system(c, where + ".content", system);
+      continue;
+    }
     if (c.is_string()) {
       out.push_back({{"role", role}, {"content", c}});
       continue;
@@ -112,6 +123,7 @@ ordered_json chat_messages(const ordered_json& body) {
     if (!calls.empty()) msg["tool_calls"] = calls;
     out.push_back(std::move(msg));
   }
+  if (!system.empty()) out.insert(out.begin(), ordered_json{{"role", "system"}, {"content", system}});
   return out;
 }
 
@@ -164,6 +176,32 @@ ChatRequest parse_messages_request(const ordered_json& body, const sampling::Sam
     }
     if (present(body, "stop_sequences")) chat["stop"] = body["stop_sequences"];
   }
+  if (present(body, "output_config")) {
+    const ordered_json& oc = body["output_config"];
+    if (!oc.is_object()) invalid_field("output_config", "must be an object");
+    for (const auto& [key, value] : oc.items()) {
+      if (value.is_null()) continue;
+      if (key == "format") {  // structured output: {"type": "json_schema", "schema"}
+        if (!value.is_object() || value.value("type", "") != "json_schema" || !value.contains("schema"))
+          invalid_field("output_config.format", "must be {\"type\": \"json_schema\", \"schema\": {...}}");
+        chat["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "output"}, {"schema", value["schema"]}}}};
+      } else if (key != "effort") {
+        invalid_field("output_config." + key, "is not a field of output_config (effort, format)");
+      }
+    }
+  }
+  if (present(body, "context_management")) {
+    // Clearing earlier turns' thinking changes nothing when it keeps all of it; other edits would.
+    const ordered_json& cm = body["context_management"];
+    const ordered_json edits = cm.is_object() ? cm.value("edits", ordered_json::array()) : ordered_json();
+    if (!edits.is_array()) invalid_field("context_management", "must be an object with a list of edits");
+    for (size_t k = 0; k < edits.size(); ++k)
+      if (!edits[k].is_object() || !edits[k].value("type", "").starts_with("clear_thinking_") ||
+          edits[k].value("keep", ordered_json()) != "all")
+        throw ApiError(400, "context_management.edits[" + std::to_string(k) + "]: only clearing thinking with keep \"all\" "
+                                "is supported by this server (it changes nothing)",
+                       "context_management.edits[" + std::to_string(k) + "]", "unsupported_parameter");
+  }
   if (present(body, "tools")) chat["tools"] = chat_tools(body["tools"]);
   if (present(body, "tool_choice")) {
     const ordered_json& tc = body["tool_choice"];
@@ -199,11 +237,22 @@ ChatRequest parse_messages_request(const ordered_json& body, const sampling::Sam
       if (r.max_tokens && budget >= *r.max_tokens) invalid_field("thinking.budget_tokens", "must be less than max_tokens");
       r.options.enable_thinking = true;
       r.options.think_budget = budget;
+    } else if (type == "adaptive") {  // the model thinks as long as it wants
+      r.options.enable_thinking = true;
     } else if (type == "disabled") {
       r.options.enable_thinking = false;
     } else {
-      invalid_field("thinking", "must be {\"type\": \"enabled\", \"budget_tokens\": N} or {\"type\": \"disabled\"}");
+      invalid_field("thinking", "must be {\"type\": \"enabled\", \"budget_tokens\": N}, {\"type\": \"adaptive\"} or "
+                                "{\"type\": \"disabled\"}");
     }
+  }
+  if (present(body, "output_config") && present(body["output_config"], "effort")) {
+    // Templates that know an effort (gpt-oss's reasoning_effort) read it.
+    const ordered_json& e = body["output_config"]["effort"];
+    static const std::vector<std::string> kEfforts{"low", "medium", "high", "max"};
+    if (!e.is_string() || std::find(kEfforts.begin(), kEfforts.end(), e.get<std::string>()) == kEfforts.end())
+      invalid_field("output_config.effort", "must be one of low, medium, high, max");
+    r.options.extra_variables["reasoning_effort"] = e == "max" ? "high" : e.get<std::string>();
   }
   return r;
 }

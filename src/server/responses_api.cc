@@ -24,7 +24,7 @@ constexpr std::string_view kResponsesFields[] = {"model", "input", "instructions
                                       "store", "top_logprobs", "include", "user", "truncation", "previous_response_id",
                                       "background", "max_tool_calls"};
 // Bookkeeping of OpenAI's platform (prefixes are reused anyway).
-constexpr std::string_view kResponsesIgnored[] = {"metadata", "service_tier", "safety_identifier", "prompt_cache_key",
+constexpr std::string_view kResponsesIgnored[] = {"metadata", "client_metadata", "service_tier", "safety_identifier", "prompt_cache_key",
                                          "prompt_cache_retention", "stream_options"};
 constexpr std::string_view kResponsesUnsupported[] = {"conversation", "prompt"};
 

@@ -137,6 +137,34 @@ TEST(MessagesRequest, BlocksBecomeChatMessages) {
   EXPECT_EQ(*r.max_tokens, 64);
 }
 
+TEST(MessagesRequest, SystemMessagesJoinTheSystemPrompt) {
+  const ChatRequest r = messages(ordered_json::parse(R"({"model": "m", "max_tokens": 8, "system": "A.",
+    "messages": [{"role": "user", "content": "x"}, {"role": "system", "content": [{"type": "text", "text": "B."}]},
+                 {"role": "assistant", "content": "y"}]})"));
+  ASSERT_EQ(r.messages.size(), 3u) << r.messages.dump();
+  EXPECT_EQ(r.messages[0]["role"], "system");
+  EXPECT_EQ(r.messages[0]["content"], "A.\nB.");
+  EXPECT_EQ(r.messages[1]["role"], "user");
+}
+
+TEST(MessagesRequest, ClaudeCodesSettingsAreRead) {
+  const ChatRequest r = messages(ordered_json::parse(R"({"model": "m", "max_tokens": 8,
+    "messages": [{"role": "user", "content": "x"}], "thinking": {"type": "adaptive"},
+    "output_config": {"effort": "high", "format": {"type": "json_schema", "schema": {"type": "object"}}},
+    "context_management": {"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]}})"));
+  EXPECT_TRUE(*r.options.enable_thinking);
+  EXPECT_LT(r.options.think_budget, 0) << "adaptive: no budget";
+  EXPECT_EQ(r.options.extra_variables["reasoning_effort"], "high");
+  EXPECT_EQ(r.response_format.kind, ResponseFormat::Kind::kJsonSchema);
+  const std::string user = R"("model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": "x"}])";
+  EXPECT_EQ(refused_param([&] {
+              messages(ordered_json::parse("{" + user + R"(, "context_management": {"edits": [{"type": "clear_tool_uses_20250919"}]}})"));
+            }),
+            "context_management.edits[0]");
+  EXPECT_EQ(refused_param([&] { messages(ordered_json::parse("{" + user + R"(, "output_config": {"effort": "huge"}})")); }),
+            "output_config.effort");
+}
+
 TEST(MessagesRequest, ThinkingMapsToTheBudget) {
   const ChatRequest on = messages(ordered_json::parse(
       R"({"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "x"}], "thinking": {"type": "enabled", "budget_tokens": 16}})"));
@@ -159,7 +187,7 @@ TEST(MessagesRequest, RefusalsNameTheField) {
       {R"({"model": "m", "max_tokens": 8, "frobnicate": 1, )" + user + "}", "frobnicate"},
       {R"({"model": "m", "max_tokens": 8, "temperature": 1.5, )" + user + "}", "temperature"},
       {R"({"model": "m", "max_tokens": 0, )" + user + "}", "max_tokens"},
-      {R"({"model": "m", "max_tokens": 8, "messages": [{"role": "system", "content": "x"}]})", "messages[0].role"},
+      {R"({"model": "m", "max_tokens": 8, "messages": [{"role": "tool", "content": "x"}]})", "messages[0].role"},
       {R"({"model": "m", "max_tokens": 8, "messages": [{"role": "user", "content": [{"type": "image", "source": {}}]}]})",
        "messages[0].content[0].type"},
       {R"({"model": "m", "max_tokens": 8, "tools": [{"type": "web_search_20250305", "name": "web_search"}], )" + user + "}",
