@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include "base/error.h"
 #include "model/gguf_architecture.h"
@@ -64,8 +65,6 @@ void read_rope(const ArchKeys& k, const Architecture& arch, ModelConfig& c) {
     fail(g.path(), "metadata " + k.key("rope.dimension_count") + " is " + std::to_string(dims) + " but the head dimension is " +
                        std::to_string(c.head_dim) + " (partial rotary is not supported for arch " + k.arch + ")");
   }
-  if (g.find_tensor("rope_factors_long.weight") != nullptr || g.find_tensor("rope_factors_short.weight") != nullptr)
-    fail(g.path(), "tensor rope_factors_long.weight / rope_factors_short.weight: long-rope GGUF files are not supported yet");
   std::string type = g.get_string_or(k.key("rope.scaling.type"), "none");
   double factor = g.get_float_or(k.key("rope.scaling.factor"), 1.0);
   if (g.has(k.key("rope.scale_linear"))) {  // the older spelling of linear scaling
@@ -81,17 +80,48 @@ void read_rope(const ArchKeys& k, const Architecture& arch, ModelConfig& c) {
   if (type == "yarn") read_yarn(k, c);
 }
 
+// The values of a float tensor of `count` elements, each positive; nullopt when the file lacks it.
+std::optional<std::vector<double>> positive_values(const GgufFile& g, const char* name, int64_t count) {
+  const GgufTensor* t = g.find_tensor(name);
+  if (t == nullptr) return std::nullopt;
+  if (t->numel() != count || !kernels::can_dequantize(t->type))
+    fail(g.path(), std::string("tensor ") + name + " must hold " + std::to_string(count) + " float values");
+  std::vector<float> f(static_cast<size_t>(count));
+  kernels::dequantize_row(t->type, t->data, count, f.data());
+  for (float v : f)
+    if (!(v > 0.0f)) fail(g.path(), std::string("tensor ") + name + " holds a value that is not positive");
+  return std::vector<double>(f.begin(), f.end());
+}
+
 // llama.cpp's Llama 3 RoPE: a tensor of head_dim/2 divisors of the inverse frequencies.
 void read_freq_divisors(const GgufFile& g, ModelConfig& c) {
-  const GgufTensor* t = g.find_tensor("rope_freqs.weight");
-  if (t == nullptr) return;
-  if (t->numel() != c.head_dim / 2 || !kernels::can_dequantize(t->type))
-    fail(g.path(), "tensor rope_freqs.weight must hold " + std::to_string(c.head_dim / 2) + " float values");
-  std::vector<float> f(static_cast<size_t>(t->numel()));
-  kernels::dequantize_row(t->type, t->data, t->numel(), f.data());
-  for (float v : f)
-    if (!(v > 0.0f)) fail(g.path(), "tensor rope_freqs.weight holds a value that is not positive");
-  c.rope.freq_divisors.assign(f.begin(), f.end());
+  if (auto f = positive_values(g, "rope_freqs.weight", c.head_dim / 2)) c.rope.freq_divisors = std::move(*f);
+}
+
+// Phi-3's long-rope as convert_hf_to_gguf writes it: rope_factors_short / _long tensors (rotary dims / 2
+// divisors each), the pretrained context in rope.scaling.original_context_length and the cos/sin
+// scaling in rope.scaling.attn_factor. Applied as transformers applies them (the factors by the
+// sequence's length; llama.cpp picks them by the context size it runs with).
+void read_long_rope(const ArchKeys& k, ModelConfig& c) {
+  const GgufFile& g = k.g;
+  const int64_t n = c.rope_dim() / 2;
+  auto short_f = positive_values(g, "rope_factors_short.weight", n), long_f = positive_values(g, "rope_factors_long.weight", n);
+  if (!short_f && !long_f) return;
+  if (!short_f || !long_f)
+    fail(g.path(), std::string("tensor ") + (short_f ? "rope_factors_long.weight" : "rope_factors_short.weight") +
+                       " is missing (long-rope needs both factor tensors)");
+  if (c.rope.scaling != RopeScaling::None)
+    fail(g.path(), "metadata " + k.key("rope.scaling.type") + " and the rope_factors tensors both scale RoPE");
+  RopeConfig& r = c.rope;
+  r.scaling = RopeScaling::LongRope;
+  r.short_factor = std::move(*short_f);
+  r.long_factor = std::move(*long_f);
+  r.original_max_position_embeddings = k.positive("rope.scaling.original_context_length");
+  r.factor = static_cast<double>(c.max_position_embeddings) / static_cast<double>(r.original_max_position_embeddings);
+  const double ctx = static_cast<double>(r.original_max_position_embeddings);
+  r.attention_factor = g.get_float_or(k.key("rope.scaling.attn_factor"),
+                                      r.factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(r.factor) / std::log(ctx)));
+  if (!(r.attention_factor > 0)) fail(g.path(), "metadata " + k.key("rope.scaling.attn_factor") + " must be positive");
 }
 
 // Each layer's window (GgufArchitecture::windows) and, for local RoPE, its rotation.
@@ -223,6 +253,7 @@ ModelConfig gguf_config(const GgufFile& g) {
   c.rms_norm_eps = g.get_float(k.key("attention.layer_norm_rms_epsilon"));
   read_rope(k, *arch, c);
   read_freq_divisors(g, c);
+  read_long_rope(k, c);
 
   const GgufKv* tokens = g.find("tokenizer.ggml.tokens");
   if (tokens == nullptr || tokens->type != GgufValueType::Array) fail(where, "metadata tokenizer.ggml.tokens: missing token list");
