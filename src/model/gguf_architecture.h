@@ -18,7 +18,7 @@ class GgufFile;
 
 // Which layers attend within {arch}.attention.sliding_window (the window itself is that key).
 enum class GgufWindows : uint8_t {
-  kNone,        // no window (llama.cpp attends to every position for these archs)
+  kNone,        // no window: llama.cpp attends to every position for these archs, any window key aside
   kAllLayers,   // every layer, when the key is non-zero (phi3)
   kEvenLayers,  // layer i slides iff i is even (gemma2: llama.cpp's fixed period 2)
   // {arch}.attention.sliding_window_pattern: an array of one bool per layer (true: sliding) or a

@@ -129,11 +129,9 @@ void read_windows(const ArchKeys& k, const GgufArchitecture& ga, const Architect
   const GgufFile& g = k.g;
   c.layers.assign(static_cast<size_t>(c.num_hidden_layers), LayerSpec{});
   const std::string window_key = k.key("attention.sliding_window"), pattern_key = k.key("attention.sliding_window_pattern");
-  if (ga.windows == GgufWindows::kNone) {
-    for (const std::string& key : {window_key, pattern_key})
-      if (g.has(key)) fail(g.path(), "metadata " + key + " is not supported for arch " + k.arch);
-    return;
-  }
+  // llama.cpp attends to every position for these archs whatever window key a converter wrote
+  // (a Mistral file's 4096): the file means what llama.cpp runs.
+  if (ga.windows == GgufWindows::kNone) return;
   const int64_t window = g.get_int_or(window_key, 0);
   if (window < 0) fail(g.path(), "metadata " + window_key + " must not be negative");
   if (ga.windows != GgufWindows::kPattern && g.has(pattern_key))

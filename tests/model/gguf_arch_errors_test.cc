@@ -88,7 +88,6 @@ TEST_F(GgufArchErrors, MetadataNamesTheKey) {
       {"tiny-kq-phi3-bf16.gguf", "phi3.attn_logit_softcapping", f32(50), "not supported for arch phi3"},
       {"tiny-kq-phi3-bf16.gguf", "phi3.attention.sliding_window_pattern", u32(2), "not supported for arch phi3"},
       {"tiny-kq-smollm3-bf16.gguf", "smollm3.rope.dimension_count", u32(32), "partial rotary"},
-      {"tiny-kq-mistral-f16.gguf", "llama.attention.sliding_window", u32(4096), "not supported for arch llama"},
       {"tiny-kq-gemma2-bf16.gguf", "gemma2.attn_logit_softcapping", f32(-1), "positive"},
       {"tiny-kq-gemma2-bf16.gguf", "gemma2.final_logit_softcapping", GgufValue{8, 0, "30"}, "float"},
       {"tiny-kq-gemma2-bf16.gguf", "gemma2.attention.sliding_window", i32(-4), "negative"},
@@ -164,6 +163,15 @@ TEST_F(GgufArchErrors, Gemma3PatternAsPeriodOrAbsent) {
     EXPECT_EQ(by_default.layers[l].sliding_window, slides ? window : 0) << l;
     EXPECT_EQ(by_default.layers[l].rope, slides ? LayerRope::kLocal : LayerRope::kGlobal) << l;
   }
+}
+
+// Arch llama has no window in llama.cpp, which attends to every position whatever key a converter
+// wrote; so does Ember.
+TEST_F(GgufArchErrors, WindowKeyOfArchLlamaIsIgnored) {
+  GgufEdits edits;
+  edits.keys["llama.attention.sliding_window"] = u32(4);
+  const ModelConfig c = gguf_config(GgufFile(copy("tiny-kq-mistral-f16.gguf", edits)));
+  EXPECT_FALSE(c.any_sliding_window());
 }
 
 }  // namespace
