@@ -19,7 +19,9 @@ class GgufFile;
 // Which layers attend within {arch}.attention.sliding_window (the window itself is that key).
 enum class GgufWindows : uint8_t {
   kNone,        // no window: llama.cpp attends to every position for these archs, any window key aside
-  kAllLayers,   // every layer, when the key is non-zero (phi3)
+  // every layer, when the key is non-zero (phi3, as transformers runs it; llama.cpp has Phi-3's window
+  // switched off, and the shared files have 0)
+  kAllLayers,
   kEvenLayers,  // layer i slides iff i is even (gemma2: llama.cpp's fixed period 2)
   // {arch}.attention.sliding_window_pattern: an array of one bool per layer (true: sliding) or a
   // uint32 period (layer i slides iff (i + 1) % period != 0); absent: period `default_period`

@@ -261,7 +261,8 @@ ModelConfig gguf_config(const GgufFile& g) {
   // llama.cpp writes no output.weight when the output projection is the embedding.
   c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
 
-  // Biases and q/k norms: the architecture's rule, and for llama / qwen3 whatever tensors the file has.
+  // Biases: the architecture's rule, and where it allows them (BiasRule::kAttentionBias) the file's tensors
+  // say (no key does: llama.cpp loads them when present).
   const bool attention_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
   c.qkv_bias = arch->bias == BiasRule::kQkv || (arch->bias == BiasRule::kAttentionBias && attention_bias);
   c.o_bias = arch->bias == BiasRule::kAttentionBias && g.find_tensor("blk.0.attn_output.bias") != nullptr;

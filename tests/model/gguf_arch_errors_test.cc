@@ -174,5 +174,14 @@ TEST_F(GgufArchErrors, WindowKeyOfArchLlamaIsIgnored) {
   EXPECT_FALSE(c.any_sliding_window());
 }
 
+// phi3's window, 0 in the shared files, applies to every layer when set (as transformers runs Phi-3).
+TEST_F(GgufArchErrors, Phi3WindowCoversEveryLayer) {
+  GgufEdits edits;
+  edits.keys["phi3.attention.sliding_window"] = u32(8);
+  const ModelConfig c = gguf_config(GgufFile(copy("tiny-kq-phi3-bf16.gguf", edits)));
+  ASSERT_FALSE(c.layers.empty());
+  for (const LayerSpec& l : c.layers) EXPECT_EQ(l.sliding_window, 8);
+}
+
 }  // namespace
 }  // namespace ember::model
