@@ -32,8 +32,9 @@ std::optional<DType> plain_dtype(GgmlType t) {
   }
 }
 
-// Arch llama stores attn_q / attn_k with each head's rows interleaved for adjacent-pair RoPE: GGUF
-// row 2i + j of a head is Hugging Face row j * head_dim/2 + i. Returns the rows in Hugging Face order.
+// Archs with GgufArchitecture::permuted_qk (llama, smollm3) store attn_q / attn_k with each head's rows
+// interleaved for adjacent-pair RoPE: GGUF row 2i + j of a head is Hugging Face row j * head_dim/2 + i.
+// Returns the rows in Hugging Face order.
 std::vector<uint8_t> unpermute_rows(const GgufTensor& t, int64_t head_dim) {
   const int64_t rows = t.rows();
   const size_t rb = t.row_bytes();
