@@ -66,10 +66,14 @@ TEST_P(GgufFamilies, MatchesItsGolden) {
     const GgufFile g(path);
     if (const std::string missing = unreadable_types(g); !missing.empty())
       GTEST_SKIP() << p.file << ": no kernel reads " << missing << " blocks yet";
-    // The file's tokenizer (tokenizer.ggml.model "llama": SentencePiece-style) loads with its BOS token.
+    // The file's tokenizer (tokenizer.ggml.model "llama": SentencePiece-style) loads with its BOS token,
+    // which text names as one special token.
     const tokenizer::Tokenizer tok = load_tokenizer(path);
     const std::vector<std::string> tokens = g.get_string_array("tokenizer.ggml.tokens");
-    EXPECT_EQ(tok.config().bos_token, tokens.at(static_cast<size_t>(g.get_int("tokenizer.ggml.bos_token_id"))));
+    const auto bos = static_cast<int32_t>(g.get_int("tokenizer.ggml.bos_token_id"));
+    EXPECT_EQ(tok.config().bos_token, tokens.at(static_cast<size_t>(bos)));
+    EXPECT_TRUE(tok.is_special(bos));
+    EXPECT_EQ(tok.encode(tokens.at(static_cast<size_t>(bos)), false), std::vector<int32_t>{bos});
   }
   auto m = Model::load(path, {.threads = 2, .progress = {}});
   const bool float_file = test::is_float_file(f["tensor_types"]);
