@@ -64,7 +64,7 @@ extern const TensorNames kQwenMoeNames;
 extern const TensorNames kMixtralNames;
 // gpt-oss: mlp.router, mlp.experts.{gate_up_proj,down_proj} fused over experts, self_attn.sinks.
 extern const TensorNames kGptOssNames;
-// llama.cpp's GGUF names (the same for its llama, qwen2 and qwen3 architectures).
+// llama.cpp's GGUF names of a dense layer (model/gguf_architecture.cc derives Gemma's and the experts' from them).
 extern const TensorNames kGgufNames;
 
 // Which layers attend within a sliding window.

@@ -1,9 +1,12 @@
 #include "model/gguf_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <optional>
 
 #include "base/error.h"
+#include "model/gguf_architecture.h"
 #include "model/rope_config.h"
 
 namespace ember::model {
@@ -11,8 +14,6 @@ namespace ember::model {
 bool is_gguf_path(const std::string& path) { return std::filesystem::path(path).extension() == ".gguf"; }
 
 namespace {
-
-constexpr const char* kGgufArchitectures = "llama, qwen2, qwen3";
 
 // {arch}.<name> keys of one file, failing with the file and key named.
 struct ArchKeys {
@@ -51,12 +52,19 @@ void read_yarn(const ArchKeys& k, ModelConfig& c) {
   c.rope.attention_factor = yarn_mscale(c.rope.factor);
 }
 
-void read_rope(const ArchKeys& k, ModelConfig& c) {
+void read_rope(const ArchKeys& k, const Architecture& arch, ModelConfig& c) {
   const GgufFile& g = k.g;
   c.rope.theta = g.get_float_or(k.key("rope.freq_base"), 10000.0);
-  if (const int64_t dims = k.positive_or("rope.dimension_count", c.head_dim); dims != c.head_dim)
-    fail(g.path(), "metadata " + k.key("rope.dimension_count") + " is " + std::to_string(dims) +
-                       " but the head dimension is " + std::to_string(c.head_dim) + " (partial rotary is not supported)");
+  const int64_t dims = k.positive_or("rope.dimension_count", c.head_dim);
+  if (arch.partial_rotary) {  // RoPE on the leading dims of each head, the rest untouched
+    if (dims > c.head_dim || dims % 2 != 0)
+      fail(g.path(), "metadata " + k.key("rope.dimension_count") + " is " + std::to_string(dims) +
+                         " (it must be even and at most the head dimension " + std::to_string(c.head_dim) + ")");
+    c.rotary_dim = dims;
+  } else if (dims != c.head_dim) {
+    fail(g.path(), "metadata " + k.key("rope.dimension_count") + " is " + std::to_string(dims) + " but the head dimension is " +
+                       std::to_string(c.head_dim) + " (partial rotary is not supported for arch " + k.arch + ")");
+  }
   std::string type = g.get_string_or(k.key("rope.scaling.type"), "none");
   double factor = g.get_float_or(k.key("rope.scaling.factor"), 1.0);
   if (g.has(k.key("rope.scale_linear"))) {  // the older spelling of linear scaling
@@ -72,32 +80,160 @@ void read_rope(const ArchKeys& k, ModelConfig& c) {
   if (type == "yarn") read_yarn(k, c);
 }
 
+// The values of a float tensor of `count` elements, each positive; nullopt when the file lacks it.
+std::optional<std::vector<double>> positive_values(const GgufFile& g, const char* name, int64_t count) {
+  const GgufTensor* t = g.find_tensor(name);
+  if (t == nullptr) return std::nullopt;
+  if (t->numel() != count || !kernels::can_dequantize(t->type))
+    fail(g.path(), std::string("tensor ") + name + " must hold " + std::to_string(count) + " float values");
+  std::vector<float> f(static_cast<size_t>(count));
+  kernels::dequantize_row(t->type, t->data, count, f.data());
+  for (float v : f)
+    if (!(v > 0.0f)) fail(g.path(), std::string("tensor ") + name + " holds a value that is not positive");
+  return std::vector<double>(f.begin(), f.end());
+}
+
 // llama.cpp's Llama 3 RoPE: a tensor of head_dim/2 divisors of the inverse frequencies.
 void read_freq_divisors(const GgufFile& g, ModelConfig& c) {
-  const GgufTensor* t = g.find_tensor("rope_freqs.weight");
-  if (t == nullptr) return;
-  if (t->numel() != c.head_dim / 2 || !kernels::can_dequantize(t->type))
-    fail(g.path(), "tensor rope_freqs.weight must hold " + std::to_string(c.head_dim / 2) + " float values");
-  std::vector<float> f(static_cast<size_t>(t->numel()));
-  kernels::dequantize_row(t->type, t->data, t->numel(), f.data());
-  for (float v : f)
-    if (!(v > 0.0f)) fail(g.path(), "tensor rope_freqs.weight holds a value that is not positive");
-  c.rope.freq_divisors.assign(f.begin(), f.end());
+  if (auto f = positive_values(g, "rope_freqs.weight", c.head_dim / 2)) c.rope.freq_divisors = std::move(*f);
+}
+
+// Phi-3's long-rope as convert_hf_to_gguf writes it: rope_factors_short / _long tensors (rotary dims / 2
+// divisors each), the pretrained context in rope.scaling.original_context_length and the cos/sin
+// scaling in rope.scaling.attn_factor. Applied as transformers applies them (the factors by the
+// sequence's length; llama.cpp picks them by the context size it runs with).
+void read_long_rope(const ArchKeys& k, ModelConfig& c) {
+  const GgufFile& g = k.g;
+  const int64_t n = c.rope_dim() / 2;
+  auto short_f = positive_values(g, "rope_factors_short.weight", n), long_f = positive_values(g, "rope_factors_long.weight", n);
+  if (!short_f && !long_f) return;
+  if (!short_f || !long_f)
+    fail(g.path(), std::string("tensor ") + (short_f ? "rope_factors_long.weight" : "rope_factors_short.weight") +
+                       " is missing (long-rope needs both factor tensors)");
+  if (c.rope.scaling != RopeScaling::None)
+    fail(g.path(), "metadata " + k.key("rope.scaling.type") + " and the rope_factors tensors both scale RoPE");
+  RopeConfig& r = c.rope;
+  r.scaling = RopeScaling::LongRope;
+  r.short_factor = std::move(*short_f);
+  r.long_factor = std::move(*long_f);
+  r.original_max_position_embeddings = k.positive("rope.scaling.original_context_length");
+  r.factor = static_cast<double>(c.max_position_embeddings) / static_cast<double>(r.original_max_position_embeddings);
+  const double ctx = static_cast<double>(r.original_max_position_embeddings);
+  r.attention_factor = g.get_float_or(k.key("rope.scaling.attn_factor"),
+                                      r.factor <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(r.factor) / std::log(ctx)));
+  if (!(r.attention_factor > 0)) fail(g.path(), "metadata " + k.key("rope.scaling.attn_factor") + " must be positive");
+}
+
+// Each layer's window (GgufArchitecture::windows) and, for local RoPE, its rotation.
+void read_windows(const ArchKeys& k, const GgufArchitecture& ga, const Architecture& arch, ModelConfig& c) {
+  const GgufFile& g = k.g;
+  c.layers.assign(static_cast<size_t>(c.num_hidden_layers), LayerSpec{});
+  const std::string window_key = k.key("attention.sliding_window"), pattern_key = k.key("attention.sliding_window_pattern");
+  // llama.cpp attends to every position for these archs whatever window key a converter wrote
+  // (a Mistral file's 4096): the file means what llama.cpp runs.
+  if (ga.windows == GgufWindows::kNone) return;
+  const int64_t window = g.get_int_or(window_key, 0);
+  if (window < 0) fail(g.path(), "metadata " + window_key + " must not be negative");
+  if (ga.windows != GgufWindows::kPattern && g.has(pattern_key))
+    fail(g.path(), "metadata " + pattern_key + " is not supported for arch " + k.arch);
+  std::vector<bool> sliding(c.layers.size(), ga.windows == GgufWindows::kAllLayers);
+  if (ga.windows == GgufWindows::kEvenLayers)
+    for (size_t l = 0; l < sliding.size(); ++l) sliding[l] = l % 2 == 0;
+  if (ga.windows == GgufWindows::kPattern) {
+    int64_t period = ga.default_period;
+    if (const GgufKv* kv = g.find(pattern_key); kv != nullptr && kv->type == GgufValueType::Array) {
+      const nlohmann::json flags = g.get_json(pattern_key);  // one bool per layer, true: sliding
+      if (flags.size() != sliding.size())
+        fail(g.path(), "metadata " + pattern_key + " has " + std::to_string(flags.size()) + " entries for " +
+                           std::to_string(sliding.size()) + " layers");
+      for (size_t l = 0; l < sliding.size(); ++l) {
+        if (!flags[l].is_boolean()) fail(g.path(), "metadata " + pattern_key + " must be an array of bools or a period");
+        sliding[l] = flags[l].get<bool>();
+      }
+      period = 0;
+    } else if (kv != nullptr) {
+      period = g.get_int(pattern_key);
+      if (period <= 0) fail(g.path(), "metadata " + pattern_key + " must be a positive period (got " + std::to_string(period) + ")");
+    }
+    if (period > 0)
+      for (size_t l = 0; l < sliding.size(); ++l) sliding[l] = (static_cast<int64_t>(l) + 1) % period != 0;
+  }
+  if (window == 0) return;  // phi3's 0: no window
+  for (size_t l = 0; l < sliding.size(); ++l)
+    if (sliding[l]) {
+      c.layers[l].sliding_window = window;
+      if (arch.local_rope) c.layers[l].rope = LayerRope::kLocal;
+    }
+  if (arch.local_rope) {  // sliding layers: their own base, never scaled
+    c.rope_local.theta = g.get_float_or(k.key("rope.freq_base_swa"), 10000.0);
+    if (!(c.rope_local.theta > 0)) fail(g.path(), "metadata " + k.key("rope.freq_base_swa") + " must be positive");
+  }
+}
+
+// Gemma's scaling, query scale and soft-capping, as llama.cpp reads them; SmolLM3's no-RoPE layers.
+void read_family_options(const ArchKeys& k, const GgufArchitecture& ga, const Architecture& arch, ModelConfig& c) {
+  const GgufFile& g = k.g;
+  c.activation = ga.activation;
+  c.norm_plus_one = arch.gemma_norms && !ga.norms_stored_plus_one;
+  c.post_norms = !ga.names->post_attn_norm.empty();
+  const char* softcaps[] = {"attn_logit_softcapping", "final_logit_softcapping"};
+  if (arch.gemma_norms) {
+    c.embed_scale = std::sqrt(static_cast<double>(c.hidden_size));
+    const bool wide = c.num_hidden_layers == ga.wide_query_scale_blocks;
+    c.query_pre_attn_scalar = static_cast<double>(wide ? c.hidden_size / c.num_attention_heads : c.head_dim);
+    double* caps[] = {&c.attn_softcap, &c.final_softcap};
+    for (size_t i = 0; i < 2; ++i) {
+      *caps[i] = g.get_float_or(k.key(softcaps[i]), 0.0);
+      if (!(*caps[i] >= 0) || !std::isfinite(*caps[i])) fail(g.path(), "metadata " + k.key(softcaps[i]) + " must be a positive number");
+    }
+  } else {
+    for (const char* name : softcaps)
+      if (g.has(k.key(name))) fail(g.path(), "metadata " + k.key(name) + " is not supported for arch " + k.arch);
+  }
+  if (ga.no_rope_interval > 0)
+    for (size_t l = 0; l < c.layers.size(); ++l)
+      if ((static_cast<int64_t>(l) + 1) % ga.no_rope_interval == 0) c.layers[l].rope = LayerRope::kNone;
+}
+
+// Experts: every layer sparse, the top expert_used_count of the softmax renormalised (llama.cpp
+// always renormalises; no key carries norm_topk_prob).
+void read_experts(const ArchKeys& k, const GgufArchitecture& ga, int64_t experts, ModelConfig& c) {
+  if (experts == 0) return;
+  MoeConfig& m = c.moe;
+  m.num_experts = experts;
+  m.experts_per_tok = k.positive("expert_used_count");
+  if (m.experts_per_tok > experts)
+    fail(k.g.path(), "metadata " + k.key("expert_used_count") + " is " + std::to_string(m.experts_per_tok) + ", more than " +
+                         k.key("expert_count") + " " + std::to_string(experts));
+  m.intermediate_size = k.positive(std::string(ga.expert_width_key).c_str());
+  m.renormalize = true;
+  for (LayerSpec& l : c.layers) l.sparse_mlp = true;
+}
+
+// The model_type the file runs as: its row's, or the row's mixture-of-experts model_type when the
+// file has experts; refused when the two disagree.
+const Architecture& resolve_model_type(const ArchKeys& k, const GgufArchitecture& ga, int64_t experts, ModelConfig& c) {
+  const std::string count_key = k.key("expert_count");
+  if (experts > 0 && ga.moe_model_type.empty())
+    fail(k.g.path(), "metadata " + count_key + ": arch " + k.arch + " has no mixture-of-experts form in Ember");
+  c.model_type = std::string(experts > 0 ? ga.moe_model_type : ga.model_type);
+  const Architecture* arch = find_architecture(c.model_type);
+  if (arch == nullptr) fail(k.g.path(), "GGUF arch " + k.arch + " names model_type " + c.model_type + ", which the table lacks");
+  if (arch->moe != MoeRule::kNone && experts == 0)
+    fail(k.g.path(), "metadata " + count_key + " is missing or 0, but arch " + k.arch + " is a mixture of experts");
+  return *arch;
 }
 
 }  // namespace
 
 ModelConfig gguf_config(const GgufFile& g) {
   const std::string& where = g.path();
+  const GgufArchitecture& ga = gguf_architecture(g);
   ModelConfig c;
-  c.model_type = g.get_string("general.architecture");
-  // Only the architectures whose GGUF tensors and keys this reader maps (the table has more).
-  const bool mapped = c.model_type == "llama" || c.model_type == "qwen2" || c.model_type == "qwen3";
-  const Architecture* arch = mapped ? find_architecture(c.model_type) : nullptr;
-  if (arch == nullptr)
-    fail(where, "metadata general.architecture is \"" + c.model_type + "\" (supported: " + kGgufArchitectures + ")");
-  const ArchKeys k{g, c.model_type};
-  if (k.positive_or("expert_count", 0) > 0) fail(where, "metadata " + k.key("expert_count") + ": mixture-of-experts models are not supported");
+  const ArchKeys k{g, std::string(ga.arch)};
+  const int64_t experts = g.get_int_or(k.key("expert_count"), 0);
+  if (experts < 0) fail(where, "metadata " + k.key("expert_count") + " must not be negative");
+  const Architecture* arch = &resolve_model_type(k, ga, experts, c);
 
   c.hidden_size = k.positive("embedding_length");
   c.intermediate_size = k.positive("feed_forward_length");
@@ -113,8 +249,9 @@ ModelConfig gguf_config(const GgufFile& g) {
   c.max_position_embeddings = k.positive_or("context_length", 2048);
   check_dimensions(c, where);
   c.rms_norm_eps = g.get_float(k.key("attention.layer_norm_rms_epsilon"));
-  read_rope(k, c);
+  read_rope(k, *arch, c);
   read_freq_divisors(g, c);
+  read_long_rope(k, c);
 
   const GgufKv* tokens = g.find("tokenizer.ggml.tokens");
   if (tokens == nullptr || tokens->type != GgufValueType::Array) fail(where, "metadata tokenizer.ggml.tokens: missing token list");
@@ -124,13 +261,17 @@ ModelConfig gguf_config(const GgufFile& g) {
   // llama.cpp writes no output.weight when the output projection is the embedding.
   c.tie_word_embeddings = g.find_tensor("output.weight") == nullptr;
 
-  // Biases and q/k norms: the architecture's rule, and for llama / qwen3 whatever tensors the file has.
+  // Biases: the architecture's rule, and where it allows them (BiasRule::kAttentionBias) the file's tensors
+  // say (no key does: llama.cpp loads them when present).
   const bool attention_bias = g.find_tensor("blk.0.attn_q.bias") != nullptr;
   c.qkv_bias = arch->bias == BiasRule::kQkv || (arch->bias == BiasRule::kAttentionBias && attention_bias);
   c.o_bias = arch->bias == BiasRule::kAttentionBias && g.find_tensor("blk.0.attn_output.bias") != nullptr;
   c.mlp_bias = g.find_tensor("blk.0.ffn_up.bias") != nullptr;
   c.qk_norm = arch->qk_norm;
-  c.layers.resize(static_cast<size_t>(c.num_hidden_layers));  // llama.cpp's GGUFs of these have no sliding window
+  read_windows(k, ga, *arch, c);
+  read_family_options(k, ga, *arch, c);
+  read_experts(k, ga, experts, c);
+  check_dimensions(c, where);
 
   c.bos_token_id = static_cast<int32_t>(g.get_int_or("tokenizer.ggml.bos_token_id", -1));
   for (const char* key : {"tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"})

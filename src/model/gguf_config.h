@@ -1,6 +1,7 @@
 #pragma once
 // The ModelConfig a GGUF file's metadata describes (llama.cpp's {arch}.* keys), for the GGUF
-// architectures Ember runs: llama (Llama, Mistral), qwen2 and qwen3.
+// architectures of model/gguf_architecture.h: the same fields the Hugging Face reader fills, each
+// set from a key or a row of that table.
 #include "model/config.h"
 #include "model/gguf.h"
 
@@ -10,8 +11,8 @@ namespace ember::model {
 bool is_gguf_path(const std::string& path);
 
 // Throws ember::Error naming the file and key for a missing key, an unsupported architecture or an
-// option Ember does not implement (rope scaling other than linear, experts). Llama 3's rope_freqs.weight
-// becomes RopeConfig::freq_divisors.
+// option Ember does not implement (rope scaling other than linear and yarn, long-rope factors, a key
+// the arch does not have). Llama 3's rope_freqs.weight becomes RopeConfig::freq_divisors.
 ModelConfig gguf_config(const GgufFile& gguf);
 
 }  // namespace ember::model

@@ -1,5 +1,6 @@
 // Model::load_gguf: a GGUF file's tensors made into what bind_weights takes (Hugging Face shapes and
-// row order), then the same bind / quantize / pack path as a Hugging Face folder.
+// row order, fused and stacked tensors split: model/gguf_split.h), then the same bind / quantize / pack
+// path as a Hugging Face folder, through the names of the file's GGUF architecture.
 #include <algorithm>
 #include <cstring>
 #include <optional>
@@ -9,7 +10,9 @@
 #include "kernels/gguf_quants.h"
 #include "kernels/kquant.h"
 #include "kernels/quant.h"
+#include "model/gguf_architecture.h"
 #include "model/gguf_config.h"
+#include "model/gguf_split.h"
 #include "model/model.h"
 
 namespace ember::model {
@@ -29,8 +32,9 @@ std::optional<DType> plain_dtype(GgmlType t) {
   }
 }
 
-// Arch llama stores attn_q / attn_k with each head's rows interleaved for adjacent-pair RoPE: GGUF
-// row 2i + j of a head is Hugging Face row j * head_dim/2 + i. Returns the rows in Hugging Face order.
+// Archs with GgufArchitecture::permuted_qk (llama, smollm3) store attn_q / attn_k with each head's rows
+// interleaved for adjacent-pair RoPE: GGUF row 2i + j of a head is Hugging Face row j * head_dim/2 + i.
+// Returns the rows in Hugging Face order.
 std::vector<uint8_t> unpermute_rows(const GgufTensor& t, int64_t head_dim) {
   const int64_t rows = t.rows();
   const size_t rb = t.row_bytes();
@@ -44,8 +48,8 @@ std::vector<uint8_t> unpermute_rows(const GgufTensor& t, int64_t head_dim) {
   return out;
 }
 
-bool permuted_in_file(const ModelConfig& c, const std::string& name) {
-  if (c.model_type != "llama") return false;
+bool permuted_in_file(const GgufArchitecture& arch, const std::string& name) {
+  if (!arch.permuted_qk) return false;
   const auto ends = [&](std::string_view s) { return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0; };
   return name.starts_with("blk.") && (ends(".attn_q.weight") || ends(".attn_k.weight") || ends(".attn_q.bias") || ends(".attn_k.bias"));
 }
@@ -58,17 +62,20 @@ std::unique_ptr<Model> Model::load_gguf(const std::string& path, const LoadOptio
   std::unique_ptr<Model> m(new Model(path, gguf_config(*file), Checkpoint{}, options));
   m->gguf_ = file;
   const ModelConfig& c = m->config_;
+  const GgufArchitecture& arch = gguf_architecture(*file);
   if (options.progress) options.progress("converting GGUF tensors");
+  // Fused projections and stacked experts as the matrices they hold, each a view of the file.
+  const std::vector<GgufTensor> tensors = gguf_bound_tensors(*file, arch, c);
 
   // Tensors by GGUF name with Hugging Face shapes; converted bytes live in memory_ (freed once packed),
   // block-quantized matrices in quantized_.
   std::map<std::string, WeightMatrix> stored;
   std::vector<std::string> requantized;  // block types without a kernel met (Q2_K, Q3_K, ...)
-  m->quantized_.reserve(file->tensors().size());
-  for (const GgufTensor& t : file->tensors()) {
+  m->quantized_.reserve(tensors.size());
+  for (const GgufTensor& t : tensors) {
     TensorInfo info{t.name, DType::F32, t.shape, t.data, t.size_bytes, path};
     std::vector<uint8_t> permuted;
-    if (permuted_in_file(c, t.name)) permuted = unpermute_rows(t, c.head_dim);
+    if (permuted_in_file(arch, t.name)) permuted = unpermute_rows(t, c.head_dim);
     const uint8_t* bytes = permuted.empty() ? t.data : permuted.data();
     const int64_t rows = t.rows(), cols = t.row_length();
     const bool matrix = t.shape.size() == 2;
@@ -109,15 +116,15 @@ std::unique_ptr<Model> Model::load_gguf(const std::string& path, const LoadOptio
   if (!m->load_note_.empty()) m->load_note_ += " matrices requantized to q8_0 at load (no kernel for them yet)";
 
   Source src = m->memory_source(path, [&](const std::string& n) {
-    const GgufTensor* g = file->find_tensor(n);
-    return g == nullptr ? "tensor " + n + " is missing"
-                        : "tensor " + n + " has type " + kernels::ggml_type_name(g->type) + ", which Ember cannot read";
+    const auto g = std::find_if(tensors.begin(), tensors.end(), [&](const GgufTensor& t) { return t.name == n; });
+    return g == tensors.end() ? "tensor " + n + " is missing"
+                              : "tensor " + n + " has type " + kernels::ggml_type_name(g->type) + ", which Ember cannot read";
   });
   src.converted = [&](const std::string& name) -> const WeightMatrix* {
     auto it = stored.find(name);
     return it == stored.end() ? nullptr : &it->second;
   };
-  m->finish_load(src, kGgufNames, options);
+  m->finish_load(src, *arch.names, options);
   file->release_pages();
   return m;
 }

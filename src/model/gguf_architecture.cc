@@ -1,0 +1,122 @@
+#include "model/gguf_architecture.h"
+
+#include "base/error.h"
+#include "model/gguf.h"
+
+namespace ember::model {
+
+namespace {
+
+// `base` with the fields `edit` sets: each name set and row below says only how it differs.
+template <class T>
+constexpr T edited(T base, auto&& edit) {
+  edit(base);
+  return base;
+}
+
+// Gemma's four norms per layer: ffn_norm is Hugging Face's pre_feedforward_layernorm.
+const TensorNames kGgufGemmaNames = edited(kGgufNames, [](TensorNames& n) {
+  n.post_attn_norm = "post_attention_norm";
+  n.post_mlp_norm = "post_ffw_norm";
+});
+
+// The router as stored, and each expert's slab of the stacked tensors under a name of its own
+// (blk.L.expert.E.ffn_gate_exps.weight: expert E's slab).
+const TensorNames kGgufMoeNames = edited(kGgufNames, [](TensorNames& n) {
+  n.router = "ffn_gate_inp";
+  n.expert_prefix = "expert.";
+  n.expert_matrices = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+});
+
+constexpr GgufArchitecture kPlain{.arch = "",
+                                  .model_type = "",
+                                  .moe_model_type = "",
+                                  .names = &kGgufNames,
+                                  .permuted_qk = false,
+                                  .norms_stored_plus_one = false,
+                                  .activation = Activation::kSilu,
+                                  .windows = GgufWindows::kNone,
+                                  .default_period = 0,
+                                  .wide_query_scale_blocks = 0,
+                                  .no_rope_interval = 0,
+                                  .fused_qkv = "",
+                                  .fused_gate_up = "",
+                                  .stacked_experts = false,
+                                  .expert_width_key = ""};
+
+const GgufArchitecture kGgufArchitectures[] = {
+    // Llama, Mistral (no window key: llama.cpp attends to every position) and Mixtral (expert_count > 0).
+    edited(kPlain, [](GgufArchitecture& a) {
+      a.arch = a.model_type = "llama";
+      a.moe_model_type = "mixtral";
+      a.names = &kGgufMoeNames;
+      a.permuted_qk = true;
+      a.stacked_experts = true;
+      a.expert_width_key = "feed_forward_length";
+    }),
+    edited(kPlain, [](GgufArchitecture& a) { a.arch = a.model_type = "qwen2"; }),
+    edited(kPlain, [](GgufArchitecture& a) { a.arch = a.model_type = "qwen3"; }),
+    edited(kPlain, [](GgufArchitecture& a) {
+      a.arch = "qwen3moe";
+      a.model_type = a.moe_model_type = "qwen3_moe";
+      a.names = &kGgufMoeNames;
+      a.stacked_experts = true;
+      a.expert_width_key = "expert_feed_forward_length";
+    }),
+    edited(kPlain, [](GgufArchitecture& a) {
+      a.arch = a.model_type = "gemma2";
+      a.names = &kGgufGemmaNames;
+      a.norms_stored_plus_one = true;
+      a.activation = Activation::kGeluTanh;
+      a.windows = GgufWindows::kEvenLayers;
+      a.wide_query_scale_blocks = 46;
+    }),
+    edited(kPlain, [](GgufArchitecture& a) {
+      a.arch = "gemma3";
+      a.model_type = "gemma3_text";
+      a.names = &kGgufGemmaNames;
+      a.norms_stored_plus_one = true;
+      a.activation = Activation::kGeluTanh;
+      a.windows = GgufWindows::kPattern;
+      a.default_period = 6;
+      a.wide_query_scale_blocks = 62;
+    }),
+    edited(kPlain, [](GgufArchitecture& a) {
+      a.arch = a.model_type = "phi3";
+      a.windows = GgufWindows::kAllLayers;
+      a.fused_qkv = "attn_qkv";
+      a.fused_gate_up = "ffn_up";
+    }),
+    edited(kPlain, [](GgufArchitecture& a) {
+      a.arch = a.model_type = "smollm3";
+      a.permuted_qk = true;
+      a.no_rope_interval = 4;
+    }),
+};
+
+}  // namespace
+
+const GgufArchitecture* find_gguf_architecture(std::string_view arch) {
+  for (const GgufArchitecture& a : kGgufArchitectures)
+    if (a.arch == arch) return &a;
+  return nullptr;
+}
+
+const GgufArchitecture& gguf_architecture(const GgufFile& g) {
+  const std::string arch = g.get_string("general.architecture");
+  const GgufArchitecture* a = find_gguf_architecture(arch);
+  if (a == nullptr)
+    fail(g.path(), "metadata general.architecture is \"" + arch + "\" (supported: " + supported_gguf_architectures() + ")");
+  return *a;
+}
+
+std::string supported_gguf_architectures() {
+  std::string s;
+  for (const GgufArchitecture& a : kGgufArchitectures) {
+    if (!s.empty()) s += ", ";
+    s += a.arch;
+  }
+  return s;
+}
+
+}  // namespace ember::model

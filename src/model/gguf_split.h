@@ -1,0 +1,18 @@
+#pragma once
+// A GGUF file's tensors as Ember binds them: each stored tensor as it is, except that fused projections
+// (phi3's attn_qkv, ffn_up) are split by rows and stacked experts (ffn_*_exps) by slab. Every part is
+// a view of the file's bytes (a GgufTensor whose data points into the mapping), named as the
+// architecture's TensorNames name it, so the bind path needs no GGUF-only branch.
+#include <vector>
+
+#include "model/config.h"
+#include "model/gguf.h"
+#include "model/gguf_architecture.h"
+
+namespace ember::model {
+
+// Throws ember::Error naming the file and tensor when a fused or stacked tensor is missing or has
+// another shape than the metadata gives.
+std::vector<GgufTensor> gguf_bound_tensors(const GgufFile& g, const GgufArchitecture& arch, const ModelConfig& c);
+
+}  // namespace ember::model

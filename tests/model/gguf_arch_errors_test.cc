@@ -1,0 +1,187 @@
+// The GGUF architectures beyond llama / qwen2 / qwen3, fuzzed: copies of the shared family files with a
+// metadata key dropped, mistyped or out of range, or a tensor dropped or re-shaped, each refused with an
+// ember::Error naming the file and the key or tensor. And the forms of gemma3's window pattern that no
+// shared file has (a uint32 period, no key).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "gguf_fixtures.h"
+#include "gguf_rewrite.h"
+#include "model/gguf.h"
+#include "model/gguf_architecture.h"
+#include "model/gguf_config.h"
+#include "model/model.h"
+
+namespace ember::model {
+namespace {
+
+using test::GgufEdits;
+using test::GgufValue;
+
+#define EXPECT_HAS(message, part) EXPECT_NE((message).find(part), std::string::npos) << (message)
+
+GgufValue u32(int64_t v) { return {4, 0, v}; }
+GgufValue i32(int64_t v) { return {5, 0, v}; }
+GgufValue f32(double v) { return {6, 0, v}; }
+
+class GgufArchErrors : public ::testing::Test {
+ protected:
+  // `file` of ../shared/models/gguf with `edits`, written to a temporary folder.
+  std::string copy(const std::string& file, const GgufEdits& edits) const {
+    const GgufFile g(test::gguf_path(file));
+    return dir_.write("edited-" + file, test::rewrite_gguf(g, edits));
+  }
+  // The message loading the edited copy gives (naming the copy), or "no error".
+  std::string load_error(const std::string& file, const GgufEdits& edits) const {
+    const std::string path = copy(file, edits);
+    try {
+      Model::load(path, {.threads = 1, .progress = {}});
+    } catch (const Error& e) {
+      const std::string m = e.what();
+      EXPECT_HAS(m, path);
+      return m;
+    }
+    return "no error";
+  }
+  // Loading `file` with `edits` fails naming `what` (the key or tensor) and saying `says`.
+  void expect_refused(const std::string& file, const GgufEdits& edits, const std::string& what, const char* says) const {
+    SCOPED_TRACE(file + " " + what);
+    const std::string m = load_error(file, edits);
+    EXPECT_HAS(m, what);
+    EXPECT_HAS(m, says);
+    std::printf("  %s\n", m.substr(m.find(": ") + 2).c_str());
+  }
+  test::TempFolder dir_;
+};
+
+TEST_F(GgufArchErrors, UneditedCopiesLoad) {
+  for (const char* file : {"tiny-kq-gemma3-bf16.gguf", "tiny-kq-phi3-bf16.gguf", "tiny-kq-qwen3moe-bf16.gguf"}) {
+    SCOPED_TRACE(file);
+    EXPECT_EQ(load_error(file, {}), "no error");
+  }
+}
+
+TEST_F(GgufArchErrors, MetadataNamesTheKey) {
+  struct Case {
+    const char* file;
+    std::string key;
+    std::optional<GgufValue> value;  // nullopt: the key dropped
+    const char* says;                // besides the key
+  };
+  const std::string supported = supported_gguf_architectures();
+  const Case cases[] = {
+      {"tiny-kq-qwen3moe-bf16.gguf", "qwen3moe.expert_count", std::nullopt, "mixture of experts"},
+      {"tiny-kq-qwen3moe-bf16.gguf", "qwen3moe.expert_used_count", std::nullopt, "missing"},
+      {"tiny-kq-qwen3moe-bf16.gguf", "qwen3moe.expert_used_count", u32(5), "more than"},
+      {"tiny-kq-qwen3moe-bf16.gguf", "qwen3moe.expert_feed_forward_length", std::nullopt, "missing"},
+      {"tiny-kq-qwen3moe-bf16.gguf", "qwen3moe.expert_feed_forward_length", u32(0), "positive"},
+      {"tiny-kq-mixtral-bf16.gguf", "llama.expert_used_count", std::nullopt, "missing"},
+      {"tiny-kq-mixtral-bf16.gguf", "llama.expert_count", i32(-1), "negative"},
+      {"tiny-qwen2-bf16.gguf", "qwen2.expert_count", u32(4), "no mixture-of-experts form"},
+      {"tiny-kq-phi3-bf16.gguf", "phi3.rope.dimension_count", u32(47), "even"},
+      {"tiny-kq-phi3-bf16.gguf", "phi3.rope.dimension_count", u32(72), "at most the head dimension"},
+      {"tiny-kq-phi3-bf16.gguf", "phi3.attn_logit_softcapping", f32(50), "not supported for arch phi3"},
+      {"tiny-kq-phi3-bf16.gguf", "phi3.attention.sliding_window_pattern", u32(2), "not supported for arch phi3"},
+      {"tiny-kq-smollm3-bf16.gguf", "smollm3.rope.dimension_count", u32(32), "partial rotary"},
+      {"tiny-kq-gemma2-bf16.gguf", "gemma2.attn_logit_softcapping", f32(-1), "positive"},
+      {"tiny-kq-gemma2-bf16.gguf", "gemma2.final_logit_softcapping", GgufValue{8, 0, "30"}, "float"},
+      {"tiny-kq-gemma2-bf16.gguf", "gemma2.attention.sliding_window", i32(-4), "negative"},
+      {"tiny-kq-gemma3-bf16.gguf", "gemma3.attention.sliding_window_pattern", GgufValue{9, 7, {true}}, "1 entries for 2 layers"},
+      {"tiny-kq-gemma3-bf16.gguf", "gemma3.attention.sliding_window_pattern", GgufValue{9, 4, {1, 0}}, "bools"},
+      {"tiny-kq-gemma3-bf16.gguf", "gemma3.attention.sliding_window_pattern", u32(0), "positive period"},
+      {"tiny-kq-gemma3-bf16.gguf", "gemma3.rope.freq_base_swa", f32(-1), "positive"},
+      {"tiny-kq-gemma3-bf16.gguf", "gemma3.embedding_length", std::nullopt, "missing"},
+      {"tiny-kq-smollm3-bf16.gguf", "general.architecture", GgufValue{8, 0, "smollm4"}, supported.c_str()},
+  };
+  for (const Case& c : cases) {
+    GgufEdits edits;
+    edits.keys[c.key] = c.value;
+    expect_refused(c.file, edits, c.key, c.says);
+  }
+}
+
+TEST_F(GgufArchErrors, TensorTableNamesTheTensor) {
+  struct Case {
+    const char* file;
+    std::string tensor;
+    std::optional<std::vector<uint64_t>> dims;  // GGUF order; nullopt: the tensor dropped
+    const char* says;
+  };
+  const Case cases[] = {
+      {"tiny-kq-phi3-bf16.gguf", "blk.0.attn_qkv.weight", std::vector<uint64_t>{256, 500}, "expected [256, 512]"},
+      {"tiny-kq-phi3-bf16.gguf", "blk.1.ffn_up.weight", std::nullopt, "missing"},
+      {"tiny-kq-phi3-bf16.gguf", "blk.1.ffn_up.weight", std::vector<uint64_t>{256, 512}, "gate and up"},
+      {"tiny-kq-qwen3moe-bf16.gguf", "blk.1.ffn_up_exps.weight", std::vector<uint64_t>{256, 256, 3}, "one expert per slab"},
+      {"tiny-kq-qwen3moe-bf16.gguf", "blk.0.ffn_down_exps.weight", std::nullopt, "missing"},
+      {"tiny-kq-qwen3moe-bf16.gguf", "blk.0.ffn_gate_exps.weight", std::vector<uint64_t>{256, 256}, "expected [256, 256, 4]"},
+      {"tiny-kq-qwen3moe-bf16.gguf", "blk.0.ffn_gate_inp.weight", std::vector<uint64_t>{256, 3}, "expected [4, 256]"},
+      {"tiny-kq-mixtral-bf16.gguf", "blk.1.ffn_gate_inp.weight", std::nullopt, "missing"},
+      {"tiny-kq-mixtral-bf16.gguf", "blk.0.ffn_down_exps.weight", std::vector<uint64_t>{128, 256, 4}, "expected [256, 256, 4]"},
+      {"tiny-kq-gemma2-bf16.gguf", "blk.0.post_ffw_norm.weight", std::nullopt, "missing"},
+      {"tiny-kq-gemma3-bf16.gguf", "blk.1.attn_k_norm.weight", std::vector<uint64_t>{32}, "expected [64]"},
+  };
+  for (const Case& c : cases) {
+    GgufEdits edits;
+    edits.tensors[c.tensor] = c.dims;
+    expect_refused(c.file, edits, c.tensor, c.says);
+  }
+}
+
+// gemma3.attention.sliding_window_pattern as a period: 2 is the shared file's [true, false], so the
+// same model (the same logits); without the key, real Gemma 3's period 6 (here: both layers slide).
+TEST_F(GgufArchErrors, Gemma3PatternAsPeriodOrAbsent) {
+  const std::string file = "tiny-kq-gemma3-bf16.gguf";
+  const GgufFile original(test::gguf_path(file));
+  const ModelConfig as_stored = gguf_config(original);
+  GgufEdits period;
+  period.keys["gemma3.attention.sliding_window_pattern"] = u32(2);
+  const std::string period_path = copy(file, period);
+  const ModelConfig by_period = gguf_config(GgufFile(period_path));
+  ASSERT_EQ(by_period.layers.size(), as_stored.layers.size());
+  for (size_t l = 0; l < as_stored.layers.size(); ++l) {
+    EXPECT_EQ(by_period.layers[l].sliding_window, as_stored.layers[l].sliding_window) << l;
+    EXPECT_EQ(by_period.layers[l].rope, as_stored.layers[l].rope) << l;
+  }
+  auto a = Model::load(test::gguf_path(file), {.threads = 1, .progress = {}});
+  auto b = Model::load(period_path, {.threads = 1, .progress = {}});
+  const std::vector<int32_t> ids = {1, 80, 147, 201, 282, 330, 415, 87, 1024, 77, 5, 600, 1333, 44, 9, 46, 83, 120, 157, 194};
+  auto ca = a->make_cache(32), cb = b->make_cache(32);
+  KvSequence sa(*ca), sb(*cb);
+  EXPECT_EQ(a->forward(sa, ids), b->forward(sb, ids));
+
+  GgufEdits absent;
+  absent.keys["gemma3.attention.sliding_window_pattern"] = std::nullopt;
+  const ModelConfig by_default = gguf_config(GgufFile(copy(file, absent)));
+  const int64_t window = original.get_int("gemma3.attention.sliding_window");
+  for (size_t l = 0; l < by_default.layers.size(); ++l) {
+    const bool slides = (l + 1) % 6 != 0;
+    EXPECT_EQ(by_default.layers[l].sliding_window, slides ? window : 0) << l;
+    EXPECT_EQ(by_default.layers[l].rope, slides ? LayerRope::kLocal : LayerRope::kGlobal) << l;
+  }
+}
+
+// Arch llama has no window in llama.cpp, which attends to every position whatever key a converter
+// wrote; so does Ember.
+TEST_F(GgufArchErrors, WindowKeyOfArchLlamaIsIgnored) {
+  GgufEdits edits;
+  edits.keys["llama.attention.sliding_window"] = u32(4);
+  const ModelConfig c = gguf_config(GgufFile(copy("tiny-kq-mistral-f16.gguf", edits)));
+  EXPECT_FALSE(c.any_sliding_window());
+}
+
+// phi3's window, 0 in the shared files, applies to every layer when set (as transformers runs Phi-3).
+TEST_F(GgufArchErrors, Phi3WindowCoversEveryLayer) {
+  GgufEdits edits;
+  edits.keys["phi3.attention.sliding_window"] = u32(8);
+  const ModelConfig c = gguf_config(GgufFile(copy("tiny-kq-phi3-bf16.gguf", edits)));
+  ASSERT_FALSE(c.layers.empty());
+  for (const LayerSpec& l : c.layers) EXPECT_EQ(l.sliding_window, 8);
+}
+
+}  // namespace
+}  // namespace ember::model

@@ -1,0 +1,133 @@
+#pragma once
+// One GGUF file against its entry in an expectation file of ../shared/testdata/gguf (README there):
+// each case's last-position logits and the greedy continuation of the short prompt, measured here and
+// judged by the caller (the README's tolerance rule is tolerance()).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+
+namespace ember::test {
+
+inline nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+// Whether a file's tensor_types are all plain floats (F32, F16, BF16).
+inline bool is_float_file(const nlohmann::json& types) {
+  for (const auto& t : types)
+    if (t != "F32" && t != "F16" && t != "BF16") return false;
+  return true;
+}
+
+inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) worst = std::max(worst, std::fabs(double(a[i]) - double(b[i])));
+  return worst;
+}
+
+inline int32_t argmax(const std::vector<float>& v) {
+  return static_cast<int32_t>(std::max_element(v.begin(), v.end()) - v.begin());
+}
+
+// The README's tolerance for one case: float files 1e-3 + 1e-4 max_abs_logit, quantized files the
+// larger of that and 1.5 llama_cpp_max_abs_diff.
+inline double tolerance(const nlohmann::json& file_entry, const nlohmann::json& c) {
+  const double tol = 1e-3 + 1e-4 * c["max_abs_logit"].get<double>();
+  if (is_float_file(file_entry["tensor_types"])) return tol;
+  return std::max(tol, 1.5 * c["llama_cpp_max_abs_diff"].get<double>());
+}
+
+struct CaseResult {
+  std::string prompt;
+  size_t vocab = 0, expected_vocab = 0;
+  double diff = 0, tolerance = 0;
+};
+
+// How greedy_short_16 is checked.
+enum class Greedy {
+  kNone,
+  kExact,  // decoded freely: the 16 argmax tokens themselves
+  // Forced along the golden path (quantized files, whose activations Ember rounds as ggml does, so
+  // that a free run leaves it at the first near tie): at each step the golden token's logit is
+  // measured against Ember's top logit. Both are within a tolerance t of the exact ones, so an
+  // engine right to t leaves a gap of at most 2t.
+  kForced,
+};
+
+struct GoldenResult {
+  std::vector<CaseResult> cases;
+  std::vector<int32_t> greedy, expected_greedy;  // kExact
+  double greedy_worst_gap = 0;                   // kForced: max over steps of top logit - golden's
+  double greedy_bound = 0;                       // kForced: twice the short prompt's tolerance
+  size_t greedy_agreeing = 0;                    // kForced: steps whose argmax is the golden token
+
+  bool greedy_ok() const { return greedy == expected_greedy && greedy_worst_gap <= greedy_bound; }
+
+  bool within_tolerance() const {
+    for (const CaseResult& c : cases)
+      if (c.vocab != c.expected_vocab || !(c.diff <= c.tolerance)) return false;
+    return true;
+  }
+  double worst_ratio() const {
+    double r = 0;
+    for (const CaseResult& c : cases) r = std::max(r, c.diff / c.tolerance);
+    return r;
+  }
+};
+
+// Runs every case of `file_entry` (a value of the expectation's "files") on `m`, printing one line
+// per case, then greedy_short_16 after prompts.short, one token at a time on the cache.
+inline GoldenResult run_golden(model::Model& m, const nlohmann::json& expectation, const nlohmann::json& file_entry,
+                               Greedy greedy) {
+  GoldenResult r;
+  for (const auto& cs : file_entry["cases"]) {
+    const auto ids = cs["ids"].get<std::vector<int32_t>>();
+    const auto expected = cs["logits"].get<std::vector<float>>();
+    auto cache = m.make_cache(static_cast<int64_t>(ids.size()) + 16);
+    model::KvSequence seq(*cache);
+    const std::vector<float> logits = m.forward(seq, ids);
+    CaseResult c{cs["prompt"].get<std::string>(), logits.size(), expected.size(), 0, tolerance(file_entry, cs)};
+    if (c.vocab == c.expected_vocab) c.diff = max_abs_diff(logits, expected);
+    std::printf("  %-5s max|d| %.3g, llama.cpp's %.3g, tolerance %.3g\n", c.prompt.c_str(), c.diff,
+                cs["llama_cpp_max_abs_diff"].get<double>(), c.tolerance);
+    r.cases.push_back(c);
+  }
+  if (greedy == Greedy::kNone) return r;
+  for (const auto& cs : file_entry["cases"])  // the case the greedy path continues
+    if (cs["prompt"] == "short") r.greedy_bound = 2 * tolerance(file_entry, cs);
+  const auto prompt = expectation["prompts"]["short"].get<std::vector<int32_t>>();
+  const auto golden = file_entry["greedy_short_16"].get<std::vector<int32_t>>();
+  auto cache = m.make_cache(static_cast<int64_t>(prompt.size() + golden.size()) + 1);
+  model::KvSequence seq(*cache);
+  std::vector<float> logits = m.forward(seq, prompt);
+  for (const int32_t want : golden) {
+    const int32_t top = argmax(logits);
+    int32_t next = top;
+    if (greedy == Greedy::kExact) {
+      r.greedy.push_back(top);
+    } else {
+      if (want < 0 || static_cast<size_t>(want) >= logits.size()) {
+        r.greedy_worst_gap = INFINITY;
+        break;
+      }
+      r.greedy_worst_gap = std::max(r.greedy_worst_gap, double(logits[static_cast<size_t>(top)]) - logits[static_cast<size_t>(want)]);
+      r.greedy_agreeing += top == want;
+      next = want;
+    }
+    logits = m.forward(seq, std::span<const int32_t>(&next, 1));
+  }
+  if (greedy == Greedy::kExact) r.expected_greedy = golden;
+  if (greedy == Greedy::kForced)
+    std::printf("  greedy_short_16 along the golden path: %zu/%zu argmax agree, worst gap %.3g (bound %.3g)\n",
+                r.greedy_agreeing, golden.size(), r.greedy_worst_gap, r.greedy_bound);
+  return r;
+}
+
+}  // namespace ember::test

@@ -1,0 +1,82 @@
+#pragma once
+// A copy of a GGUF file with some metadata keys replaced, dropped or added and some tensors dropped or
+// re-shaped (their bytes cut or zero-padded to the new size): crafted variants of the shared files for
+// tests of what a reader does with a wrong key or tensor table.
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "gguf_writer.h"
+#include "kernels/gguf_quants.h"
+#include "model/gguf.h"
+
+namespace ember::test {
+
+// One metadata value: its GGUF type id, the element type for arrays, and the value as JSON.
+struct GgufValue {
+  uint32_t type = 4;
+  uint32_t element_type = 0;
+  nlohmann::json value;
+};
+
+struct GgufEdits {
+  std::map<std::string, std::optional<GgufValue>> keys;  // nullopt: dropped; else replaced or added
+  std::map<std::string, std::optional<std::vector<uint64_t>>> tensors;  // nullopt: dropped; else new dims
+};
+
+// The bytes of one value of GGUF type `type` (arrays of scalars and strings only).
+inline std::string encode_gguf_value(uint32_t type, uint32_t element_type, const nlohmann::json& v) {
+  switch (type) {
+    case 0: case 1: return le(static_cast<uint64_t>(v.get<int64_t>()), 1);
+    case 2: case 3: return le(static_cast<uint64_t>(v.get<int64_t>()), 2);
+    case 4: case 5: return le(static_cast<uint64_t>(v.get<int64_t>()), 4);
+    case 10: case 11: return le(static_cast<uint64_t>(v.get<int64_t>()), 8);
+    case 6: return f32_bytes(v.get<float>());
+    case 12: return f64_bytes(v.get<double>());
+    case 7: return le(v.get<bool>() ? 1 : 0, 1);
+    case 8: return gguf_str(v.get<std::string>());
+    case 9: {
+      if (element_type == 9) fail("gguf_rewrite", "nested arrays are not rewritten");
+      std::string out = GgufWriter::array_of(element_type, v.size());
+      for (const auto& e : v) out += encode_gguf_value(element_type, 0, e);
+      return out;
+    }
+    default: fail("gguf_rewrite", "unknown value type " + std::to_string(type));
+  }
+}
+
+inline std::string rewrite_gguf(const model::GgufFile& g, const GgufEdits& edits) {
+  GgufWriter w;
+  auto add = [&w](const std::string& key, const GgufValue& v) {
+    w.kv(key, v.type, encode_gguf_value(v.type, v.element_type, v.value));
+  };
+  for (const model::GgufKv& kv : g.metadata()) {
+    if (kv.key == "general.alignment") continue;  // the writer aligns to its default
+    const auto e = edits.keys.find(kv.key);
+    if (e == edits.keys.end())
+      add(kv.key, {static_cast<uint32_t>(kv.type), static_cast<uint32_t>(kv.element_type), g.get_json(kv.key)});
+    else if (e->second)
+      add(kv.key, *e->second);
+  }
+  for (const auto& [key, v] : edits.keys)
+    if (v && !g.has(key)) add(key, *v);
+  for (const model::GgufTensor& t : g.tensors()) {
+    std::vector<uint64_t> dims(t.dims.begin(), t.dims.end());
+    std::string data(reinterpret_cast<const char*>(t.data), t.size_bytes);
+    if (const auto e = edits.tensors.find(t.name); e != edits.tensors.end()) {
+      if (!e->second) continue;
+      dims = *e->second;
+      uint64_t rows = 1;
+      for (size_t i = 1; i < dims.size(); ++i) rows *= dims[i];
+      const auto row = static_cast<uint64_t>(kernels::ggml_row_bytes(t.type, static_cast<int64_t>(dims.at(0))));
+      data.resize(static_cast<size_t>(row * rows), '\0');
+    }
+    w.tensor(t.name, dims, static_cast<uint32_t>(t.type), data);
+  }
+  return w.bytes();
+}
+
+}  // namespace ember::test
