@@ -15,6 +15,16 @@ int64_t KvCache::bytes_per_token(const ModelConfig& c, kernels::KvType type) {
   return total;
 }
 
+double KvCache::bytes_read_per_token(const ModelConfig& c, kernels::KvType type, double context) {
+  double total = 0;
+  for (size_t l = 0; l < static_cast<size_t>(c.num_hidden_layers); ++l) {
+    const int64_t window = l < c.layers.size() ? c.layers[l].sliding_window : 0;
+    const double positions = window > 0 ? std::min(context, static_cast<double>(window)) : context;
+    total += static_cast<double>(2 * c.kv_heads_of(l) * kernels::kv_row_bytes(type, c.head_dim_of(l))) * positions;
+  }
+  return total;
+}
+
 KvCache::KvCache(const ModelConfig& c, int64_t n_blocks, int64_t block_size, kernels::KvType type)
     : block_size_(block_size), n_blocks_(n_blocks), type_(type), block_stride_(0) {
   if (n_blocks <= 0 || block_size <= 0) fail("KV cache", "needs at least one block of at least one position");

@@ -38,6 +38,10 @@ class KvCache {
   // Bytes of keys and values of one position over the layers that store them (not those reading
   // another layer's: LayerSpec::kv_source): what a token of context costs.
   static int64_t bytes_per_token(const ModelConfig& config, kernels::KvType type);
+  // Bytes of keys and values one token's attention reads at a context of `context` positions: every
+  // layer's, where a layer reading another's reads that layer's again and a sliding layer at most its
+  // window (what bounds decode speed besides the weights).
+  static double bytes_read_per_token(const ModelConfig& config, kernels::KvType type, double context);
 
  private:
   friend class KvSequence;
