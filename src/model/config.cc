@@ -349,12 +349,15 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
   parse_moe(r, *arch, c);
   check_dimensions(c, where);  // the experts'
 
-  c.bos_token_id = static_cast<int32_t>(r.integer_or("bos_token_id", -1));
-  if (const json* eos = r.find("eos_token_id")) {
+  // A wrapper's own token ids, where it has them, are the whole model's (Gemma 4's end-of-turn among
+  // its eos ids); else the text config's.
+  const Reader& ids = top.find("eos_token_id") != nullptr ? top : r;
+  c.bos_token_id = static_cast<int32_t>((top.find("bos_token_id") != nullptr ? top : r).integer_or("bos_token_id", -1));
+  if (const json* eos = ids.find("eos_token_id")) {
     if (eos->is_array()) {
-      for (const auto& e : *eos) c.eos_token_ids.push_back(static_cast<int32_t>(r.as_int(e, "eos_token_id")));
+      for (const auto& e : *eos) c.eos_token_ids.push_back(static_cast<int32_t>(ids.as_int(e, "eos_token_id")));
     } else {
-      c.eos_token_ids.push_back(static_cast<int32_t>(r.as_int(*eos, "eos_token_id")));
+      c.eos_token_ids.push_back(static_cast<int32_t>(ids.as_int(*eos, "eos_token_id")));
     }
   }
   return c;

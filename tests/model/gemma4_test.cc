@@ -185,6 +185,12 @@ TEST(Gemma4, ConfigRulesAndErrorsNameTheField) {
   nested.erase("text_config");
   EXPECT_MENTIONS(config_error(nested), "text_config");
 
+  json wrapped = model_config("tiny-gemma4-bf16");  // the wrapper's eos ids (end of turn too) win
+  wrapped["eos_token_id"] = {2, 106};
+  EXPECT_EQ(parse_config(wrapped.dump(), "config.json").eos_token_ids, (std::vector<int32_t>{2, 106}));
+  EXPECT_EQ(parse_config(model_config("tiny-gemma4-bf16").dump(), "config.json").eos_token_ids,
+            (std::vector<int32_t>{model_config("tiny-gemma4-bf16")["text_config"]["eos_token_id"].get<int32_t>()}));
+
   // Gemma4ForCausalLM: the same keys at the top level.
   json flat = model_config("tiny-gemma4-bf16")["text_config"];
   const ModelConfig f = parse_config(flat.dump(), "config.json");
