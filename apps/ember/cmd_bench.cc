@@ -109,9 +109,9 @@ int run_bench(const BenchArgs& a) {
   const double load_peak = peak_resident_mib();
   const bool reset = reset_peak_resident();
 
-  // Decode reads every weight once plus the KV cache so far (mean context over the run).
-  const double kv_bytes =
-      static_cast<double>(model::KvCache::bytes_per_token(c, m->kv_dtype())) * (a.prompt + a.gen / 2.0);
+  // Decode reads every weight once plus the KV cache so far (mean context over the run), as each layer
+  // reads it: within its window, and a layer sharing another's keys reads them again.
+  const double kv_bytes = model::KvCache::bytes_read_per_token(c, m->kv_dtype(), a.prompt + a.gen / 2.0);
   const double bytes_per_token = static_cast<double>(m->decode_weight_bytes()) + kv_bytes;
   const double roofline = bw / bytes_per_token;
 
@@ -174,6 +174,9 @@ int run_bench(const BenchArgs& a) {
     j["ttft_s_median"] = tt;
     j["read_bandwidth_gb_s"] = bw / 1e9;
     j["decode_bytes_per_token"] = bytes_per_token;
+    j["decode_kv_bytes_per_token"] = kv_bytes;  // what attention reads (in decode_bytes_per_token)
+    // What a token of context holds in the cache: only the layers that compute keys (Gemma 4 shares them).
+    j["kv_cache_bytes_per_position"] = model::KvCache::bytes_per_token(c, m->kv_dtype());
     j["experts"] = c.moe.num_experts;  // 0: dense
     j["experts_per_token"] = c.moe.num_experts > 0 ? c.moe.experts_per_tok : 0;
     j["decode_roofline_tok_s"] = roofline;

@@ -23,6 +23,7 @@ const TensorNames kHuggingFaceNames{
     .fused_experts = false,
     .sinks = "",
     .base_prefix = "model.",
+    .gemma4 = nullptr,
 };
 
 const TensorNames kGemmaNames = [] {
@@ -66,6 +67,52 @@ const TensorNames kGptOssNames = [] {
   return n;
 }();
 
+namespace {
+// Gemma 4's text model with its tensors under `prefix` (string_views of literals: the names outlive
+// every use).
+const Gemma4Names kGemma4Extra{
+    .ple_table = "model.language_model.embed_tokens_per_layer.weight",
+    .ple_projection = "model.language_model.per_layer_model_projection.weight",
+    .ple_norm = "model.language_model.per_layer_projection_norm.weight",
+    .ple_gate = "per_layer_input_gate",
+    .ple_layer_projection = "per_layer_projection",
+    .ple_post_norm = "post_per_layer_input_norm",
+    .layer_scalar = "layer_scalar",
+    .router_scale = "router.scale",
+    .expert_scale = "router.per_expert_scale",
+    .expert_norm = "pre_feedforward_layernorm_2",
+    .dense_out_norm = "post_feedforward_layernorm_1",
+    .experts_out_norm = "post_feedforward_layernorm_2",
+    .expert_row_blocks = true,
+};
+const Gemma4Names kGemma4TextExtra = [] {
+  Gemma4Names n = kGemma4Extra;
+  n.ple_table = "model.embed_tokens_per_layer.weight";
+  n.ple_projection = "model.per_layer_model_projection.weight";
+  n.ple_norm = "model.per_layer_projection_norm.weight";
+  return n;
+}();
+
+TensorNames gemma4_names(std::string_view prefix, const Gemma4Names& extra) {
+  TensorNames n = kGemmaNames;
+  n.base_prefix = prefix;
+  n.router = "router.proj";
+  n.expert_prefix = "experts.";
+  n.expert_matrices = {"gate_up_proj", "", "down_proj"};
+  n.gemma4 = &extra;
+  return n;
+}
+}  // namespace
+
+const TensorNames kGemma4Names = [] {
+  TensorNames n = gemma4_names("model.language_model.", kGemma4Extra);
+  n.embed = "model.language_model.embed_tokens.weight";
+  n.final_norm = "model.language_model.norm.weight";
+  n.layer_prefix = "model.language_model.layers.";
+  return n;
+}();
+const TensorNames kGemma4TextNames = gemma4_names("model.", kGemma4TextExtra);
+
 const TensorNames kGgufNames{
     .embed = "token_embd.weight",
     .lm_head = "output.weight",
@@ -86,6 +133,7 @@ const TensorNames kGgufNames{
     .fused_experts = false,
     .sinks = "",
     .base_prefix = "",
+    .gemma4 = nullptr,
 };
 
 std::string TensorNames::layer(int64_t index, std::string_view stem, std::string_view suffix) const {
@@ -109,37 +157,56 @@ namespace {
 const Architecture kArchitectures[] = {
     {.model_type = "llama", .names = &kHuggingFaceNames, .bias = BiasRule::kAttentionBias, .qk_norm = false,
      .window = WindowRule::kNone, .gemma_norms = false, .local_rope = false, .no_rope_layers = false,
-     .partial_rotary = false, .moe = MoeRule::kNone},
+     .partial_rotary = false, .moe = MoeRule::kNone,
+     .layer_plan = false, .text_config = "", .tied_by_default = false},
     {.model_type = "mistral", .names = &kHuggingFaceNames, .bias = BiasRule::kNone, .qk_norm = false,
      .window = WindowRule::kAllLayers, .gemma_norms = false, .local_rope = false, .no_rope_layers = false,
-     .partial_rotary = false, .moe = MoeRule::kNone},
+     .partial_rotary = false, .moe = MoeRule::kNone,
+     .layer_plan = false, .text_config = "", .tied_by_default = false},
     {.model_type = "qwen2", .names = &kHuggingFaceNames, .bias = BiasRule::kQkv, .qk_norm = false,
      .window = WindowRule::kFromMaxWindow, .gemma_norms = false, .local_rope = false, .no_rope_layers = false,
-     .partial_rotary = false, .moe = MoeRule::kNone},
+     .partial_rotary = false, .moe = MoeRule::kNone,
+     .layer_plan = false, .text_config = "", .tied_by_default = false},
     {.model_type = "qwen3", .names = &kHuggingFaceNames, .bias = BiasRule::kAttentionBias, .qk_norm = true,
      .window = WindowRule::kFromMaxWindow, .gemma_norms = false, .local_rope = false, .no_rope_layers = false,
-     .partial_rotary = false, .moe = MoeRule::kNone},
+     .partial_rotary = false, .moe = MoeRule::kNone,
+     .layer_plan = false, .text_config = "", .tied_by_default = false},
     {.model_type = "gemma2", .names = &kGemmaNames, .bias = BiasRule::kAttentionBias, .qk_norm = false,
      .window = WindowRule::kGemma, .gemma_norms = true, .local_rope = false, .no_rope_layers = false,
-     .partial_rotary = false, .moe = MoeRule::kNone},
+     .partial_rotary = false, .moe = MoeRule::kNone,
+     .layer_plan = false, .text_config = "", .tied_by_default = false},
     {.model_type = "gemma3_text", .names = &kGemmaNames, .bias = BiasRule::kAttentionBias, .qk_norm = true,
      .window = WindowRule::kGemma, .gemma_norms = true, .local_rope = true, .no_rope_layers = false,
-     .partial_rotary = false, .moe = MoeRule::kNone},
+     .partial_rotary = false, .moe = MoeRule::kNone,
+     .layer_plan = false, .text_config = "", .tied_by_default = false},
     {.model_type = "phi3", .names = &kPhi3Names, .bias = BiasRule::kNone, .qk_norm = false,
      .window = WindowRule::kAllLayers, .gemma_norms = false, .local_rope = false, .no_rope_layers = false,
-     .partial_rotary = true, .moe = MoeRule::kNone},
+     .partial_rotary = true, .moe = MoeRule::kNone,
+     .layer_plan = false, .text_config = "", .tied_by_default = false},
     {.model_type = "smollm3", .names = &kHuggingFaceNames, .bias = BiasRule::kAttentionBias, .qk_norm = false,
      .window = WindowRule::kFromMaxWindow, .gemma_norms = false, .local_rope = false, .no_rope_layers = true,
-     .partial_rotary = false, .moe = MoeRule::kNone},
+     .partial_rotary = false, .moe = MoeRule::kNone,
+     .layer_plan = false, .text_config = "", .tied_by_default = false},
     {.model_type = "qwen3_moe", .names = &kQwenMoeNames, .bias = BiasRule::kAttentionBias, .qk_norm = true,
      .window = WindowRule::kFromMaxWindow, .gemma_norms = false, .local_rope = false, .no_rope_layers = false,
-     .partial_rotary = false, .moe = MoeRule::kQwen},
+     .partial_rotary = false, .moe = MoeRule::kQwen,
+     .layer_plan = false, .text_config = "", .tied_by_default = false},
     {.model_type = "mixtral", .names = &kMixtralNames, .bias = BiasRule::kNone, .qk_norm = false,
      .window = WindowRule::kAllLayers, .gemma_norms = false, .local_rope = false, .no_rope_layers = false,
-     .partial_rotary = false, .moe = MoeRule::kMixtral},
+     .partial_rotary = false, .moe = MoeRule::kMixtral,
+     .layer_plan = false, .text_config = "", .tied_by_default = false},
     {.model_type = "gpt_oss", .names = &kGptOssNames, .bias = BiasRule::kAttentionBias, .qk_norm = false,
      .window = WindowRule::kAlternating, .gemma_norms = false, .local_rope = false, .no_rope_layers = false,
-     .partial_rotary = false, .moe = MoeRule::kGptOss},
+     .partial_rotary = false, .moe = MoeRule::kGptOss,
+     .layer_plan = false, .text_config = "", .tied_by_default = false},
+    {.model_type = "gemma4", .names = &kGemma4Names, .bias = BiasRule::kNone, .qk_norm = true,
+     .window = WindowRule::kGemma4, .gemma_norms = false, .local_rope = true, .no_rope_layers = false,
+     .partial_rotary = false, .moe = MoeRule::kGemma4, .layer_plan = true, .text_config = "text_config",
+     .tied_by_default = true},
+    {.model_type = "gemma4_text", .names = &kGemma4TextNames, .bias = BiasRule::kNone, .qk_norm = true,
+     .window = WindowRule::kGemma4, .gemma_norms = false, .local_rope = true, .no_rope_layers = false,
+     .partial_rotary = false, .moe = MoeRule::kGemma4, .layer_plan = true, .text_config = "",
+     .tied_by_default = true},
 };
 }  // namespace
 

@@ -9,6 +9,22 @@
 
 namespace ember::model {
 
+// Gemma 4's tensors beyond the common ones.
+struct Gemma4Names {
+  // The per-layer embeddings: the table, the projection of the token embedding and its norm (full
+  // names), and each layer's input gate, projection and norm (stems).
+  std::string_view ple_table, ple_projection, ple_norm;
+  std::string_view ple_gate, ple_layer_projection, ple_post_norm;
+  std::string_view layer_scalar;  // a layer's residual scale (a stem with no suffix)
+  // The experts beside the dense MLP: the router's input scale and per-expert scale (stems with no
+  // suffix); the experts' input norm, and the norms of the dense and expert outputs before their sum.
+  std::string_view router_scale, expert_scale;
+  std::string_view expert_norm, dense_out_norm, experts_out_norm;
+  // experts.gate_up_proj [E][2I][hidden] (gate rows, then up rows) and experts.down_proj [E][hidden][I]
+  // (expert_prefix + expert_matrices[0] / [2]): row blocks of plain matrices.
+  bool expert_row_blocks = false;
+};
+
 // The weight matrices of one decoder layer, in the order the forward pass uses them.
 enum class LayerMatrix : uint8_t { kQ, kK, kV, kO, kGate, kUp, kDown };
 constexpr size_t kLayerMatrices = 7;
@@ -40,6 +56,8 @@ struct TensorNames {
   // lm_head). A checkpoint of the base model alone (sentence-transformers' Qwen3-Embedding) stores
   // them without it; "": none to drop.
   std::string_view base_prefix;
+  // Gemma 4's tensors beyond these (model/layer_plan.h); null: none.
+  const struct Gemma4Names* gemma4 = nullptr;
 
   std::string layer(int64_t index, std::string_view stem, std::string_view suffix = ".weight") const;
   std::string matrix(int64_t index, LayerMatrix m, std::string_view suffix = ".weight") const {
@@ -64,6 +82,10 @@ extern const TensorNames kQwenMoeNames;
 extern const TensorNames kMixtralNames;
 // gpt-oss: mlp.router, mlp.experts.{gate_up_proj,down_proj} fused over experts, self_attn.sinks.
 extern const TensorNames kGptOssNames;
+// Gemma 4 (Gemma4ForConditionalGeneration: the text model under model.language_model.) and its text
+// model alone (Gemma4ForCausalLM: under model.).
+extern const TensorNames kGemma4Names;
+extern const TensorNames kGemma4TextNames;
 // llama.cpp's GGUF names of a dense layer (model/gguf_architecture.cc derives Gemma's and the experts' from them).
 extern const TensorNames kGgufNames;
 
@@ -74,6 +96,7 @@ enum class WindowRule : uint8_t {
   kFromMaxWindow,  // qwen2/qwen3: only with use_sliding_window, and only layers >= max_window_layers
   kGemma,          // layer_types, else Gemma 2's even layers or Gemma 3's sliding_window_pattern
   kAlternating,    // gpt-oss: layer_types, else the even layers (transformers' GptOssConfig default)
+  kGemma4,         // layer_types, else every 6th layer full and the last full; sliding_window 512
 };
 
 // How a layer's MLP is chosen when the model has experts.
@@ -83,6 +106,9 @@ enum class MoeRule : uint8_t {
   kMixtral,  // num_local_experts, every layer sparse, top-k weights always renormalised
   // gpt-oss: as Mixtral, with router and expert biases and the clamped SwiGLU of swiglu_limit
   kGptOss,
+  // Gemma 4: enable_moe_block, num_experts, top_k_experts, moe_intermediate_size; experts beside the
+  // dense MLP on every layer
+  kGemma4,
 };
 
 // Which attention projections carry biases.
@@ -105,6 +131,13 @@ struct Architecture {
   bool no_rope_layers = false;   // SmolLM3: config.json's no_rope_layers (0: the layer skips RoPE)
   bool partial_rotary = false;   // Phi-3: partial_rotary_factor
   MoeRule moe = MoeRule::kNone;
+  // Gemma 4: the per-layer plan of model/layer_plan.h (head dims and kv heads by layer type, keys as
+  // values, KV sharing, double-wide MLPs, per-layer embeddings), plain-weight norms, a weightless
+  // value norm, unscaled scores.
+  bool layer_plan = false;
+  // The config.json object holding the text model's fields ("": the top level); Gemma 4's text_config.
+  std::string_view text_config = "";
+  bool tied_by_default = false;  // tie_word_embeddings when config.json does not say
 };
 
 const Architecture* find_architecture(std::string_view model_type);

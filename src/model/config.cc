@@ -9,6 +9,7 @@
 #include "base/mapped_file.h"
 #include "model/architecture.h"
 #include "model/config_fields.h"
+#include "model/layer_plan.h"
 #include "model/rope_config.h"
 #include "tokenizer/tokenizer.h"
 
@@ -25,9 +26,9 @@ std::vector<LayerSpec> parse_layers(const Reader& r, const Architecture& arch, i
   std::vector<LayerSpec> layers(static_cast<size_t>(n_layers));
   if (arch.window == WindowRule::kNone) return layers;
   const bool on = arch.window == WindowRule::kAllLayers || arch.window == WindowRule::kGemma ||
-                  arch.window == WindowRule::kAlternating ||
+                  arch.window == WindowRule::kAlternating || arch.window == WindowRule::kGemma4 ||
                   r.boolean_or("use_sliding_window", false);
-  const int64_t window = on ? r.integer_or("sliding_window", 0) : 0;
+  const int64_t window = on ? r.integer_or("sliding_window", arch.window == WindowRule::kGemma4 ? 512 : 0) : 0;
   if (window == 0) return layers;
   if (const json* types = r.find("layer_types")) {
     if (!types->is_array() || static_cast<int64_t>(types->size()) != n_layers)
@@ -48,6 +49,12 @@ std::vector<LayerSpec> parse_layers(const Reader& r, const Architecture& arch, i
     const bool gemma2 = r.find("sliding_window_pattern") == nullptr;
     for (int64_t l = 0; l < n_layers; ++l)
       if (gemma2 ? l % 2 == 0 : (l + 1) % pattern != 0) layers[static_cast<size_t>(l)].sliding_window = window;
+    return layers;
+  }
+  if (arch.window == WindowRule::kGemma4) {
+    // transformers' Gemma4TextConfig: every 6th layer full, and the last layer always.
+    for (int64_t l = 0; l + 1 < n_layers; ++l)
+      if ((l + 1) % 6 != 0) layers[static_cast<size_t>(l)].sliding_window = window;
     return layers;
   }
   if (arch.window == WindowRule::kAlternating) {
@@ -93,7 +100,7 @@ void parse_family_options(const Reader& r, const Architecture& arch, ModelConfig
     c.attn_softcap = r.number_or("attn_logit_softcapping", 0.0);
     c.final_softcap = r.number_or("final_logit_softcapping", 0.0);
     if (c.attn_softcap < 0 || c.final_softcap < 0) fail(r.where, "soft-capping values must be positive or null");
-  } else {
+  } else if (!arch.layer_plan) {  // (Gemma 4's are read by parse_layer_plan)
     for (const char* key : {"attn_logit_softcapping", "final_logit_softcapping", "query_pre_attn_scalar"})
       if (r.find(key) != nullptr)
         fail(r.where, std::string("field \"") + key + "\" is not supported for model_type \"" + c.model_type + "\"");
@@ -125,6 +132,18 @@ void parse_moe(const Reader& r, const Architecture& arch, ModelConfig& c) {
   MoeConfig& m = c.moe;
   int64_t step = 1;
   std::vector<int64_t> dense;
+  if (arch.moe == MoeRule::kGemma4) {
+    if (!r.boolean_or("enable_moe_block", false)) return;
+    m.num_experts = r.integer_or("num_experts", 0);
+    m.intermediate_size = r.integer_or("moe_intermediate_size", 0);
+    m.experts_per_tok = r.integer_or("top_k_experts", 0);
+    m.renormalize = true;
+    m.beside_dense = true;
+    if (m.num_experts == 0 || m.experts_per_tok == 0 || m.experts_per_tok > m.num_experts || m.intermediate_size == 0)
+      fail(r.where, "enable_moe_block needs num_experts, moe_intermediate_size and top_k_experts in [1, num_experts]");
+    for (LayerSpec& l : c.layers) l.sparse_mlp = true;
+    return;
+  }
   if (arch.moe == MoeRule::kMixtral || arch.moe == MoeRule::kGptOss) {
     m.num_experts = r.integer_or("num_local_experts", 8);
     m.intermediate_size = c.intermediate_size;
@@ -187,11 +206,47 @@ void check_dimensions(const ModelConfig& c, const std::string& where) {
       fail(where, std::string(d.name) + " is " + std::to_string(d.value) + ", more than Ember's limit of " +
                       std::to_string(d.limit));
   }
+  for (const LayerSpec& l : c.layers)  // per-layer head sizes (Gemma 4's global_head_dim)
+    if (l.head_dim > kMaxWidth || l.head_dim * c.num_attention_heads > kMaxWidth || l.kv_heads > kMaxWidth)
+      fail(where, "a layer's head_dim (" + std::to_string(l.head_dim) + ") times its heads is more than Ember's limit of " +
+                      std::to_string(kMaxWidth));
 }
 
 float ModelConfig::attention_scale() const {
   const double d = query_pre_attn_scalar > 0 ? query_pre_attn_scalar : static_cast<double>(head_dim);
   return static_cast<float>(1.0 / std::sqrt(d));
+}
+
+int64_t ModelConfig::max_q_dim() const {
+  int64_t d = q_dim();
+  for (size_t l = 0; l < layers.size(); ++l) d = std::max(d, q_dim_of(l));
+  return d;
+}
+
+int64_t ModelConfig::max_kv_dim() const {
+  int64_t d = kv_dim();
+  for (size_t l = 0; l < layers.size(); ++l) d = std::max(d, kv_dim_of(l));
+  return d;
+}
+
+int64_t ModelConfig::max_mlp_width() const {
+  int64_t d = intermediate_size;
+  for (size_t l = 0; l < layers.size(); ++l) d = std::max(d, mlp_width_of(l));
+  return d;
+}
+
+std::array<int64_t, 2> ModelConfig::shape(LayerMatrix m, size_t layer) const {
+  const int64_t q = q_dim_of(layer), kv = kv_dim_of(layer), width = mlp_width_of(layer);
+  switch (m) {
+    case LayerMatrix::kQ: return {q, hidden_size};
+    case LayerMatrix::kK:
+    case LayerMatrix::kV: return {kv, hidden_size};
+    case LayerMatrix::kO: return {hidden_size, q};
+    case LayerMatrix::kGate:
+    case LayerMatrix::kUp: return {width, hidden_size};
+    case LayerMatrix::kDown: return {hidden_size, width};
+  }
+  return {0, 0};
 }
 
 std::array<int64_t, 2> ModelConfig::shape(LayerMatrix m) const {
@@ -234,22 +289,28 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
     fail(where, std::string("invalid JSON: ") + e.what());
   }
   if (!j.is_object()) fail(where, "expected a JSON object");
-  const Reader r{j, where, ""};
+  const Reader top{j, where, ""};
   // Weights quantized by the checkpoint (gpt-oss's MXFP4 experts) need kernels for their format;
   // without them the tensors would be missing or misread, so the folder is refused up front.
-  if (const json* q = r.find("quantization_config")) {
+  if (const json* q = top.find("quantization_config")) {
     const json* method = q->is_object() && q->contains("quant_method") ? &(*q)["quant_method"] : nullptr;
     fail(where, "quantization_config.quant_method " + (method != nullptr ? method->dump() : std::string("(none)")) +
                     " is not supported: Ember loads unquantized checkpoints (F32, F16, BF16; MXFP4 experts are "
                     "not implemented yet), or quantizes them itself with --quantize");
   }
   ModelConfig c;
-  const json* mt = r.find("model_type");
+  const json* mt = top.find("model_type");
   if (mt == nullptr || !mt->is_string()) fail(where, "missing required field \"model_type\"");
   c.model_type = *mt;
   const Architecture* arch = find_architecture(c.model_type);
   if (arch == nullptr)
     fail(where, "unknown model_type \"" + c.model_type + "\" (supported: " + supported_architectures() + ")");
+  // The text model's fields: the top level, or the object the architecture keeps them in.
+  const std::string text_key(arch->text_config);
+  const json* text_json = text_key.empty() ? &j : top.find(text_key.c_str());
+  if (text_json == nullptr || !text_json->is_object())
+    fail(where, "model_type \"" + c.model_type + "\" needs the object \"" + text_key + "\" (the text model's config)");
+  const Reader r{*text_json, where, ""};
 
   c.hidden_size = r.integer("hidden_size");
   c.intermediate_size = r.integer("intermediate_size");
@@ -268,7 +329,8 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
   c.max_position_embeddings = r.integer_or("max_position_embeddings", 2048);
   check_dimensions(c, where);  // before anything is sized by them
   c.rms_norm_eps = r.number_or("rms_norm_eps", 1e-6);
-  c.tie_word_embeddings = r.boolean_or("tie_word_embeddings", false);
+  // A nested text config's wrapper says it where both do (transformers ties by the outer config).
+  c.tie_word_embeddings = top.boolean_or("tie_word_embeddings", r.boolean_or("tie_word_embeddings", arch->tied_by_default));
 
   c.activation = parse_activation(r);
 
@@ -282,16 +344,20 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
   c.fused_gate_up = !arch->names->fused_gate_up.empty();
   c.attention_sinks = !arch->names->sinks.empty();
   parse_family_options(r, *arch, c);
-  parse_rope_settings(j, where, arch->local_rope, c);  // after the rotary dims are known
+  parse_rope_settings(*text_json, where, arch->local_rope, c);  // after the rotary dims are known
+  if (arch->layer_plan) parse_layer_plan(r, c);
   parse_moe(r, *arch, c);
   check_dimensions(c, where);  // the experts'
 
-  c.bos_token_id = static_cast<int32_t>(r.integer_or("bos_token_id", -1));
-  if (const json* eos = r.find("eos_token_id")) {
+  // A wrapper's own token ids, where it has them, are the whole model's (Gemma 4's end-of-turn among
+  // its eos ids); else the text config's.
+  const Reader& ids = top.find("eos_token_id") != nullptr ? top : r;
+  c.bos_token_id = static_cast<int32_t>((top.find("bos_token_id") != nullptr ? top : r).integer_or("bos_token_id", -1));
+  if (const json* eos = ids.find("eos_token_id")) {
     if (eos->is_array()) {
-      for (const auto& e : *eos) c.eos_token_ids.push_back(static_cast<int32_t>(r.as_int(e, "eos_token_id")));
+      for (const auto& e : *eos) c.eos_token_ids.push_back(static_cast<int32_t>(ids.as_int(e, "eos_token_id")));
     } else {
-      c.eos_token_ids.push_back(static_cast<int32_t>(r.as_int(*eos, "eos_token_id")));
+      c.eos_token_ids.push_back(static_cast<int32_t>(ids.as_int(*eos, "eos_token_id")));
     }
   }
   return c;

@@ -9,7 +9,9 @@
 
 namespace ember::model {
 
-enum class RopeScaling { None, Linear, Dynamic, Llama3, Yarn, LongRope };
+// Proportional (Gemma 4's full layers): the first partial_rotary_factor * head_dim / 2 frequencies,
+// with exponents over the whole head, divided by the factor; the rest are zero (left unrotated).
+enum class RopeScaling { None, Linear, Dynamic, Llama3, Yarn, LongRope, Proportional };
 
 struct RopeConfig {
   double theta = 10000.0;
@@ -33,6 +35,11 @@ struct RopeConfig {
   // Per-frequency divisors (head_dim/2 values; empty: none): a GGUF's rope_freqs.weight, which is how
   // llama.cpp stores Llama 3 scaling.
   std::vector<double> freq_divisors = {};
+  // proportional only
+  double partial_rotary_factor = 1.0;
+  // The head size these angles rotate, where layers differ (Gemma 4's sliding and full layers); 0:
+  // the model's rope_dim().
+  int64_t head_dim = 0;
 };
 
 // Which rotary angles a layer applies.
@@ -46,7 +53,13 @@ enum class LayerRope : uint8_t {
 struct LayerSpec {
   int64_t sliding_window = 0;  // 0: full attention; else the last W positions
   LayerRope rope = LayerRope::kGlobal;
-  bool sparse_mlp = false;  // a mixture of experts instead of the dense MLP
+  bool sparse_mlp = false;  // a mixture of experts instead of the dense MLP (or beside it: MoeConfig)
+  // Gemma 4's per-layer attention shape where it differs from the model's (0: head_dim,
+  // num_key_value_heads), read by ModelConfig::head_dim_of and kv_heads_of.
+  int64_t head_dim = 0, kv_heads = 0;
+  bool k_eq_v = false;     // no v_proj: the values are the raw keys (their own norm, no RoPE)
+  int64_t kv_source = -1;  // >= 0: computes no keys or values and attends over that layer's
+  int64_t mlp_width = 0;   // the dense MLP's width; 0: intermediate_size
 };
 
 enum class Activation : uint8_t { kSilu, kGeluTanh };  // of the gate, times up
@@ -62,6 +75,9 @@ struct MoeConfig {
   // gate = min(gate, limit), up = clamp(up, -limit, limit), out = (up + 1) * gate * sigmoid(1.702 gate).
   bool biases = false;
   double swiglu_limit = 0;  // 0: the plain SwiGLU
+  // Gemma 4: the experts run beside the dense MLP (each output normed before their sum), route on
+  // the weightless norm of the residual times router.scale, and each weight is scaled per expert.
+  bool beside_dense = false;
 };
 
 struct ModelConfig {
@@ -94,14 +110,41 @@ struct ModelConfig {
   bool fused_qkv = false, fused_gate_up = false;  // stored fused, split at load (Phi-3)
   bool attention_sinks = false;  // a learned sink logit per query head (gpt-oss)
   MoeConfig moe;
+  // Gemma 4: values get a weightless RMSNorm per head; each layer ends scaling the residual by its
+  // layer_scalar; per-layer embeddings of this width (0: none) from a table of per_layer_vocab rows.
+  bool value_norm = false;
+  bool layer_scalar = false;
+  int64_t per_layer_input = 0;
+  int64_t per_layer_vocab = 0;
   std::vector<LayerSpec> layers;  // one per decoder layer (num_hidden_layers)
   std::vector<int32_t> eos_token_ids;
   int32_t bos_token_id = -1;
 
   int64_t q_dim() const { return num_attention_heads * head_dim; }
   int64_t kv_dim() const { return num_key_value_heads * head_dim; }
+  // The same per layer, where LayerSpec sets its own shape (Gemma 4), and the largest over layers.
+  // (A config without layers, as a test's, has the model's shape on every layer.)
+  int64_t head_dim_of(size_t layer) const {
+    return layer < layers.size() && layers[layer].head_dim > 0 ? layers[layer].head_dim : head_dim;
+  }
+  int64_t kv_heads_of(size_t layer) const {
+    return layer < layers.size() && layers[layer].kv_heads > 0 ? layers[layer].kv_heads : num_key_value_heads;
+  }
+  // The layer whose keys and values `layer` attends over: its own, or LayerSpec::kv_source's.
+  int64_t kv_layer_of(size_t layer) const {
+    return layer < layers.size() && layers[layer].kv_source >= 0 ? layers[layer].kv_source : static_cast<int64_t>(layer);
+  }
+  int64_t q_dim_of(size_t layer) const { return num_attention_heads * head_dim_of(layer); }
+  int64_t kv_dim_of(size_t layer) const { return kv_heads_of(layer) * head_dim_of(layer); }
+  int64_t mlp_width_of(size_t layer) const {
+    return layer < layers.size() && layers[layer].mlp_width > 0 ? layers[layer].mlp_width : intermediate_size;
+  }
+  int64_t max_q_dim() const;
+  int64_t max_kv_dim() const;
+  int64_t max_mlp_width() const;
   // [rows, cols] of a layer matrix (rows are output features), and whether it has a bias.
   std::array<int64_t, 2> shape(LayerMatrix m) const;
+  std::array<int64_t, 2> shape(LayerMatrix m, size_t layer) const;  // of that layer (LayerSpec's shape)
   bool has_bias(LayerMatrix m) const;
   // Whether any layer attends within a sliding window.
   bool any_sliding_window() const;

@@ -8,14 +8,37 @@
 
 namespace ember::model {
 
+int64_t KvCache::bytes_per_token(const ModelConfig& c, kernels::KvType type) {
+  int64_t total = 0;
+  for (size_t l = 0; l < static_cast<size_t>(c.num_hidden_layers); ++l)
+    if (c.kv_layer_of(l) == static_cast<int64_t>(l)) total += 2 * c.kv_heads_of(l) * kernels::kv_row_bytes(type, c.head_dim_of(l));
+  return total;
+}
+
+double KvCache::bytes_read_per_token(const ModelConfig& c, kernels::KvType type, double context) {
+  double total = 0;
+  for (size_t l = 0; l < static_cast<size_t>(c.num_hidden_layers); ++l) {
+    const int64_t window = l < c.layers.size() ? c.layers[l].sliding_window : 0;
+    const double positions = window > 0 ? std::min(context, static_cast<double>(window)) : context;
+    total += static_cast<double>(2 * c.kv_heads_of(l) * kernels::kv_row_bytes(type, c.head_dim_of(l))) * positions;
+  }
+  return total;
+}
+
 KvCache::KvCache(const ModelConfig& c, int64_t n_blocks, int64_t block_size, kernels::KvType type)
-    : n_layers_(c.num_hidden_layers),
-      n_kv_heads_(c.num_key_value_heads),
-      head_dim_(c.head_dim),
-      block_size_(block_size), n_blocks_(n_blocks), type_(type), row_bytes_(kernels::kv_row_bytes(type, c.head_dim)) {
+    : block_size_(block_size), n_blocks_(n_blocks), type_(type), block_stride_(0) {
   if (n_blocks <= 0 || block_size <= 0) fail("KV cache", "needs at least one block of at least one position");
-  layer_stride_ = block_size_ * n_kv_heads_ * row_bytes_;
-  block_stride_ = n_layers_ * 2 * layer_stride_;
+  for (size_t l = 0; l < static_cast<size_t>(c.num_hidden_layers); ++l) {
+    const int64_t heads = c.kv_heads_of(l), dim = c.head_dim_of(l), row = kernels::kv_row_bytes(type, dim);
+    const int64_t source = c.kv_layer_of(l);
+    if (source > static_cast<int64_t>(l)) fail("KV cache", "layer " + std::to_string(l) + " reads the keys of a later layer");
+    if (source < static_cast<int64_t>(l)) {  // the source's place, whose shape this layer has
+      shape_.push_back(shape_[static_cast<size_t>(source)]);
+      continue;
+    }
+    shape_.push_back(LayerShape{heads, dim, row, block_size_ * heads * row, block_stride_});
+    block_stride_ += 2 * shape_.back().stride;
+  }
   data_.reset(new uint8_t[static_cast<size_t>(n_blocks_ * block_stride_)]);
   refs_.assign(static_cast<size_t>(n_blocks_), 0);
   free_.reserve(static_cast<size_t>(n_blocks_));
@@ -132,10 +155,11 @@ void KvSequence::store(int64_t layer, int64_t pos, const float* k, const float* 
   const int64_t slot = pos % c.block_size_;
   uint8_t* kb = c.keys(block, layer);
   uint8_t* vb = c.values(block, layer);
-  for (int64_t h = 0; h < c.n_kv_heads_; ++h) {  // head-major blocks (kernels::KvView)
-    const int64_t at = kernels::kv_row(c.block_size_, h, slot) * c.row_bytes_;
-    kernels::store_kv_row(k + h * c.head_dim_, c.head_dim_, c.type_, kb + at);
-    kernels::store_kv_row(v + h * c.head_dim_, c.head_dim_, c.type_, vb + at);
+  const KvCache::LayerShape& s = c.shape_[static_cast<size_t>(layer)];
+  for (int64_t h = 0; h < s.n_kv_heads; ++h) {  // head-major blocks (kernels::KvView)
+    const int64_t at = kernels::kv_row(c.block_size_, h, slot) * s.row_bytes;
+    kernels::store_kv_row(k + h * s.head_dim, s.head_dim, c.type_, kb + at);
+    kernels::store_kv_row(v + h * s.head_dim, s.head_dim, c.type_, vb + at);
   }
 }
 

@@ -35,23 +35,33 @@ class KvCache {
   int refcount(int32_t block) const { return refs_[block]; }
   void copy_block(int32_t from, int32_t to);
 
-  // Bytes of keys and values of one position over all layers: what a token of context costs.
-  static int64_t bytes_per_token(const ModelConfig& config, kernels::KvType type) {
-    return 2 * config.num_hidden_layers * config.num_key_value_heads * kernels::kv_row_bytes(type, config.head_dim);
-  }
+  // Bytes of keys and values of one position over the layers that store them (not those reading
+  // another layer's: LayerSpec::kv_source): what a token of context costs.
+  static int64_t bytes_per_token(const ModelConfig& config, kernels::KvType type);
+  // Bytes of keys and values one token's attention reads at a context of `context` positions: every
+  // layer's, where a layer reading another's reads that layer's again and a sliding layer at most its
+  // window (what bounds decode speed besides the weights).
+  static double bytes_read_per_token(const ModelConfig& config, kernels::KvType type, double context);
 
  private:
   friend class KvSequence;
   friend class KvBatchView;
-  // [n_kv_heads][block_size] rows of type() (see kernels::KvView).
+  // [n_kv_heads][block_size] rows of type() (see kernels::KvView); a layer that reads another's
+  // keys and values gets that layer's.
   uint8_t* keys(int32_t block, int64_t layer) { return base(block, layer); }
-  uint8_t* values(int32_t block, int64_t layer) { return base(block, layer) + layer_stride_; }
-  uint8_t* base(int32_t block, int64_t layer) { return data_.get() + block * block_stride_ + layer * 2 * layer_stride_; }
+  uint8_t* values(int32_t block, int64_t layer) { return base(block, layer) + shape_[layer].stride; }
+  uint8_t* base(int32_t block, int64_t layer) { return data_.get() + block * block_stride_ + shape_[layer].offset; }
 
-  int64_t n_layers_, n_kv_heads_, head_dim_, block_size_, n_blocks_;
+  // Where one layer's keys (then its values) lie in a block, and their shape.
+  struct LayerShape {
+    int64_t n_kv_heads, head_dim;
+    int64_t row_bytes;  // one kv head at one position
+    int64_t stride;     // bytes of keys (or values) of the layer in one block
+    int64_t offset;     // of its keys in a block (its source layer's where it reads another's)
+  };
+  std::vector<LayerShape> shape_;  // per layer
+  int64_t block_size_, n_blocks_;
   kernels::KvType type_;
-  int64_t row_bytes_;     // one kv head at one position
-  int64_t layer_stride_;  // bytes of keys (or values) of one layer in one block
   int64_t block_stride_;
   std::unique_ptr<uint8_t[]> data_;  // uninitialised: pages are touched only when used
   std::vector<int> refs_;

@@ -10,6 +10,7 @@
 #include "kernels/ops.h"
 #include "model/gguf_config.h"
 #include "model/model_path.h"
+#include "model/router.h"
 
 namespace ember::model {
 
@@ -28,6 +29,11 @@ struct Model::Layer {
   std::vector<float> router_bias;                    // empty unless MoeConfig::biases
   std::vector<std::array<std::vector<float>, 3>> expert_bias;  // the same
   std::vector<float> sinks;  // per query head (ModelConfig::attention_sinks); attention.sinks points here
+  // Gemma 4: the router's input scale (router.scale / sqrt(hidden)) and per-expert scale, the
+  // experts' input norm and the norms of the dense and expert outputs; empty elsewhere.
+  std::vector<float> router_scale, expert_scale, expert_norm, dense_out_norm, experts_out_norm;
+  PerLayerGate ple;     // Gemma 4's per-layer embedding input; gate.rows 0: none
+  float scalar = 1.0f;  // the residual stream's scale after the layer (Gemma 4's layer_scalar)
 
   const WeightMatrix& operator[](LayerMatrix m) const { return w[static_cast<size_t>(m)]; }
 };
@@ -41,6 +47,8 @@ void for_each_layer_matrix(LayerT& L, F&& f, bool with_router = true) {
   if (with_router && L.router.rows > 0) f(L.router);
   for (auto& e : L.experts)
     for (auto& m : e) f(m);
+  for (auto* m : {&L.ple.gate, &L.ple.projection})
+    if (m->rows > 0) f(*m);
 }
 }  // namespace
 
@@ -49,14 +57,16 @@ struct Model::Scratch {
   std::vector<float> x, xb, q, k, v, att, gate, up, last, logits;
   std::vector<float> router, moe_in, moe_out;                   // mixture-of-experts layers
   std::vector<std::vector<std::pair<int64_t, float>>> routed;  // per expert: (token, weight)
+  std::vector<float> route_in, residual;                       // experts beside the dense MLP
+  std::vector<float> pli, ple_gate;                            // per-layer embeddings
   void resize(const ModelConfig& c, int64_t n) {
     x.resize(n * c.hidden_size);
     xb.resize(n * c.hidden_size);
-    q.resize(n * c.q_dim());
-    k.resize(n * c.kv_dim());
-    v.resize(n * c.kv_dim());
-    att.resize(n * c.q_dim());
-    const int64_t width = std::max(c.intermediate_size, c.moe.intermediate_size);
+    q.resize(n * c.max_q_dim());
+    k.resize(n * c.max_kv_dim());
+    v.resize(n * c.max_kv_dim());
+    att.resize(n * c.max_q_dim());
+    const int64_t width = std::max(c.max_mlp_width(), c.moe.intermediate_size);
     gate.resize(n * width);
     up.resize(n * width);
     last.resize(n * c.hidden_size);
@@ -65,6 +75,14 @@ struct Model::Scratch {
       moe_in.resize(n * c.hidden_size);
       moe_out.resize(n * c.hidden_size);
       routed.resize(static_cast<size_t>(c.moe.num_experts));
+    }
+    if (c.moe.beside_dense) {
+      route_in.resize(n * c.hidden_size);
+      residual.resize(n * c.hidden_size);
+    }
+    if (c.per_layer_input > 0) {
+      pli.resize(n * c.num_hidden_layers * c.per_layer_input);
+      ple_gate.resize(n * c.per_layer_input);
     }
   }
 };
@@ -103,6 +121,12 @@ std::vector<float> norm_vec(const TensorInfo& t, bool plus_one) {
   if (plus_one)
     for (float& v : out) v += 1.0f;
   return out;
+}
+
+// The Gemma 4 tensor names of a config that uses its pieces; a format that has none is an error.
+const Gemma4Names& g4(const TensorNames& names) {
+  if (names.gemma4 == nullptr) fail("model", "the config uses Gemma 4's per-layer pieces, but this format names none of their tensors");
+  return *names.gemma4;
 }
 
 // Rows [first, first + rows) of a plain row-major matrix, as a matrix of its own (a fused
@@ -270,11 +294,12 @@ void Model::pack_weights(std::optional<DType> to) {
     w = packed_.back().view();
     release_source(source);
   };
-  size_t count = 1;
+  size_t count = 2;  // the output and the per-layer embeddings' projection besides the layers'
   for (Layer& L : layers_) for_each_layer_matrix(L, [&](WeightMatrix&) { ++count; });
   packed_.reserve(count);
   for (Layer& L : layers_) for_each_layer_matrix(L, convert);
   convert(lm_head_);
+  convert(ple_.projection);
   if (tied && lm_head_.layout == kernels::Layout::Panels) {
     const WeightMatrix source = embed_;
     embed_ = lm_head_;
@@ -284,9 +309,12 @@ void Model::pack_weights(std::optional<DType> to) {
 
 int64_t Model::decode_weight_bytes() const {
   int64_t total = kernels::weight_bytes(lm_head_);
+  if (!ple_.empty())  // the projection, and one row of the per-layer table per token
+    total += kernels::weight_bytes(ple_.projection) + ple_.table.cols * static_cast<int64_t>(dtype_size(ple_.table.dtype));
   for (const Layer& L : layers_) {
     for (const WeightMatrix& w : L.w) total += kernels::weight_bytes(w);
     total += kernels::weight_bytes(L.router);
+    for (const WeightMatrix* w : {&L.ple.gate, &L.ple.projection}) total += kernels::weight_bytes(*w);
     // A token reads experts_per_tok of the experts (all of one size).
     if (!L.experts.empty()) {
       int64_t one = 0;
@@ -330,6 +358,15 @@ void Model::bind_weights(const Source& cp, const TensorNames& names, LoadOptions
   if (with_logits) lm_head_ = bind(cp.require(head->name, {V, H}));
   const bool plus = c.norm_plus_one;
   final_norm_ = norm_vec(cp.require(std::string(names.final_norm), {H}), plus);
+  unit_.assign(static_cast<size_t>(std::max(H, c.max_q_dim())), 1.0f);
+  if (c.per_layer_input > 0) {
+    const int64_t P = c.per_layer_input, LP = c.num_hidden_layers * P;
+    ple_.layers = c.num_hidden_layers;
+    ple_.width = P;
+    ple_.table = bind(cp.require(std::string(g4(names).ple_table), {c.per_layer_vocab, LP}));
+    ple_.projection = bind(cp.require(std::string(g4(names).ple_projection), {LP, H}));
+    ple_.norm = norm_vec(cp.require(std::string(g4(names).ple_norm), {P}), plus);
+  }
 
   layers_.resize(static_cast<size_t>(c.num_hidden_layers));
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
@@ -342,13 +379,16 @@ void Model::bind_weights(const Source& cp, const TensorNames& names, LoadOptions
       L.post_mlp_norm = norm_vec(cp.require(names.layer(l, names.post_mlp_norm), {H}), plus);
     }
     bind_layer_matrices(cp, names, l, L);
+    const int64_t D = c.head_dim_of(static_cast<size_t>(l));
     if (c.qk_norm) {
-      L.q_norm = norm_vec(cp.require(names.layer(l, names.q_norm), {c.head_dim}), plus);
-      L.k_norm = norm_vec(cp.require(names.layer(l, names.k_norm), {c.head_dim}), plus);
+      L.q_norm = norm_vec(cp.require(names.layer(l, names.q_norm), {D}), plus);
+      // A layer reading another's keys has no k_norm of its own (any stored is not used).
+      if (spec.kv_source < 0) L.k_norm = norm_vec(cp.require(names.layer(l, names.k_norm), {D}), plus);
     }
-    L.attention = kernels::AttentionShape{c.num_attention_heads, c.num_key_value_heads, c.head_dim,
+    L.attention = kernels::AttentionShape{c.num_attention_heads, c.kv_heads_of(static_cast<size_t>(l)), D,
                                           spec.sliding_window, c.attention_scale(),
                                           static_cast<float>(c.attn_softcap)};
+    bind_gemma4_parts(cp, names, l, L);
     if (c.attention_sinks) {
       L.sinks = vec(cp.require(names.layer(l, names.sinks, ""), {c.num_attention_heads}));
       L.attention.sinks = L.sinks.data();
@@ -357,19 +397,48 @@ void Model::bind_weights(const Source& cp, const TensorNames& names, LoadOptions
   }
 }
 
+// Gemma 4's per-layer pieces, where the config has them: the per-layer embedding's gate, the
+// layer_scalar, and the scaled router with the norms around experts that run beside the dense MLP.
+void Model::bind_gemma4_parts(const Source& cp, const TensorNames& names, int64_t l, Layer& L) {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size;
+  const bool plus = c.norm_plus_one;
+  if (c.per_layer_input > 0) {
+    const int64_t P = c.per_layer_input;
+    L.ple.gate = cp.bind(cp.require(names.layer(l, g4(names).ple_gate), {P, H}));
+    L.ple.projection = cp.bind(cp.require(names.layer(l, g4(names).ple_layer_projection), {H, P}));
+    L.ple.norm = norm_vec(cp.require(names.layer(l, g4(names).ple_post_norm), {H}), plus);
+  }
+  if (c.layer_scalar) L.scalar = vec(cp.require(names.layer(l, g4(names).layer_scalar, ""), {1}))[0];
+  if (!c.moe.beside_dense || !c.layers[static_cast<size_t>(l)].sparse_mlp) return;
+  const int64_t E = c.moe.num_experts;
+  L.router_scale = vec(cp.require(names.layer(l, g4(names).router_scale, ""), {H}));
+  // The router reads norm0(r) * scale / sqrt(hidden): the constant is folded into the scale once.
+  const auto root = static_cast<float>(1.0 / std::sqrt(static_cast<double>(H)));
+  for (float& v : L.router_scale) v *= root;
+  L.expert_scale = vec(cp.require(names.layer(l, g4(names).expert_scale, ""), {E}));
+  L.expert_norm = norm_vec(cp.require(names.layer(l, g4(names).expert_norm), {H}), plus);
+  L.dense_out_norm = norm_vec(cp.require(names.layer(l, g4(names).dense_out_norm), {H}), plus);
+  L.experts_out_norm = norm_vec(cp.require(names.layer(l, g4(names).experts_out_norm), {H}), plus);
+}
+
 // A layer's matrices: as stored, split from fused projections, or a sparse layer's router and experts.
 void Model::bind_layer_matrices(const Source& cp, const TensorNames& names, int64_t l, Layer& L) {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size;
   auto bind = [&](const TensorInfo& t) { return cp.bind(t); };
   auto set = [&](LayerMatrix m, const WeightMatrix& w) { L.w[static_cast<size_t>(m)] = w; };
-  const bool sparse = c.layers[static_cast<size_t>(l)].sparse_mlp;
+  const LayerSpec& spec = c.layers[static_cast<size_t>(l)];
+  const bool sparse = spec.sparse_mlp;
   for (LayerMatrix m : kAllLayerMatrices) {
     const bool mlp = m == LayerMatrix::kGate || m == LayerMatrix::kUp || m == LayerMatrix::kDown;
-    if ((mlp && sparse) || (c.fused_qkv && m <= LayerMatrix::kV) ||
-        (c.fused_gate_up && (m == LayerMatrix::kGate || m == LayerMatrix::kUp)))
+    // A layer reading another's keys computes none (k_proj / v_proj stored there are not used), and
+    // one using its keys as values has no v_proj.
+    const bool no_kv = (m == LayerMatrix::kK || m == LayerMatrix::kV) && spec.kv_source >= 0;
+    if ((mlp && sparse && !c.moe.beside_dense) || (c.fused_qkv && m <= LayerMatrix::kV) || no_kv ||
+        (m == LayerMatrix::kV && spec.k_eq_v) || (c.fused_gate_up && (m == LayerMatrix::kGate || m == LayerMatrix::kUp)))
       continue;
-    const auto [rows, cols] = c.shape(m);
+    const auto [rows, cols] = c.shape(m, static_cast<size_t>(l));
     set(m, bind(cp.require(names.matrix(l, m), {rows, cols})));
     if (c.has_bias(m)) L.bias[static_cast<size_t>(m)] = vec(cp.require(names.matrix(l, m, ".bias"), {rows}));
   }
@@ -395,6 +464,19 @@ void Model::bind_layer_matrices(const Source& cp, const TensorNames& names, int6
     L.expert_bias.resize(static_cast<size_t>(E));
   }
   if (names.fused_experts) return bind_fused_experts(cp, names, l, L);
+  if (names.gemma4 != nullptr && g4(names).expert_row_blocks) {  // Gemma 4: each expert's rows of the stacked matrices
+    const std::string prefix(names.expert_prefix);
+    const TensorInfo& gu = cp.require(names.layer(l, prefix + std::string(names.expert_matrices[0]), ""), {E, 2 * I, H});
+    const TensorInfo& dn = cp.require(names.layer(l, prefix + std::string(names.expert_matrices[2]), ""), {E, H, I});
+    const WeightMatrix gate_up{gu.data, gu.dtype, E * 2 * I, H}, down{dn.data, dn.dtype, E * H, I};
+    for (int64_t e = 0; e < E; ++e) {
+      auto& w = L.experts[static_cast<size_t>(e)];
+      w[0] = row_block(gate_up, e * 2 * I, I);
+      w[1] = row_block(gate_up, e * 2 * I + I, I);
+      w[2] = row_block(down, e * H, H);
+    }
+    return;
+  }
   for (int64_t e = 0; e < E; ++e)
     for (size_t which = 0; which < 3; ++which) {
       const std::vector<int64_t> shape = which == 2 ? std::vector<int64_t>{H, I} : std::vector<int64_t>{I, H};
@@ -512,7 +594,7 @@ void Model::forward(std::span<ForwardItem> items) {
 // says, post-norms) and residuals, then the final norm and the logits.
 void Model::compute(std::span<ForwardItem> items, const Batch& b) {
   const ModelConfig& c = config_;
-  const int64_t n = b.n, H = c.hidden_size, Q = c.q_dim(), KV = c.kv_dim();
+  const int64_t n = b.n, H = c.hidden_size;
   const float eps = static_cast<float>(c.rms_norm_eps);
   Scratch& s = *scratch_;
   s.resize(c, n);
@@ -521,24 +603,39 @@ void Model::compute(std::span<ForwardItem> items, const Batch& b) {
   for (std::span<const int32_t> ids : b.ids)
     for (int32_t t : ids) kernels::copy_row(embed_, t, s.x.data() + (row++) * H);
   if (c.embed_scale != 1.0) kernels::scale_inplace(s.x.data(), static_cast<float>(c.embed_scale), n * H);
+  if (!ple_.empty()) {
+    std::vector<int32_t> all;
+    for (std::span<const int32_t> ids : b.ids) all.insert(all.end(), ids.begin(), ids.end());
+    ple_.inputs(all, s.x.data(), H, eps, s.pli.data(), pool_);
+  }
 
   rope_.prepare(b.pos, b.seq_len);
   if (c.rope_local_used()) rope_local_.prepare(b.pos, b.seq_len);
 
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
+    const LayerSpec& spec = c.layers[static_cast<size_t>(l)];
+    // This layer's shape (Gemma 4's differ by layer type); one reading another's keys computes none.
+    const int64_t D = L.attention.head_dim, KVH = L.attention.n_kv_heads, Q = c.num_attention_heads * D, KV = KVH * D;
+    const bool own_kv = spec.kv_source < 0;
     // Attention.
     kernels::rms_norm(s.x.data(), L.attn_norm.data(), n, H, eps, s.xb.data());
-    project(L, {{LayerMatrix::kQ, s.q.data()}, {LayerMatrix::kK, s.k.data()}, {LayerMatrix::kV, s.v.data()}}, s.xb.data(), n);
+    if (!own_kv) project(L, {{LayerMatrix::kQ, s.q.data()}}, s.xb.data(), n);
+    else if (spec.k_eq_v) project(L, {{LayerMatrix::kQ, s.q.data()}, {LayerMatrix::kK, s.k.data()}}, s.xb.data(), n);
+    else project(L, {{LayerMatrix::kQ, s.q.data()}, {LayerMatrix::kK, s.k.data()}, {LayerMatrix::kV, s.v.data()}}, s.xb.data(), n);
+    if (own_kv && spec.k_eq_v) std::copy_n(s.k.data(), n * KV, s.v.data());  // the raw keys, before their norm
     if (c.qk_norm) {
-      kernels::rms_norm(s.q.data(), L.q_norm.data(), n * c.num_attention_heads, c.head_dim, eps, s.q.data());
-      kernels::rms_norm(s.k.data(), L.k_norm.data(), n * c.num_key_value_heads, c.head_dim, eps, s.k.data());
+      kernels::rms_norm(s.q.data(), L.q_norm.data(), n * c.num_attention_heads, D, eps, s.q.data());
+      if (own_kv) kernels::rms_norm(s.k.data(), L.k_norm.data(), n * KVH, D, eps, s.k.data());
     }
+    if (own_kv && c.value_norm) kernels::rms_norm(s.v.data(), unit_.data(), n * KVH, D, eps, s.v.data());
     for (int64_t t = 0; t < n; ++t) {
       const size_t i = b.item[static_cast<size_t>(t)];
       const int64_t pos = b.pos[static_cast<size_t>(t)];
-      if (L.rope != nullptr) L.rope->apply(s.q.data() + t * Q, s.k.data() + t * KV, static_cast<size_t>(t));
-      items[i].seq->store(l, pos, s.k.data() + t * KV, s.v.data() + t * KV);
+      if (L.rope != nullptr)
+        L.rope->apply(s.q.data() + t * Q, c.num_attention_heads, own_kv ? s.k.data() + t * KV : nullptr, KVH,
+                      static_cast<size_t>(t));
+      if (own_kv) items[i].seq->store(l, pos, s.k.data() + t * KV, s.v.data() + t * KV);
     }
     attention(b, l, s.q.data(), s.att.data());
     project(L, {{LayerMatrix::kO, s.xb.data()}}, s.att.data(), n);
@@ -547,8 +644,14 @@ void Model::compute(std::span<ForwardItem> items, const Batch& b) {
     // MLP.
     kernels::rms_norm(s.x.data(), L.mlp_norm.data(), n, H, eps, s.xb.data());
     mlp(L, s.xb.data(), n, s.xb.data());
+    if (!L.experts_out_norm.empty()) experts_beside_dense(L, s.x.data(), n, s.xb.data());
     if (!L.post_mlp_norm.empty()) kernels::rms_norm(s.xb.data(), L.post_mlp_norm.data(), n, H, eps, s.xb.data());
     kernels::add_inplace(s.x.data(), s.xb.data(), n * H);
+    if (L.ple.gate.rows > 0) {
+      const int64_t P = c.per_layer_input;
+      L.ple.apply(s.x.data(), n, s.pli.data() + l * P, c.num_hidden_layers * P, eps, s.ple_gate.data(), s.xb.data(), pool_);
+    }
+    if (c.layer_scalar) kernels::scale_inplace(s.x.data(), L.scalar, n * H);
   }
   final_hidden(items, b);
   logits(items, b);
@@ -561,10 +664,10 @@ void Model::activate(float* gate, const float* up, int64_t n) const {
 
 // x and out may be the same buffer: x is read in full before out is written.
 void Model::mlp(const Layer& L, const float* x, int64_t n, float* out) {
-  if (!L.experts.empty()) return experts(L, x, n, out);
+  if (L[LayerMatrix::kGate].rows == 0) return experts(L, x, n, out);  // experts in place of the dense MLP
   Scratch& s = *scratch_;
   project(L, {{LayerMatrix::kGate, s.gate.data()}, {LayerMatrix::kUp, s.up.data()}}, x, n);
-  activate(s.gate.data(), s.up.data(), n * config_.intermediate_size);
+  activate(s.gate.data(), s.up.data(), n * L[LayerMatrix::kGate].rows);
   project(L, {{LayerMatrix::kDown, out}}, s.gate.data(), n);
 }
 
@@ -572,28 +675,15 @@ void Model::mlp(const Layer& L, const float* x, int64_t n, float* out) {
 // on a tie); the batch's tokens are then grouped by expert, so that each chosen expert's weights are
 // read once per step and the others not at all. A token's sum runs over its experts in index order,
 // whatever else shares the batch.
-void Model::experts(const Layer& L, const float* x, int64_t n, float* out) {
+void Model::experts(const Layer& L, const float* x, int64_t n, float* out, const float* route_in) {
   const ModelConfig& c = config_;
   const int64_t H = c.hidden_size, E = c.moe.num_experts, K = c.moe.experts_per_tok, I = c.moe.intermediate_size;
   Scratch& s = *scratch_;
-  kernels::matmul(L.router, x, n, s.router.data(), pool_);
+  kernels::matmul(L.router, route_in != nullptr ? route_in : x, n, s.router.data(), pool_);
   if (!L.router_bias.empty()) kernels::add_bias(s.router.data(), L.router_bias.data(), n, E);
-  for (auto& r : s.routed) r.clear();
-  std::vector<int64_t> order(static_cast<size_t>(E));
-  for (int64_t t = 0; t < n; ++t) {
-    float* p = s.router.data() + t * E;
-    kernels::softmax(p, E);
-    for (int64_t e = 0; e < E; ++e) order[static_cast<size_t>(e)] = e;
-    std::partial_sort(order.begin(), order.begin() + K, order.end(),
-                      [p](int64_t a, int64_t b2) { return p[a] > p[b2] || (p[a] == p[b2] && a < b2); });
-    float sum = 0;
-    for (int64_t k = 0; k < K; ++k) sum += p[order[static_cast<size_t>(k)]];
-    const float norm = c.moe.renormalize ? 1.0f / sum : 1.0f;
-    for (int64_t k = 0; k < K; ++k) {
-      const int64_t e = order[static_cast<size_t>(k)];
-      s.routed[static_cast<size_t>(e)].emplace_back(t, p[e] * norm);
-    }
-  }
+  route_tokens(s.router.data(), n, E, K, c.moe.renormalize, L.expert_scale.empty() ? nullptr : L.expert_scale.data(),
+               s.routed);
+  if (route_observer_) route_observer_(&L - layers_.data(), s.routed);
   std::fill_n(s.moe_out.data(), n * H, 0.0f);
   for (int64_t e = 0; e < E; ++e) {
     const auto& routed = s.routed[static_cast<size_t>(e)];
@@ -622,6 +712,22 @@ void Model::experts(const Layer& L, const float* x, int64_t n, float* out) {
   std::copy_n(s.moe_out.data(), n * H, out);
 }
 
+// m = norm(dense, post_feedforward_layernorm_1) + norm(experts(norm(r, pre_feedforward_layernorm_2)),
+// post_feedforward_layernorm_2), the router reading norm0(r) * router.scale / sqrt(hidden).
+void Model::experts_beside_dense(const Layer& L, const float* r, int64_t n, float* out) {
+  const int64_t H = config_.hidden_size;
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  Scratch& s = *scratch_;
+  kernels::rms_norm(out, L.dense_out_norm.data(), n, H, eps, out);
+  kernels::rms_norm(r, unit_.data(), n, H, eps, s.route_in.data());
+  for (int64_t t = 0; t < n; ++t)
+    for (int64_t i = 0; i < H; ++i) s.route_in[static_cast<size_t>(t * H + i)] *= L.router_scale[static_cast<size_t>(i)];
+  kernels::rms_norm(r, L.expert_norm.data(), n, H, eps, s.residual.data());
+  experts(L, s.residual.data(), n, s.residual.data(), s.route_in.data());
+  kernels::rms_norm(s.residual.data(), L.experts_out_norm.data(), n, H, eps, s.residual.data());
+  kernels::add_inplace(out, s.residual.data(), n * H);
+}
+
 // Products of the same activations in one dispatch (q/k/v, gate/up), each with its bias if any.
 void Model::project(const Layer& L, std::initializer_list<std::pair<LayerMatrix, float*>> outs, const float* x,
                     int64_t n) {
@@ -637,7 +743,8 @@ void Model::project(const Layer& L, std::initializer_list<std::pair<LayerMatrix,
 
 // Every sequence's attention over its cache in one dispatch: a decode step has little work per sequence.
 void Model::attention(const Batch& b, int64_t layer, const float* q, float* out) {
-  const int64_t Q = config_.q_dim();
+  const kernels::AttentionShape& shape = layers_[static_cast<size_t>(layer)].attention;
+  const int64_t Q = shape.n_heads * shape.head_dim;
   const std::span<const kernels::KvView> views = kv_view_.build(b.seqs, layer);
   std::vector<kernels::AttentionItem>& attn = attention_items_;
   attn.resize(b.seqs.size());
@@ -647,7 +754,7 @@ void Model::attention(const Batch& b, int64_t layer, const float* q, float* out)
     attn[i] = kernels::AttentionItem{q + row * Q, nt, b.first_pos[i], views[i], out + row * Q};
     row += nt;
   }
-  kernels::attention(attn, layers_[static_cast<size_t>(layer)].attention, pool_);
+  kernels::attention(attn, shape, pool_);
 }
 
 // The final norm of every row of the items that want hidden states, straight into their outputs

@@ -21,6 +21,7 @@
 #include "model/config.h"
 #include "model/gguf.h"
 #include "model/kv_cache.h"
+#include "model/per_layer_embeddings.h"
 #include "model/rope.h"
 #include "model/safetensors.h"
 
@@ -121,6 +122,13 @@ class Model {
   // blocks and time for.
   int64_t recompute_length(const KvSequence& seq, int64_t new_tokens) const;
 
+  // Called, where set, with each mixture-of-experts layer's choice in every forward pass: the layer,
+  // and per expert the (token row of the pass, weight) pairs that chose it (what tests and tools
+  // compare with a reference's routing). Not thread-safe against a running forward pass.
+  using RouteObserver =
+      std::function<void(int64_t layer, const std::vector<std::vector<std::pair<int64_t, float>>>& routed)>;
+  void observe_routes(RouteObserver observer) { route_observer_ = std::move(observer); }
+
  private:
   struct Layer;
   struct Scratch;
@@ -146,13 +154,18 @@ class Model {
   void bind_weights(const Source& src, const TensorNames& names, LoadOptions::LmHead lm_head);
   void bind_layer_matrices(const Source& src, const TensorNames& names, int64_t layer, Layer& L);
   void bind_fused_experts(const Source& src, const TensorNames& names, int64_t layer, Layer& L);
+  void bind_gemma4_parts(const Source& src, const TensorNames& names, int64_t layer, Layer& L);
   // The forward pass proper, for a batch whose positions are reserved.
   void compute(std::span<ForwardItem> items, const Batch& b);
   void attention(const Batch& b, int64_t layer, const float* q, float* out);
   void project(const Layer& L, std::initializer_list<std::pair<LayerMatrix, float*>> outs, const float* x, int64_t n);
   // The MLP of x ([n][hidden]) into out: the dense one, or the layer's mixture of experts.
   void mlp(const Layer& L, const float* x, int64_t n, float* out);
-  void experts(const Layer& L, const float* x, int64_t n, float* out);
+  // route_in: what the router reads where it differs from x (Gemma 4); null: x.
+  void experts(const Layer& L, const float* x, int64_t n, float* out, const float* route_in = nullptr);
+  // Gemma 4's experts beside the dense MLP: out (the dense MLP's output) becomes the normed sum of
+  // both, the experts reading the residual stream r ([n][hidden]).
+  void experts_beside_dense(const Layer& L, const float* r, int64_t n, float* out);
   void activate(float* gate, const float* up, int64_t n) const;
   void logits(std::span<ForwardItem> items, const Batch& b);
   void final_hidden(std::span<ForwardItem> items, const Batch& b);
@@ -181,6 +194,9 @@ class Model {
   std::vector<Layer> layers_;
   std::unique_ptr<Scratch> scratch_;
   Rope rope_, rope_local_;  // rope_local_: Gemma 3's sliding layers
+  PerLayerEmbeddings ple_;  // Gemma 4's; width 0: none
+  std::vector<float> unit_;  // ones: the weight of a weightless norm (Gemma 4's values and router)
+  RouteObserver route_observer_;
   KvBatchView kv_view_;
   std::vector<kernels::AttentionItem> attention_items_;
   std::mutex forward_mu_;  // one forward pass at a time

@@ -10,7 +10,8 @@ namespace ember::model {
 Rope::Rope(const ModelConfig& config) : Rope(config, config.rope) {}
 
 Rope::Rope(const ModelConfig& config, const RopeConfig& rope)
-    : c_(config), rope_(rope), half_(config.rope_dim() / 2) {
+    : c_(config), rope_(rope), head_dim_(rope.head_dim > 0 ? rope.head_dim : config.head_dim),
+      half_((rope.head_dim > 0 ? rope.head_dim : config.rope_dim()) / 2) {
   tables_[0].inv = rope_inv_freq(config, rope, 1);  // a short sequence's: unscaled by length
   if (rope.scaling == RopeScaling::LongRope)
     tables_[1].inv = rope_inv_freq(config, rope, rope.original_max_position_embeddings + 1);
@@ -72,10 +73,12 @@ void Rope::prepare(std::span<const int64_t> pos, std::span<const int64_t> seq_le
   }
 }
 
-void Rope::apply(float* q, float* k, size_t t) const {
-  const int64_t hd = c_.head_dim, rd = 2 * half_;
-  kernels::rope_rotate_half(q, c_.num_attention_heads, hd, rd, cos_of_[t], sin_of_[t]);
-  kernels::rope_rotate_half(k, c_.num_key_value_heads, hd, rd, cos_of_[t], sin_of_[t]);
+void Rope::apply(float* q, float* k, size_t t) const { apply(q, c_.num_attention_heads, k, c_.num_key_value_heads, t); }
+
+void Rope::apply(float* q, int64_t q_heads, float* k, int64_t k_heads, size_t t) const {
+  const int64_t rd = 2 * half_;
+  kernels::rope_rotate_half(q, q_heads, head_dim_, rd, cos_of_[t], sin_of_[t]);
+  if (k != nullptr) kernels::rope_rotate_half(k, k_heads, head_dim_, rd, cos_of_[t], sin_of_[t]);
 }
 
 }  // namespace ember::model

@@ -28,6 +28,9 @@ class Rope {
   // Rotates q ([n_heads][head_dim]) and k ([n_kv_heads][head_dim]) of the pass's token t: the first
   // rope_dim() dims of each head (all of them unless partial_rotary_factor says otherwise).
   void apply(float* q, float* k, size_t t) const;
+  // The same for a layer of its own shape (Gemma 4): q_heads and k_heads heads of this rope's head
+  // size; k may be null (a layer that reads another's keys rotates only its queries).
+  void apply(float* q, int64_t q_heads, float* k, int64_t k_heads, size_t t) const;
 
  private:
   // One frequency set's cos and sin by position ([pos][half]), times the attention factor.
@@ -39,6 +42,7 @@ class Rope {
   void grow(Table& table, int64_t positions);
   const ModelConfig& c_;
   const RopeConfig& rope_;
+  int64_t head_dim_;  // of the heads it rotates: rope.head_dim, else the model's
   int64_t half_;
   Table tables_[2];                         // by factor_set
   int64_t scaled_len_ = 0;                  // the length scaled_inv_ was computed for

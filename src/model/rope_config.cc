@@ -75,6 +75,14 @@ RopeConfig parse_rope(const RopeFields& r, const json& top, const ModelConfig& c
     parse_yarn(r, c, rope);
     return rope;
   }
+  if (type == "proportional") {  // Gemma 4's full layers
+    rope.scaling = RopeScaling::Proportional;
+    rope.partial_rotary_factor = r.number("partial_rotary_factor").value_or(1.0);
+    if (!(rope.partial_rotary_factor > 0 && rope.partial_rotary_factor <= 1))
+      r.bad("partial_rotary_factor", "must be in (0, 1]");
+    rope.factor = r.positive("factor").value_or(1.0);
+    return rope;
+  }
   if (type == "longrope") {
     rope.scaling = RopeScaling::LongRope;
     parse_longrope(r, top, c, rope);
@@ -85,7 +93,7 @@ RopeConfig parse_rope(const RopeFields& r, const json& top, const ModelConfig& c
   else if (type == "llama3") rope.scaling = RopeScaling::Llama3;
   else
     fail(r.where, "unsupported " + r.path + " type \"" + type +
-                      "\" (supported: default, linear, dynamic, llama3, yarn, longrope)");
+                      "\" (supported: default, linear, dynamic, llama3, yarn, longrope, proportional)");
   const std::optional<double> factor = r.positive("factor");
   if (!factor) r.bad("factor", "must be a positive number");
   rope.factor = *factor;
@@ -139,7 +147,7 @@ double yarn_mscale(double scale, double mscale) { return scale <= 1.0 ? 1.0 : 0.
 std::vector<double> rope_inv_freq(const ModelConfig& c, int64_t seq_len) { return rope_inv_freq(c, c.rope, seq_len); }
 
 std::vector<double> rope_inv_freq(const ModelConfig& mc, const RopeConfig& c, int64_t seq_len) {
-  const int64_t d = mc.rope_dim();
+  const int64_t d = c.head_dim > 0 ? c.head_dim : mc.rope_dim();
   double base = c.theta;
   if (c.scaling == RopeScaling::Dynamic && seq_len > mc.max_position_embeddings) {
     // NTK-aware scaling: grow the base once the sequence outruns the trained context.
@@ -182,6 +190,11 @@ std::vector<double> rope_inv_freq(const ModelConfig& mc, const RopeConfig& c, in
       const double ramp = std::clamp((static_cast<double>(i) - low) / (high - low), 0.0, 1.0);
       inv[i] = inv[i] / c.factor * ramp + inv[i] * (1.0 - ramp);
     }
+  } else if (c.scaling == RopeScaling::Proportional) {
+    // As transformers' proportional RoPE: int(partial_rotary_factor * d // 2) frequencies kept, with
+    // their exponents over the whole head; the others are zero, so their pairs do not turn.
+    const auto kept = static_cast<size_t>(std::floor(c.partial_rotary_factor * static_cast<double>(d) / 2.0));
+    for (size_t i = 0; i < inv.size(); ++i) inv[i] = i < kept ? inv[i] / c.factor : 0.0;
   } else if (c.scaling == RopeScaling::LongRope) {
     const std::vector<double>& f = seq_len > c.original_max_position_embeddings ? c.long_factor : c.short_factor;
     for (size_t i = 0; i < inv.size(); ++i) inv[i] /= f[i];

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "base/error.h"
+#include "model/config.h"
 
 namespace ember::model {
 
@@ -28,6 +29,39 @@ constexpr Shape kShapes[] = {
     // Qwen3-30B-A3B's layers (128 experts of width 768, 8 per token) at 2 of its 48 layers, with a
     // small vocabulary so that the layers' bytes dominate: decode reads 8/128 of the experts.
     {"qwen3-30b-a3b-2l", "qwen3_moe", 2048, 2, 32, 4, 6144, 2048, false, false, 1000000.0, 128, true, 128, 8, 768},
+};
+
+// Shapes whose per-layer plan is read from a config.json text (Gemma 4's), as the published
+// text_config gives it, at 2 layers of each type and a small vocabulary (the layers' bytes dominate).
+struct ConfigShape {
+  const char* name;
+  const char* config;
+};
+
+constexpr ConfigShape kConfigShapes[] = {
+    // gemma-4-E2B: layers [S, F, S, F], the last two reading the first two's keys and values (as its
+    // last 20 of 35 layers do) with double-wide MLPs; per-layer embeddings of 256.
+    {"gemma-4-e2b-4l", R"({"model_type": "gemma4_text", "hidden_size": 1536, "intermediate_size": 6144,
+      "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 1, "head_dim": 256,
+      "global_head_dim": 512, "sliding_window": 512, "num_kv_shared_layers": 2, "use_double_wide_mlp": true,
+      "hidden_size_per_layer_input": 256, "vocab_size": 2048, "vocab_size_per_layer_input": 2048,
+      "final_logit_softcapping": 30.0, "max_position_embeddings": 8192, "bos_token_id": 1, "eos_token_id": 2,
+      "layer_types": ["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+      "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                          "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                             "rope_theta": 1000000.0}}})"},
+    // gemma-4-26B-A4B: layers [S, S, F, F]; full layers use the keys as values with 2 kv heads;
+    // every layer a dense MLP of 2112 beside 128 experts of 704, 8 per token.
+    {"gemma-4-26b-a4b-4l", R"({"model_type": "gemma4_text", "hidden_size": 2816, "intermediate_size": 2112,
+      "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256,
+      "global_head_dim": 512, "num_global_key_value_heads": 2, "attention_k_eq_v": true, "sliding_window": 1024,
+      "hidden_size_per_layer_input": 0, "enable_moe_block": true, "num_experts": 128, "top_k_experts": 8,
+      "moe_intermediate_size": 704, "vocab_size": 2048, "final_logit_softcapping": 30.0,
+      "max_position_embeddings": 8192, "bos_token_id": 1, "eos_token_id": 2,
+      "layer_types": ["sliding_attention", "sliding_attention", "full_attention", "full_attention"],
+      "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+                          "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
+                                             "rope_theta": 1000000.0}}})"},
 };
 
 // splitmix64: a fast generator whose streams are independent per seed.
@@ -71,15 +105,50 @@ void add_tensor(InMemoryWeights& w, const std::string& name, std::vector<int64_t
   w.tensors[name] = std::move(t);
 }
 
+// Gemma 4's per-layer embedding table, its projection and norm.
+template <class Mat, class Vec>
+void gemma4_model_tensors(const ModelConfig& c, const Gemma4Names& g, Mat& mat, Vec& vec) {
+  const int64_t LP = c.num_hidden_layers * c.per_layer_input;
+  mat(std::string(g.ple_table), c.per_layer_vocab, LP);
+  mat(std::string(g.ple_projection), LP, c.hidden_size);
+  vec(std::string(g.ple_norm), c.per_layer_input, -1.0f);
+}
+
+// A Gemma 4 layer's own tensors: layer_scalar, the per-layer embedding's gate, and the experts beside
+// the dense MLP with their router and norms.
+template <class Mat, class Stacked, class Vec>
+void gemma4_layer_tensors(const ModelConfig& c, const Gemma4Names& g, const TensorNames& names, int64_t l, Mat& mat,
+                          Stacked& stacked, Vec& vec) {
+  const int64_t H = c.hidden_size, P = c.per_layer_input;
+  vec(names.layer(l, g.layer_scalar, ""), 1, -1.0f);
+  if (P > 0) {
+    mat(names.layer(l, g.ple_gate), P, H);
+    mat(names.layer(l, g.ple_layer_projection), H, P);
+    vec(names.layer(l, g.ple_post_norm), H, -1.0f);
+  }
+  if (!c.moe.beside_dense) return;
+  const int64_t E = c.moe.num_experts, I = c.moe.intermediate_size;
+  mat(names.layer(l, names.router), E, H);
+  vec(names.layer(l, g.router_scale, ""), H, -1.0f);
+  vec(names.layer(l, g.expert_scale, ""), E, -1.0f);
+  const std::string prefix(names.expert_prefix);
+  stacked(names.layer(l, prefix + std::string(names.expert_matrices[0]), ""), E, 2 * I, H);
+  stacked(names.layer(l, prefix + std::string(names.expert_matrices[2]), ""), E, H, I);
+  for (std::string_view norm : {g.expert_norm, g.dense_out_norm, g.experts_out_norm}) vec(names.layer(l, norm), H, -1.0f);
+}
+
 }  // namespace
 
 std::vector<std::string> synthetic_shape_names() {
   std::vector<std::string> out;
   for (const Shape& s : kShapes) out.push_back(s.name);
+  for (const ConfigShape& s : kConfigShapes) out.push_back(s.name);
   return out;
 }
 
 ModelConfig synthetic_config(const std::string& name) {
+  for (const ConfigShape& s : kConfigShapes)
+    if (name == s.name) return parse_config(s.config, "synthetic shape " + name);
   for (const Shape& s : kShapes) {
     if (name != s.name) continue;
     ModelConfig c;
@@ -107,7 +176,7 @@ ModelConfig synthetic_config(const std::string& name) {
     return c;
   }
   std::string known;
-  for (const Shape& s : kShapes) known += std::string(known.empty() ? "" : ", ") + s.name;
+  for (const std::string& s : synthetic_shape_names()) known += (known.empty() ? "" : ", ") + s;
   fail("synthetic model", "unknown shape '" + name + "' (known: " + known + ")");
 }
 
@@ -119,22 +188,35 @@ InMemoryWeights synthetic_weights(const ModelConfig& c, DType dtype, uint64_t se
     add_tensor(w, name, {rows, cols}, dtype, std::sqrt(3.0f / static_cast<float>(cols)), ++k, pool);
   };
   auto vec = [&](const std::string& name, int64_t n, float range) { add_tensor(w, name, {n}, DType::F32, range, ++k, pool); };
+  auto stacked = [&](const std::string& name, int64_t n, int64_t rows, int64_t cols) {  // n matrices in one tensor
+    add_tensor(w, name, {n, rows, cols}, dtype, std::sqrt(3.0f / static_cast<float>(cols)), ++k, pool);
+  };
   const Architecture* arch = find_architecture(c.model_type);
   const TensorNames& names = arch != nullptr ? *arch->names : kHuggingFaceNames;
   mat(std::string(names.embed), c.vocab_size, H);
   if (!c.tie_word_embeddings) mat(std::string(names.lm_head), c.vocab_size, H);
   vec(std::string(names.final_norm), H, -1.0f);
+  if (c.per_layer_input > 0) gemma4_model_tensors(c, *names.gemma4, mat, vec);
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
+    const LayerSpec& spec = c.layers[static_cast<size_t>(l)];
     vec(names.layer(l, names.attn_norm), H, -1.0f);
     vec(names.layer(l, names.mlp_norm), H, -1.0f);
-    const bool sparse = c.layers[static_cast<size_t>(l)].sparse_mlp;
+    if (c.post_norms) {
+      vec(names.layer(l, names.post_attn_norm), H, -1.0f);
+      vec(names.layer(l, names.post_mlp_norm), H, -1.0f);
+    }
+    const bool sparse = spec.sparse_mlp && !c.moe.beside_dense;
     for (LayerMatrix m : kAllLayerMatrices) {
       if (sparse && (m == LayerMatrix::kGate || m == LayerMatrix::kUp || m == LayerMatrix::kDown)) continue;
-      const auto [rows, cols] = c.shape(m);
+      if ((m == LayerMatrix::kK || m == LayerMatrix::kV) && spec.kv_source >= 0) continue;  // reads another's
+      if (m == LayerMatrix::kV && spec.k_eq_v) continue;
+      const auto [rows, cols] = c.shape(m, static_cast<size_t>(l));
       mat(names.matrix(l, m), rows, cols);
       if (c.has_bias(m)) vec(names.matrix(l, m, ".bias"), rows, 0.1f);
     }
-    if (sparse) {
+    if (names.gemma4 != nullptr) {
+      gemma4_layer_tensors(c, *names.gemma4, names, l, mat, stacked, vec);
+    } else if (sparse) {
       const int64_t I = c.moe.intermediate_size;
       mat(names.layer(l, names.router), c.moe.num_experts, H);
       for (int64_t e = 0; e < c.moe.num_experts; ++e) {
@@ -144,8 +226,8 @@ InMemoryWeights synthetic_weights(const ModelConfig& c, DType dtype, uint64_t se
       }
     }
     if (c.qk_norm) {
-      vec(names.layer(l, names.q_norm), c.head_dim, -1.0f);
-      vec(names.layer(l, names.k_norm), c.head_dim, -1.0f);
+      vec(names.layer(l, names.q_norm), c.head_dim_of(static_cast<size_t>(l)), -1.0f);
+      if (spec.kv_source < 0) vec(names.layer(l, names.k_norm), c.head_dim_of(static_cast<size_t>(l)), -1.0f);
     }
   }
   return w;

@@ -4,7 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
 #include "base/error.h"
+#include "base/format.h"
+#include "base/mapped_file.h"
+#include "model/config.h"
+#include "model/kv_cache.h"
 #include "run_command.h"
 #include "test_paths.h"
 
@@ -61,6 +69,33 @@ TEST(MemoryPlan, CommandsPrintThePlanAndRefuseTooLittle) {
   const test::Output bad = test::run_command(chat + " --mem lots 2>&1");
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.out.find("--mem"), std::string::npos) << bad.out;
+}
+
+// Gemma 4's KV-shared layers store nothing: the plan a command prints counts the keys and values of
+// the layers that compute them (by each golden's layer_plan), not of every layer.
+TEST(MemoryPlan, GemmaFourCountsOnlyTheLayersThatStoreKeys) {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(test::testdata("golden/gemma4")))
+    if (e.path().extension() == ".json") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  ASSERT_FALSE(files.empty());
+  bool any_shared = false;
+  for (const std::string& file : files) {
+    SCOPED_TRACE(file);
+    const nlohmann::json g = nlohmann::json::parse(read_file(file));
+    int64_t stored = 0;
+    for (const auto& p : g["layer_plan"])
+      if (!p["kv_shared"].get<bool>()) stored += 2 * p["kv_heads"].get<int64_t>() * p["head_dim"].get<int64_t>() * 4;
+      else any_shared = true;
+    const std::string dir = test::model_dir(g["model"].get<std::string>());
+    EXPECT_EQ(model::KvCache::bytes_per_token(model::load_config(dir), kernels::KvType::F32), stored);
+    const test::Output o = test::run_command(test::ember_binary() + " generate -m " + dir +
+                                             " -p 'Once upon a time' -n 1 --kv-dtype f32 2>&1");
+    ASSERT_EQ(o.status, 0) << o.out;
+    EXPECT_NE(o.out.find(" at full use, " + format_bytes(static_cast<double>(stored)) + " per token)"), std::string::npos)
+        << "want " << format_bytes(static_cast<double>(stored)) << " per token: " << o.out;
+  }
+  EXPECT_TRUE(any_shared) << "no golden in golden/gemma4 shares keys across layers";
 }
 
 }  // namespace

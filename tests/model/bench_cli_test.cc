@@ -8,6 +8,7 @@
 
 #include "base/mapped_file.h"
 #include "model/model.h"
+#include "model/synthetic.h"
 #include "run_command.h"
 #include "test_paths.h"
 
@@ -65,6 +66,35 @@ TEST(BenchCli, MixtureOfExpertsStatesTheExpertsRead) {
   const auto m = Model::load(test::model_dir("tiny-qwen3moe-bf16"), {.threads = 1, .progress = {}});
   EXPECT_GE(moe["decode_bytes_per_token"].get<double>(), static_cast<double>(m->decode_weight_bytes()));
   EXPECT_GT(moe["decode_roofline_tok_s"].get<double>(), 0.0);
+}
+
+// Gemma 4's synthetic shapes: the bytes a decode step reads are the weights (the per-layer embeddings'
+// table row included) and the KV cache as each layer reads it, where a layer sharing another's keys
+// reads them again though the cache holds them once. (The CLI runs the E2B shape only: the
+// 26B-A4B one holds 3 billion expert weights.)
+TEST(BenchCli, GemmaFourShapesCountSharedKeysAsRead) {
+  auto kv = [](const ModelConfig& c, bool stored_only) {
+    int64_t bytes = 0;
+    for (size_t l = 0; l < c.layers.size(); ++l)
+      if (!stored_only || c.layers[l].kv_source < 0) bytes += 2 * c.kv_heads_of(l) * c.head_dim_of(l) * 4;  // f32
+    return bytes;
+  };
+  const ModelConfig e2b = synthetic_config("gemma-4-e2b-4l"), moe = synthetic_config("gemma-4-26b-a4b-4l");
+  EXPECT_GT(e2b.per_layer_input, 0);
+  EXPECT_LT(kv(e2b, true), kv(e2b, false));  // two of its layers read the others' keys
+  EXPECT_GT(moe.moe.num_experts, 0);
+  for (const ModelConfig* c : {&e2b, &moe}) {
+    EXPECT_EQ(KvCache::bytes_per_token(*c, kernels::KvType::F32), kv(*c, true));
+    EXPECT_DOUBLE_EQ(KvCache::bytes_read_per_token(*c, kernels::KvType::F32, 9.0), 9.0 * static_cast<double>(kv(*c, false)));
+  }
+  const test::Output o = test::run_command("'" + test::ember_binary() +
+                                           "' bench --synthetic gemma-4-e2b-4l -p 8 -n 2 --reps 1 --no-warmup --kv-dtype f32 --json 2>/dev/null");
+  ASSERT_EQ(o.status, 0) << o.out;
+  const nlohmann::json j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j["kv_cache_bytes_per_position"].get<int64_t>(), kv(e2b, true));
+  EXPECT_DOUBLE_EQ(j["decode_kv_bytes_per_token"].get<double>(), 9.0 * static_cast<double>(kv(e2b, false)));  // 8 + 2/2
+  EXPECT_GT(j["decode_bytes_per_token"].get<double>(), j["decode_kv_bytes_per_token"].get<double>());
+  EXPECT_GT(j["decode_tok_s_median"].get<double>(), 0.0);
 }
 
 }  // namespace

@@ -23,11 +23,15 @@ namespace {
 using nlohmann::json;
 namespace fs = std::filesystem;
 
-// The model folders the families/ goldens name (so that a new one is picked up).
-std::vector<std::string> family_models() {
+// The model folders the families/ goldens name (so that a new one is picked up), and with
+// `with_gemma4` those of gemma4/.
+std::vector<std::string> family_models(bool with_gemma4 = false) {
   std::vector<std::string> out;
-  for (const std::string& file : test::golden_jsons("golden/families"))
-    out.push_back(json::parse(read_file(file))["model"].get<std::string>());
+  for (const char* folder : {"golden/families", "golden/gemma4"}) {
+    if (!with_gemma4 && std::string(folder) == "golden/gemma4") continue;
+    for (const std::string& file : test::golden_jsons(folder))
+      out.push_back(json::parse(read_file(file))["model"].get<std::string>());
+  }
   return out;
 }
 
@@ -157,6 +161,8 @@ std::vector<float> last_logits(const std::string& name, LoadOptions options, con
 }
 
 // Quantized matrices (split fused ones and experts included) run and stay close to the stored weights.
+// (Not Gemma 4's tiny models: Q8_0 rounding alone flips near-tied routing choices of the MoE one, and
+// Q4_0 moves both past these bounds.)
 TEST(Families, QuantizedPathsRun) {
   for (const std::string& name : family_models()) {
     SCOPED_TRACE(name);
@@ -189,7 +195,7 @@ TEST(Families, QuantizedPathsRun) {
 // Plain weights converted at load (LoadOptions::weight_dtype) run in the new type and give the
 // stored model's logits up to the rounding of the weights.
 TEST(Families, ConvertedFloatWeightsRun) {
-  for (const std::string& name : family_models()) {
+  for (const std::string& name : family_models(true)) {
     SCOPED_TRACE(name);
     const std::vector<float> want = last_logits(name, {});
     for (DType t : {DType::F32, DType::F16, DType::BF16}) {
@@ -214,8 +220,10 @@ TEST(Families, ConvertedFloatWeightsRun) {
 TEST(Families, ChatCommandRepliesOnEachTinyModel) {
   const std::map<std::string, std::string> templates = {
       {"gemma2", "gemma.jinja"},     {"gemma3_text", "gemma-3.jinja"}, {"phi3", "phi-3.jinja"},
-      {"smollm3", "smollm3.jinja"}, {"qwen3_moe", "qwen3.jinja"},     {"mixtral", "mistral-instruct-v0.1.jinja"}};
-  for (const std::string& name : family_models()) {
+      {"smollm3", "smollm3.jinja"}, {"qwen3_moe", "qwen3.jinja"},     {"mixtral", "mistral-instruct-v0.1.jinja"},
+      // ../shared has no Gemma 4 template: its folders here chat on Gemma 3's turn markers.
+      {"gemma4", "gemma-3.jinja"}};
+  for (const std::string& name : family_models(true)) {
     SCOPED_TRACE(name);
     const std::string src = test::model_dir(name);
     const std::string type = model_config(name)["model_type"].get<std::string>();

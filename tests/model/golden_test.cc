@@ -21,11 +21,11 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 // Golden files by their path under golden/ without ".json": the first families' at the top, the
-// newer families' in families/, the RoPE scaling types' in rope/, gpt-oss's in gpt-oss/ (every file
+// newer families' in families/, the RoPE scaling types' in rope/, gpt-oss's in gpt-oss/, Gemma 4's in gemma4/ (every file
 // of these folders, so that new ones are picked up).
 std::vector<std::string> golden_files() {
   std::vector<std::string> out;
-  for (const char* sub : {"", "families/", "rope/", "gpt-oss/"})
+  for (const char* sub : {"", "families/", "rope/", "gpt-oss/", "gemma4/"})
     for (const auto& e : fs::directory_iterator(test::testdata("golden/" + std::string(sub))))
       if (e.path().extension() == ".json") out.push_back(sub + e.path().stem().string());
   std::sort(out.begin(), out.end());
