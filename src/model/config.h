@@ -42,11 +42,26 @@ enum class LayerRope : uint8_t {
   kNone,    // no rotation (SmolLM3's no_rope_layers)
 };
 
+// What mixes a layer's positions: softmax attention over the KV cache, or a hybrid's linear
+// attention (Gated DeltaNet: a recurrent state per sequence, model/gated_deltanet.h).
+enum class LayerKind : uint8_t { kAttention, kLinear };
+
 // What differs from one decoder layer to the next.
 struct LayerSpec {
   int64_t sliding_window = 0;  // 0: full attention; else the last W positions
   LayerRope rope = LayerRope::kGlobal;
   bool sparse_mlp = false;  // a mixture of experts instead of the dense MLP
+  LayerKind kind = LayerKind::kAttention;
+};
+
+// A Gated DeltaNet layer's shape (config.json's linear_* keys): key_heads heads of key_dim for q and
+// k, value_heads heads of value_dim for v, z and the state, a depthwise causal conv of conv_kernel.
+struct LinearAttentionConfig {
+  int64_t conv_kernel = 0;  // 0: no linear-attention layers
+  int64_t key_heads = 0, key_dim = 0, value_heads = 0, value_dim = 0;
+  int64_t key_width() const { return key_heads * key_dim; }
+  int64_t value_width() const { return value_heads * value_dim; }
+  int64_t conv_channels() const { return 2 * key_width() + value_width(); }  // [q; k; v]
 };
 
 enum class Activation : uint8_t { kSilu, kGeluTanh };  // of the gate, times up
@@ -62,6 +77,8 @@ struct MoeConfig {
   // gate = min(gate, limit), up = clamp(up, -limit, limit), out = (up + 1) * gate * sigmoid(1.702 gate).
   bool biases = false;
   double swiglu_limit = 0;  // 0: the plain SwiGLU
+  // Qwen3-Next: a shared SwiGLU expert of this width added to every token, times sigmoid(h . gate); 0: none.
+  int64_t shared_intermediate_size = 0;
 };
 
 struct ModelConfig {
@@ -93,6 +110,9 @@ struct ModelConfig {
   RopeConfig rope_local;             // for LayerRope::kLocal layers
   bool fused_qkv = false, fused_gate_up = false;  // stored fused, split at load (Phi-3)
   bool attention_sinks = false;  // a learned sink logit per query head (gpt-oss)
+  // q_proj yields per head [query | gate]; the attention output is multiplied by sigmoid(gate) (Qwen3-Next, Qwen3.5).
+  bool attn_output_gate = false;
+  LinearAttentionConfig linear;  // the LayerKind::kLinear layers' shape
   MoeConfig moe;
   std::vector<LayerSpec> layers;  // one per decoder layer (num_hidden_layers)
   std::vector<int32_t> eos_token_ids;
@@ -111,6 +131,8 @@ struct ModelConfig {
     return false;
   }
   int64_t rope_dim() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
+  // Layers of LayerKind::kAttention: those that hold KV blocks.
+  int64_t attention_layers() const;
   float attention_scale() const;
 };
 

@@ -9,11 +9,14 @@
 namespace ember::model {
 
 KvCache::KvCache(const ModelConfig& c, int64_t n_blocks, int64_t block_size, kernels::KvType type)
-    : n_layers_(c.num_hidden_layers),
+    : n_layers_(c.attention_layers()),
       n_kv_heads_(c.num_key_value_heads),
       head_dim_(c.head_dim),
       block_size_(block_size), n_blocks_(n_blocks), type_(type), row_bytes_(kernels::kv_row_bytes(type, c.head_dim)) {
   if (n_blocks <= 0 || block_size <= 0) fail("KV cache", "needs at least one block of at least one position");
+  for (int64_t l = 0, slot = 0; l < c.num_hidden_layers; ++l)
+    kv_slot_.push_back(c.layers.empty() || c.layers[static_cast<size_t>(l)].kind == LayerKind::kAttention ? slot++ : -1);
+  recurrent_ = RecurrentLayout(c);
   layer_stride_ = block_size_ * n_kv_heads_ * row_bytes_;
   block_stride_ = n_layers_ * 2 * layer_stride_;
   data_.reset(new uint8_t[static_cast<size_t>(n_blocks_ * block_stride_)]);
@@ -51,7 +54,7 @@ KvSequence::~KvSequence() {
 KvSequence::KvSequence(KvSequence&& other) noexcept
     : cache_(std::exchange(other.cache_, nullptr)), blocks_(std::move(other.blocks_)),
       length_(std::exchange(other.length_, 0)), tokens_(std::move(other.tokens_)),
-      factor_set_(std::exchange(other.factor_set_, 0)) {}
+      factor_set_(std::exchange(other.factor_set_, 0)), state_(std::move(other.state_)) {}
 
 KvSequence& KvSequence::operator=(KvSequence&& other) noexcept {
   if (this != &other) {
@@ -62,6 +65,7 @@ KvSequence& KvSequence::operator=(KvSequence&& other) noexcept {
     length_ = std::exchange(other.length_, 0);
     tokens_ = std::move(other.tokens_);
     factor_set_ = std::exchange(other.factor_set_, 0);
+    state_ = std::move(other.state_);
   }
   return *this;
 }
@@ -72,6 +76,7 @@ KvSequence KvSequence::fork() const {
   s.length_ = length_;
   s.tokens_ = tokens_;
   s.factor_set_ = factor_set_;
+  s.state_ = state_;
   for (int32_t b : blocks_) cache_->retain(b);
   return s;
 }
@@ -82,6 +87,7 @@ KvSequence KvSequence::copy() const {
   for (size_t b = 0; b < blocks_.size(); ++b) cache_->copy_block(blocks_[b], s.blocks_[b]);
   s.tokens_ = tokens_;
   s.factor_set_ = factor_set_;
+  s.state_ = state_;
   return s;
 }
 
@@ -116,6 +122,7 @@ void KvSequence::rewrite(int64_t from, int64_t new_length) {
 
 void KvSequence::truncate(int64_t new_length) {
   new_length = std::clamp<int64_t>(new_length, 0, length_);
+  if (state_.active() && new_length < state_.position()) new_length = state_.restore(new_length);
   const int64_t bs = cache_->block_size();
   const size_t keep = static_cast<size_t>((new_length + bs - 1) / bs);
   while (blocks_.size() > keep) {

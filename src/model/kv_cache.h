@@ -10,6 +10,7 @@
 
 #include "kernels/attention.h"
 #include "model/config.h"
+#include "model/recurrent_state.h"
 
 namespace ember::model {
 
@@ -35,10 +36,20 @@ class KvCache {
   int refcount(int32_t block) const { return refs_[block]; }
   void copy_block(int32_t from, int32_t to);
 
-  // Bytes of keys and values of one position over all layers: what a token of context costs.
+  // Bytes of keys and values of one position over the attention layers: what a token of context costs.
   static int64_t bytes_per_token(const ModelConfig& config, kernels::KvType type) {
-    return 2 * config.num_hidden_layers * config.num_key_value_heads * kernels::kv_row_bytes(type, config.head_dim);
+    return 2 * config.attention_layers() * config.num_key_value_heads * kernels::kv_row_bytes(type, config.head_dim);
   }
+  // A hybrid's recurrent state per sequence (0 for other models), and with the snapshots it may keep.
+  static int64_t state_bytes(const ModelConfig& config) { return RecurrentLayout(config).bytes(); }
+  static int64_t state_bytes_with_snapshots(const ModelConfig& config) {
+    const RecurrentLayout layout(config);
+    return layout.bytes() * (1 + layout.snapshot_limit);
+  }
+  const RecurrentLayout& recurrent_layout() const { return recurrent_; }
+  // Snapshots of its recurrent state each sequence keeps from now on (a hybrid's; 0: none, so that a
+  // sequence cut back always recomputes from its first position).
+  void set_snapshot_limit(int64_t n) { recurrent_.snapshot_limit = n; }
 
  private:
   friend class KvSequence;
@@ -46,7 +57,9 @@ class KvCache {
   // [n_kv_heads][block_size] rows of type() (see kernels::KvView).
   uint8_t* keys(int32_t block, int64_t layer) { return base(block, layer); }
   uint8_t* values(int32_t block, int64_t layer) { return base(block, layer) + layer_stride_; }
-  uint8_t* base(int32_t block, int64_t layer) { return data_.get() + block * block_stride_ + layer * 2 * layer_stride_; }
+  uint8_t* base(int32_t block, int64_t layer) {
+    return data_.get() + block * block_stride_ + kv_slot_[static_cast<size_t>(layer)] * 2 * layer_stride_;
+  }
 
   int64_t n_layers_, n_kv_heads_, head_dim_, block_size_, n_blocks_;
   kernels::KvType type_;
@@ -56,12 +69,14 @@ class KvCache {
   std::unique_ptr<uint8_t[]> data_;  // uninitialised: pages are touched only when used
   std::vector<int> refs_;
   std::vector<int32_t> free_;
+  std::vector<int64_t> kv_slot_;  // per layer: its place among the attention layers (linear ones hold no keys)
+  RecurrentLayout recurrent_;
 };
 
 // One sequence's positions in a KvCache. Releases its blocks when destroyed.
 class KvSequence {
  public:
-  explicit KvSequence(KvCache& cache) : cache_(&cache) {}
+  explicit KvSequence(KvCache& cache) : cache_(&cache), state_(cache.recurrent_layout()) {}
   ~KvSequence();
   KvSequence(const KvSequence&) = delete;
   KvSequence& operator=(const KvSequence&) = delete;
@@ -90,8 +105,13 @@ class KvSequence {
   // The same for positions [from, new_length), those already held from `from` on included (to be
   // computed again): every block they fall into that another sequence shares is copied first.
   void rewrite(int64_t from, int64_t new_length);
-  // Forgets positions >= new_length (keeps the prefix, e.g. the part of a chat already cached).
+  // Forgets positions >= new_length (keeps the prefix, e.g. the part of a chat already cached). A
+  // hybrid's recurrent state cannot be cut back: its sequence goes back to the deepest snapshot at or
+  // below new_length, or to 0, so length() may end below new_length and callers compute from there.
   void truncate(int64_t new_length);
+  // The linear-attention layers' state (a hybrid model's), which fork() and copy() carry along.
+  RecurrentState& state() { return state_; }
+  const RecurrentState& state() const { return state_; }
 
   // Stores the keys and values of position `pos` (< length()) of `layer`: k and v hold
   // [n_kv_heads][head_dim] floats, converted to the cache's dtype.
@@ -103,6 +123,7 @@ class KvSequence {
   int64_t length_ = 0;
   std::vector<int32_t> tokens_;  // [length_]
   int factor_set_ = 0;
+  RecurrentState state_;
 };
 
 }  // namespace ember::model

@@ -8,6 +8,8 @@
 #include "base/format.h"
 #include "kernels/attention.h"
 #include "kernels/ops.h"
+#include "model/gated_attention.h"
+#include "model/gated_deltanet.h"
 #include "model/gguf_config.h"
 #include "model/model_path.h"
 
@@ -28,6 +30,9 @@ struct Model::Layer {
   std::vector<float> router_bias;                    // empty unless MoeConfig::biases
   std::vector<std::array<std::vector<float>, 3>> expert_bias;  // the same
   std::vector<float> sinks;  // per query head (ModelConfig::attention_sinks); attention.sinks points here
+  DeltaNetWeights delta;     // a LayerKind::kLinear layer's (its w[kQ..kO] then have rows 0)
+  std::array<WeightMatrix, 3> shared_expert;  // gate, up, down (MoeConfig::shared_intermediate_size)
+  WeightMatrix shared_gate;                   // [1][hidden]
 
   const WeightMatrix& operator[](LayerMatrix m) const { return w[static_cast<size_t>(m)]; }
 };
@@ -41,6 +46,12 @@ void for_each_layer_matrix(LayerT& L, F&& f, bool with_router = true) {
   if (with_router && L.router.rows > 0) f(L.router);
   for (auto& e : L.experts)
     for (auto& m : e) f(m);
+  for (auto& m : L.delta.in)
+    if (m.rows > 0) f(m);
+  if (L.delta.out.rows > 0) f(L.delta.out);
+  for (auto& m : L.shared_expert)
+    if (m.rows > 0) f(m);
+  if (with_router && L.shared_gate.rows > 0) f(L.shared_gate);
 }
 }  // namespace
 
@@ -49,6 +60,7 @@ struct Model::Scratch {
   std::vector<float> x, xb, q, k, v, att, gate, up, last, logits;
   std::vector<float> router, moe_in, moe_out;                   // mixture-of-experts layers
   std::vector<std::vector<std::pair<int64_t, float>>> routed;  // per expert: (token, weight)
+  std::vector<float> qg, attn_gate, shared_gate;               // gated attention; the shared expert's gate
   void resize(const ModelConfig& c, int64_t n) {
     x.resize(n * c.hidden_size);
     xb.resize(n * c.hidden_size);
@@ -56,7 +68,7 @@ struct Model::Scratch {
     k.resize(n * c.kv_dim());
     v.resize(n * c.kv_dim());
     att.resize(n * c.q_dim());
-    const int64_t width = std::max(c.intermediate_size, c.moe.intermediate_size);
+    const int64_t width = std::max({c.intermediate_size, c.moe.intermediate_size, c.moe.shared_intermediate_size});
     gate.resize(n * width);
     up.resize(n * width);
     last.resize(n * c.hidden_size);
@@ -65,6 +77,11 @@ struct Model::Scratch {
       moe_in.resize(n * c.hidden_size);
       moe_out.resize(n * c.hidden_size);
       routed.resize(static_cast<size_t>(c.moe.num_experts));
+      shared_gate.resize(n);
+    }
+    if (c.attn_output_gate) {
+      qg.resize(n * 2 * c.q_dim());
+      attn_gate.resize(n * c.q_dim());
     }
   }
 };
@@ -147,6 +164,8 @@ Model::Model(std::string dir, ModelConfig config, Checkpoint checkpoint, const L
       tuner_(pool_.size()),
       kv_dtype_(options.kv_dtype), scratch_(std::make_unique<Scratch>()), rope_(config_),
       rope_local_(config_, config_.rope_local) {
+  if (const Architecture* a = find_architecture(config_.model_type); a != nullptr && a->linear != LinearRule::kNone)
+    deltanet_ = std::make_unique<GatedDeltaNet>(config_, a->linear);
   kernels::kv_row_bytes(kv_dtype_, config_.head_dim);  // refuses a KV type this head size cannot use
 }
 
@@ -287,6 +306,9 @@ int64_t Model::decode_weight_bytes() const {
   for (const Layer& L : layers_) {
     for (const WeightMatrix& w : L.w) total += kernels::weight_bytes(w);
     total += kernels::weight_bytes(L.router);
+    for (const WeightMatrix& w : L.delta.in) total += kernels::weight_bytes(w);
+    total += kernels::weight_bytes(L.delta.out) + kernels::weight_bytes(L.shared_gate);
+    for (const WeightMatrix& w : L.shared_expert) total += kernels::weight_bytes(w);
     // A token reads experts_per_tok of the experts (all of one size).
     if (!L.experts.empty()) {
       int64_t one = 0;
@@ -342,6 +364,10 @@ void Model::bind_weights(const Source& cp, const TensorNames& names, LoadOptions
       L.post_mlp_norm = norm_vec(cp.require(names.layer(l, names.post_mlp_norm), {H}), plus);
     }
     bind_layer_matrices(cp, names, l, L);
+    if (spec.kind == LayerKind::kLinear) {
+      L.delta = bind_deltanet(c, find_architecture(c.model_type)->linear, names, l, cp.require, bind);
+      continue;  // no attention: no q/k norms, no KV
+    }
     if (c.qk_norm) {
       L.q_norm = norm_vec(cp.require(names.layer(l, names.q_norm), {c.head_dim}), plus);
       L.k_norm = norm_vec(cp.require(names.layer(l, names.k_norm), {c.head_dim}), plus);
@@ -364,9 +390,10 @@ void Model::bind_layer_matrices(const Source& cp, const TensorNames& names, int6
   auto bind = [&](const TensorInfo& t) { return cp.bind(t); };
   auto set = [&](LayerMatrix m, const WeightMatrix& w) { L.w[static_cast<size_t>(m)] = w; };
   const bool sparse = c.layers[static_cast<size_t>(l)].sparse_mlp;
+  const bool linear = c.layers[static_cast<size_t>(l)].kind == LayerKind::kLinear;
   for (LayerMatrix m : kAllLayerMatrices) {
     const bool mlp = m == LayerMatrix::kGate || m == LayerMatrix::kUp || m == LayerMatrix::kDown;
-    if ((mlp && sparse) || (c.fused_qkv && m <= LayerMatrix::kV) ||
+    if ((mlp && sparse) || (!mlp && linear) || (c.fused_qkv && m <= LayerMatrix::kV) ||
         (c.fused_gate_up && (m == LayerMatrix::kGate || m == LayerMatrix::kUp)))
       continue;
     const auto [rows, cols] = c.shape(m);
@@ -393,6 +420,15 @@ void Model::bind_layer_matrices(const Source& cp, const TensorNames& names, int6
   if (c.moe.biases) {
     L.router_bias = vec(cp.require(names.layer(l, names.router, ".bias"), {E}));
     L.expert_bias.resize(static_cast<size_t>(E));
+  }
+  if (c.moe.shared_intermediate_size > 0) {
+    const int64_t SI = c.moe.shared_intermediate_size;
+    for (size_t which = 0; which < 3; ++which) {
+      const std::vector<int64_t> shape = which == 2 ? std::vector<int64_t>{H, SI} : std::vector<int64_t>{SI, H};
+      const std::string stem = std::string(names.shared_expert) + "." + std::string(names.expert_matrices[which]);
+      L.shared_expert[which] = bind(cp.require(names.layer(l, stem), shape));
+    }
+    L.shared_gate = bind(cp.require(names.layer(l, names.shared_expert_gate), {1, H}));
   }
   if (names.fused_experts) return bind_fused_experts(cp, names, l, L);
   for (int64_t e = 0; e < E; ++e)
@@ -503,6 +539,7 @@ void Model::forward(std::span<ForwardItem> items) {
   for (size_t i = 0; i < items.size(); ++i) {
     items[i].seq->set_tokens(b.first_pos[i], b.ids[i]);
     items[i].seq->set_factor_set(factor_set(items[i].seq->length()));
+    items[i].seq->state().begin_pass(b.first_pos[i], items[i].seq->length(), items[i].seq->cache().block_size());
   }
   const kernels::TunedStep tuned(tuner_, pool_, b.n);  // all threads or one, as measured for this size
   compute(items, b);
@@ -525,23 +562,40 @@ void Model::compute(std::span<ForwardItem> items, const Batch& b) {
   rope_.prepare(b.pos, b.seq_len);
   if (c.rope_local_used()) rope_local_.prepare(b.pos, b.seq_len);
 
+  if (deltanet_) {  // the hybrids' linear-attention layers: each sequence's rows of the pass
+    deltanet_items_.clear();
+    int64_t row = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const int64_t nt = static_cast<int64_t>(b.ids[i].size());
+      deltanet_items_.push_back({items[i].seq, row, nt, b.first_pos[i]});
+      row += nt;
+    }
+  }
+
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
     // Attention.
     kernels::rms_norm(s.x.data(), L.attn_norm.data(), n, H, eps, s.xb.data());
-    project(L, {{LayerMatrix::kQ, s.q.data()}, {LayerMatrix::kK, s.k.data()}, {LayerMatrix::kV, s.v.data()}}, s.xb.data(), n);
-    if (c.qk_norm) {
-      kernels::rms_norm(s.q.data(), L.q_norm.data(), n * c.num_attention_heads, c.head_dim, eps, s.q.data());
-      kernels::rms_norm(s.k.data(), L.k_norm.data(), n * c.num_key_value_heads, c.head_dim, eps, s.k.data());
+    if (c.layers[static_cast<size_t>(l)].kind == LayerKind::kLinear) {
+      deltanet_->forward(L.delta, l, s.xb.data(), n, deltanet_items_, s.xb.data(), pool_);
+    } else {
+      float* q = c.attn_output_gate ? s.qg.data() : s.q.data();
+      project(L, {{LayerMatrix::kQ, q}, {LayerMatrix::kK, s.k.data()}, {LayerMatrix::kV, s.v.data()}}, s.xb.data(), n);
+      if (c.attn_output_gate) split_query_gate(q, n, c.num_attention_heads, c.head_dim, s.q.data(), s.attn_gate.data());
+      if (c.qk_norm) {
+        kernels::rms_norm(s.q.data(), L.q_norm.data(), n * c.num_attention_heads, c.head_dim, eps, s.q.data());
+        kernels::rms_norm(s.k.data(), L.k_norm.data(), n * c.num_key_value_heads, c.head_dim, eps, s.k.data());
+      }
+      for (int64_t t = 0; t < n; ++t) {
+        const size_t i = b.item[static_cast<size_t>(t)];
+        const int64_t pos = b.pos[static_cast<size_t>(t)];
+        if (L.rope != nullptr) L.rope->apply(s.q.data() + t * Q, s.k.data() + t * KV, static_cast<size_t>(t));
+        items[i].seq->store(l, pos, s.k.data() + t * KV, s.v.data() + t * KV);
+      }
+      attention(b, l, s.q.data(), s.att.data());
+      if (c.attn_output_gate) apply_output_gate(s.att.data(), s.attn_gate.data(), n * Q);
+      project(L, {{LayerMatrix::kO, s.xb.data()}}, s.att.data(), n);
     }
-    for (int64_t t = 0; t < n; ++t) {
-      const size_t i = b.item[static_cast<size_t>(t)];
-      const int64_t pos = b.pos[static_cast<size_t>(t)];
-      if (L.rope != nullptr) L.rope->apply(s.q.data() + t * Q, s.k.data() + t * KV, static_cast<size_t>(t));
-      items[i].seq->store(l, pos, s.k.data() + t * KV, s.v.data() + t * KV);
-    }
-    attention(b, l, s.q.data(), s.att.data());
-    project(L, {{LayerMatrix::kO, s.xb.data()}}, s.att.data(), n);
     if (!L.post_attn_norm.empty()) kernels::rms_norm(s.xb.data(), L.post_attn_norm.data(), n, H, eps, s.xb.data());
     kernels::add_inplace(s.x.data(), s.xb.data(), n * H);
     // MLP.
@@ -618,6 +672,17 @@ void Model::experts(const Layer& L, const float* x, int64_t n, float* out) {
       const auto [t, weight] = routed[static_cast<size_t>(j)];
       kernels::axpy(s.moe_out.data() + t * H, weight, s.moe_in.data() + j * H, H);
     }
+  }
+  if (L.shared_gate.rows > 0) {  // Qwen3-Next: every token also gets the shared expert, times sigmoid(h . gate)
+    const int64_t SI = c.moe.shared_intermediate_size;
+    const kernels::MatmulOut gate_up[2] = {{&L.shared_expert[0], s.gate.data()}, {&L.shared_expert[1], s.up.data()}};
+    kernels::matmul_fused(gate_up, x, n, pool_);
+    activate(s.gate.data(), s.up.data(), n * SI);
+    kernels::matmul(L.shared_expert[2], s.gate.data(), n, s.moe_in.data(), pool_);
+    kernels::matmul(L.shared_gate, x, n, s.shared_gate.data(), pool_);
+    for (int64_t t = 0; t < n; ++t)
+      kernels::axpy(s.moe_out.data() + t * H, 1.0f / (1.0f + std::exp(-s.shared_gate[static_cast<size_t>(t)])),
+                    s.moe_in.data() + t * H, H);
   }
   std::copy_n(s.moe_out.data(), n * H, out);
 }
