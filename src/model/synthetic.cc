@@ -30,6 +30,37 @@ constexpr Shape kShapes[] = {
     {"qwen3-30b-a3b-2l", "qwen3_moe", 2048, 2, 32, 4, 6144, 2048, false, false, 1000000.0, 128, true, 128, 8, 768},
 };
 
+// The hybrids (Gated DeltaNet layers beside gated attention) as config.json settings, read by
+// parse_config as a folder's are. Qwen3.5-0.8B's published text_config (24 layers, 6 of them full
+// attention, tied 248320-token vocabulary); Qwen3.6-35B-A3B's layers (its published text_config:
+// 256 experts of 512 with a shared expert of 512, 8 per token; Gated DeltaNet of 16 key / 32 value
+// heads of 128) at 2 layers of each kind, laid out as Qwen3-Next's (the same math), with a small
+// vocabulary so that the layers' bytes dominate, as qwen3-30b-a3b-2l.
+struct HybridShape {
+  const char* name;
+  const char* config;
+};
+
+constexpr HybridShape kHybridShapes[] = {
+    {"qwen3.5-0.8b", R"({"model_type": "qwen3_5", "tie_word_embeddings": true, "text_config": {
+       "hidden_size": 1024, "intermediate_size": 3584, "num_hidden_layers": 24, "num_attention_heads": 8,
+       "num_key_value_heads": 2, "head_dim": 256, "vocab_size": 248320, "rms_norm_eps": 1e-6,
+       "max_position_embeddings": 262144, "full_attention_interval": 4, "linear_conv_kernel_dim": 4,
+       "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_num_key_heads": 16,
+       "linear_num_value_heads": 16, "eos_token_id": 248044,
+       "rope_parameters": {"rope_type": "default", "rope_theta": 10000000, "partial_rotary_factor": 0.25}}})"},
+    {"qwen3.6-35b-a3b-4l", R"({"model_type": "qwen3_next", "tie_word_embeddings": false,
+       "hidden_size": 2048, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 16,
+       "num_key_value_heads": 2, "head_dim": 256, "vocab_size": 2048, "rms_norm_eps": 1e-6,
+       "max_position_embeddings": 262144,
+       "layer_types": ["linear_attention", "full_attention", "linear_attention", "full_attention"],
+       "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+       "linear_num_key_heads": 16, "linear_num_value_heads": 32, "num_experts": 256, "num_experts_per_tok": 8,
+       "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "norm_topk_prob": true,
+       "eos_token_id": 248044,
+       "rope_parameters": {"rope_type": "default", "rope_theta": 10000000, "partial_rotary_factor": 0.25}})"},
+};
+
 // splitmix64: a fast generator whose streams are independent per seed.
 inline uint64_t mix(uint64_t& s) {
   uint64_t z = (s += 0x9E3779B97F4A7C15ull);
@@ -76,10 +107,13 @@ void add_tensor(InMemoryWeights& w, const std::string& name, std::vector<int64_t
 std::vector<std::string> synthetic_shape_names() {
   std::vector<std::string> out;
   for (const Shape& s : kShapes) out.push_back(s.name);
+  for (const HybridShape& s : kHybridShapes) out.push_back(s.name);
   return out;
 }
 
 ModelConfig synthetic_config(const std::string& name) {
+  for (const HybridShape& s : kHybridShapes)
+    if (name == s.name) return parse_config(s.config, std::string("synthetic shape ") + s.name);
   for (const Shape& s : kShapes) {
     if (name != s.name) continue;
     ModelConfig c;
@@ -107,7 +141,7 @@ ModelConfig synthetic_config(const std::string& name) {
     return c;
   }
   std::string known;
-  for (const Shape& s : kShapes) known += std::string(known.empty() ? "" : ", ") + s.name;
+  for (const std::string& s : synthetic_shape_names()) known += (known.empty() ? "" : ", ") + s;
   fail("synthetic model", "unknown shape '" + name + "' (known: " + known + ")");
 }
 
@@ -121,6 +155,27 @@ InMemoryWeights synthetic_weights(const ModelConfig& c, DType dtype, uint64_t se
   auto vec = [&](const std::string& name, int64_t n, float range) { add_tensor(w, name, {n}, DType::F32, range, ++k, pool); };
   const Architecture* arch = find_architecture(c.model_type);
   const TensorNames& names = arch != nullptr ? *arch->names : kHuggingFaceNames;
+  // A Gated DeltaNet layer's projections in the architecture's layout, conv, gates and norm.
+  auto linear_attention_tensors = [&](int64_t l) {
+    const LinearAttentionConfig& a = c.linear;
+    const int64_t K = a.key_width(), V = a.value_width(), nv = a.value_heads;
+    const TensorNames::Linear& n = names.linear;
+    if (arch->linear == LinearRule::kGroupedQkvz) {
+      mat(names.layer(l, n.qkvz), 2 * K + 2 * V, H);
+      mat(names.layer(l, n.ba), 2 * nv, H);
+    } else {
+      mat(names.layer(l, n.qkv), a.conv_channels(), H);
+      mat(names.layer(l, n.z), V, H);
+      mat(names.layer(l, n.b), nv, H);
+      mat(names.layer(l, n.a), nv, H);
+    }
+    mat(names.layer(l, n.out), H, V);
+    add_tensor(w, names.layer(l, n.conv), {a.conv_channels(), 1, a.conv_kernel}, dtype,
+               std::sqrt(3.0f / static_cast<float>(a.conv_kernel)), ++k, pool);
+    vec(names.layer(l, n.dt_bias, ""), nv, 1.0f);
+    vec(names.layer(l, n.a_log, ""), nv, 1.0f);
+    vec(names.layer(l, n.norm), a.value_dim, -1.0f);
+  };
   mat(std::string(names.embed), c.vocab_size, H);
   if (!c.tie_word_embeddings) mat(std::string(names.lm_head), c.vocab_size, H);
   vec(std::string(names.final_norm), H, -1.0f);
@@ -128,8 +183,11 @@ InMemoryWeights synthetic_weights(const ModelConfig& c, DType dtype, uint64_t se
     vec(names.layer(l, names.attn_norm), H, -1.0f);
     vec(names.layer(l, names.mlp_norm), H, -1.0f);
     const bool sparse = c.layers[static_cast<size_t>(l)].sparse_mlp;
+    const bool linear = c.layers[static_cast<size_t>(l)].kind == LayerKind::kLinear;
+    if (linear) linear_attention_tensors(l);
     for (LayerMatrix m : kAllLayerMatrices) {
-      if (sparse && (m == LayerMatrix::kGate || m == LayerMatrix::kUp || m == LayerMatrix::kDown)) continue;
+      const bool mlp = m == LayerMatrix::kGate || m == LayerMatrix::kUp || m == LayerMatrix::kDown;
+      if ((sparse && mlp) || (linear && !mlp)) continue;
       const auto [rows, cols] = c.shape(m);
       mat(names.matrix(l, m), rows, cols);
       if (c.has_bias(m)) vec(names.matrix(l, m, ".bias"), rows, 0.1f);
@@ -142,8 +200,15 @@ InMemoryWeights synthetic_weights(const ModelConfig& c, DType dtype, uint64_t se
         mat(names.expert(l, e, 1), I, H);
         mat(names.expert(l, e, 2), H, I);
       }
+      if (const int64_t SI = c.moe.shared_intermediate_size; SI > 0) {
+        const std::string stem = std::string(names.shared_expert) + ".";
+        mat(names.layer(l, stem + std::string(names.expert_matrices[0])), SI, H);
+        mat(names.layer(l, stem + std::string(names.expert_matrices[1])), SI, H);
+        mat(names.layer(l, stem + std::string(names.expert_matrices[2])), H, SI);
+        mat(names.layer(l, names.shared_expert_gate), 1, H);
+      }
     }
-    if (c.qk_norm) {
+    if (c.qk_norm && !linear) {
       vec(names.layer(l, names.q_norm), c.head_dim, -1.0f);
       vec(names.layer(l, names.k_norm), c.head_dim, -1.0f);
     }

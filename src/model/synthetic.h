@@ -11,7 +11,8 @@
 
 namespace ember::model {
 
-// llama-1b, llama-1b-128k, smollm-360m, qwen-0.5b, qwen3-30b-a3b-2l (a mixture of experts).
+// llama-1b, llama-1b-128k, smollm-360m, qwen-0.5b, qwen3-30b-a3b-2l (a mixture of experts), and the
+// hybrids qwen3.5-0.8b and qwen3.6-35b-a3b-4l (Gated DeltaNet layers with a recurrent state).
 std::vector<std::string> synthetic_shape_names();
 // The config of a named shape; throws ember::Error listing the known names.
 ModelConfig synthetic_config(const std::string& shape);

@@ -11,6 +11,7 @@
 
 #include "config_testing.h"
 #include "model/model.h"
+#include "model/synthetic.h"
 
 namespace ember::model {
 namespace {
@@ -158,6 +159,27 @@ TEST(HybridModel, MissingTensorNamesIt) {
     EXPECT_MENTIONS(std::string(e.what()), "layers." + std::to_string(last) + ".linear_attn.in_proj_qkv.weight");
   }
   fs::remove_all(dir);
+}
+
+// The bench shapes of the published hybrids parse, and random weights for every hybrid layout (the
+// goldens' configs) load and run: each tensor the forward pass binds is generated with its shape.
+TEST(HybridSynthetic, ShapesParseAndRandomWeightsRun) {
+  const ModelConfig small = synthetic_config("qwen3.5-0.8b");
+  EXPECT_EQ(small.attention_layers(), small.num_hidden_layers / 4);
+  EXPECT_GT(KvCache::state_bytes(small), 0);
+  const ModelConfig moe = synthetic_config("qwen3.6-35b-a3b-4l");
+  EXPECT_EQ(moe.attention_layers(), 2);
+  EXPECT_GT(moe.moe.shared_intermediate_size, 0);
+  kernels::ThreadPool pool(1);
+  for (const json& g : hybrid_goldens()) {
+    SCOPED_TRACE(g["model"].get<std::string>());
+    ModelConfig c = load_config(test::model_dir(g["model"].get<std::string>()));
+    auto m = Model::from_memory(c, synthetic_weights(c, DType::BF16, 7, pool), {.threads = 1, .progress = {}});
+    auto cache = m->make_cache(64);
+    KvSequence seq(*cache);
+    const std::vector<int32_t> ids = {1, 2, 3, 4, 5};
+    for (float v : m->forward(seq, ids)) ASSERT_TRUE(std::isfinite(v));
+  }
 }
 
 // A hybrid's caches: KV blocks for the attention layers only, the state per sequence beside them.
