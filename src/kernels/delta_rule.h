@@ -3,8 +3,10 @@
 // [key_dim][value_dim] floats: at each position
 //   S = decay * S;  u = beta * (v - S^T k);  S += k u^T;  o = S^T q.
 // Positions run strictly in order, each updating S in place, so the result has the same bits however
-// a prompt is split into passes and whatever else shares them.
+// a prompt is split into passes and whatever else shares them (and on every instruction set).
 #include <cstdint>
+
+#include "kernels/cpu.h"
 
 namespace ember::kernels {
 
@@ -22,6 +24,9 @@ struct DeltaRuleHead {
   int64_t out_stride = 0;
 };
 
+// Runs the n positions on `state` ([key_dim][value_dim]), in place; the best instruction set, or the
+// one given (tests run every supported one: all give the same bits, the scalar one is the reference).
 void delta_rule(float* state, int64_t key_dim, int64_t value_dim, const DeltaRuleHead& h, int64_t n);
+void delta_rule(float* state, int64_t key_dim, int64_t value_dim, const DeltaRuleHead& h, int64_t n, Isa isa);
 
 }  // namespace ember::kernels
