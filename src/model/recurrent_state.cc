@@ -1,6 +1,9 @@
 #include "model/recurrent_state.h"
 
 #include <algorithm>
+#include <string>
+
+#include "base/error.h"
 
 namespace ember::model {
 
@@ -20,6 +23,9 @@ float* RecurrentState::conv(int64_t layer) {
 
 void RecurrentState::begin_pass(int64_t from, int64_t to, int64_t block) {
   if (!active()) return;
+  // A pass that computes held positions again (LongRoPE's recomputation from 0) starts from their state.
+  if (from < at_ && restore(from) != from)
+    fail("recurrent state", "a pass from position " + std::to_string(from) + " has no state snapshot there");
   at_ = to;
   if (layout_->snapshot_limit <= 0) return;
   const auto limit = static_cast<size_t>(layout_->snapshot_limit);
