@@ -112,7 +112,9 @@ int run_bench(const BenchArgs& a) {
   // Decode reads every weight once plus the KV cache so far (mean context over the run), as each layer
   // reads it: within its window, and a layer sharing another's keys reads them again.
   const double kv_bytes = model::KvCache::bytes_read_per_token(c, m->kv_dtype(), a.prompt + a.gen / 2.0);
-  const double bytes_per_token = static_cast<double>(m->decode_weight_bytes()) + kv_bytes;
+  // A hybrid's recurrent state (conv windows and delta-rule states) is read and rewritten each step.
+  const int64_t state_bytes = model::KvCache::state_bytes(c);
+  const double bytes_per_token = static_cast<double>(m->decode_weight_bytes()) + kv_bytes + static_cast<double>(state_bytes);
   const double roofline = bw / bytes_per_token;
 
   std::mt19937 rng(42);
@@ -177,6 +179,7 @@ int run_bench(const BenchArgs& a) {
     j["decode_kv_bytes_per_token"] = kv_bytes;  // what attention reads (in decode_bytes_per_token)
     // What a token of context holds in the cache: only the layers that compute keys (Gemma 4 shares them).
     j["kv_cache_bytes_per_position"] = model::KvCache::bytes_per_token(c, m->kv_dtype());
+    j["state_bytes_per_sequence"] = state_bytes;  // 0: no linear-attention layers
     j["experts"] = c.moe.num_experts;  // 0: dense
     j["experts_per_token"] = c.moe.num_experts > 0 ? c.moe.experts_per_tok : 0;
     j["decode_roofline_tok_s"] = roofline;
@@ -211,6 +214,9 @@ int run_bench(const BenchArgs& a) {
     std::printf("%-28s %12.3f\n", "time to first token s", tt);
     std::printf("%-28s %12.2f\n", "read bandwidth GB/s", bw / 1e9);
     std::printf("%-28s %12.1f\n", "decode MB read per token", bytes_per_token / 1e6);
+    std::printf("%-28s %12.1f\n", "KV KB per context token",
+                static_cast<double>(model::KvCache::bytes_per_token(c, m->kv_dtype())) / 1e3);
+    if (state_bytes > 0) std::printf("%-28s %12.2f\n", "recurrent state MB per seq", static_cast<double>(state_bytes) / 1e6);
     if (c.moe.num_experts > 0)
       std::printf("%-28s %12s\n", "experts read per token",
                   (std::to_string(c.moe.experts_per_tok) + " of " + std::to_string(c.moe.num_experts)).c_str());

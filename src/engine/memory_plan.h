@@ -22,7 +22,10 @@ struct MemoryRequest {
 
 struct MemoryPlan {
   int64_t weight_bytes = 0;        // as held in memory (after packing or quantization)
-  int64_t kv_bytes_per_token = 0;  // layers x KV heads x head_dim x 2 x element size
+  int64_t kv_bytes_per_token = 0;  // attention layers x KV heads x head_dim x 2 x element size
+  // A hybrid's recurrent state (conv windows and delta-rule states of its linear-attention layers)
+  // with the snapshots a sequence may keep: fixed per sequence, whatever its length. 0: none.
+  int64_t state_bytes_per_sequence = 0;
   int64_t available_bytes = 0;     // what the system reports available (MemAvailable)
   int64_t budget_bytes = 0;        // for the KV cache
   int64_t sequences = 1, context = 0;
@@ -30,6 +33,7 @@ struct MemoryPlan {
   kernels::KvType kv_dtype = model::kKvTypeDefault;
 
   int64_t kv_bytes() const;  // of the whole pool at full use (pool_factor included)
+  int64_t state_bytes() const { return pool_factor * sequences * state_bytes_per_sequence; }
   std::string describe() const;  // the one line printed at start
 };
 
@@ -44,7 +48,9 @@ int64_t available_memory_bytes();
 // Throws ember::Error with the numbers when not even one sequence of a useful context fits.
 MemoryPlan plan_memory(const model::Model& model, const MemoryRequest& request);
 // The same from the parts, for a model not yet loaded and for tests.
+// state_bytes_per_sequence comes off the budget before the context is sized.
 MemoryPlan plan_memory(int64_t max_position_embeddings, int64_t kv_bytes_per_token, int64_t weight_bytes,
-                       kernels::KvType kv_dtype, int64_t available_bytes, const MemoryRequest& request);
+                       kernels::KvType kv_dtype, int64_t available_bytes, const MemoryRequest& request,
+                       int64_t state_bytes_per_sequence = 0);
 
 }  // namespace ember::engine

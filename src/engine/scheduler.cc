@@ -229,7 +229,7 @@ void Scheduler::start(Pending p) {
     const size_t n = reusable_prefix((*it)->tokens, prompt);
     if (n > best) best = n, live = nullptr, cached = it;
   }
-  const size_t keep = best;
+  size_t keep = best;
   if (keep > 0) {
     if (cached != lru_.end()) {
       s.kv = std::move((*cached)->kv);
@@ -237,7 +237,9 @@ void Scheduler::start(Pending p) {
     } else {
       s.kv = live->kv.fork();
     }
+    // A hybrid model's sequence may go back further, to its deepest state snapshot (KvSequence::truncate).
     s.kv.truncate(static_cast<int64_t>(keep));
+    keep = static_cast<size_t>(s.kv.length());
     s.kv_tokens.assign(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(keep));
   }
   s.reused = static_cast<int64_t>(keep);

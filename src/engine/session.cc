@@ -25,8 +25,9 @@ int64_t Session::prefill(std::span<const int32_t> prompt) {
   check_prompt_fits(static_cast<int64_t>(prompt.size()), context_);
   // The same prompt again: its logits are still here.
   if (std::equal(prompt.begin(), prompt.end(), cached_.begin(), cached_.end()) && !logits_.empty()) return 0;
-  const size_t keep = reusable_prefix(cached_, prompt);
-  seq_.truncate(static_cast<int64_t>(keep));
+  // A hybrid model's sequence may go back further, to its deepest state snapshot (KvSequence::truncate).
+  seq_.truncate(static_cast<int64_t>(reusable_prefix(cached_, prompt)));
+  const auto keep = static_cast<size_t>(seq_.length());
   cached_.resize(keep);
   const auto rest = prompt.subspan(keep);
   logits_ = model_.forward(seq_, rest);

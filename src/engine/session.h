@@ -62,6 +62,9 @@ class Session {
                             const GenerationCallbacks& callbacks = {});
 
   void reset();
+  // Snapshots of a hybrid model's recurrent state each sequence keeps (model::KvCache::set_snapshot_limit;
+  // 0: a turn whose prompt departs from the cache recomputes from its first token).
+  void set_state_snapshots(int64_t n) { cache_->set_snapshot_limit(n); }
 
  private:
   model::Model& model_;

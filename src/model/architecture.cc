@@ -102,6 +102,19 @@ TensorNames gemma4_names(std::string_view prefix, const Gemma4Names& extra) {
   n.gemma4 = &extra;
   return n;
 }
+constexpr TensorNames::Linear kDeltaNetNames{
+    .qkvz = "linear_attn.in_proj_qkvz",
+    .ba = "linear_attn.in_proj_ba",
+    .qkv = "linear_attn.in_proj_qkv",
+    .z = "linear_attn.in_proj_z",
+    .b = "linear_attn.in_proj_b",
+    .a = "linear_attn.in_proj_a",
+    .conv = "linear_attn.conv1d",
+    .dt_bias = "linear_attn.dt_bias",
+    .a_log = "linear_attn.A_log",
+    .norm = "linear_attn.norm",
+    .out = "linear_attn.out_proj",
+};
 }  // namespace
 
 const TensorNames kGemma4Names = [] {
@@ -112,6 +125,24 @@ const TensorNames kGemma4Names = [] {
   return n;
 }();
 const TensorNames kGemma4TextNames = gemma4_names("model.", kGemma4TextExtra);
+
+const TensorNames kQwen3NextNames = [] {
+  TensorNames n = kQwenMoeNames;
+  n.linear = kDeltaNetNames;
+  n.shared_expert = "mlp.shared_expert";
+  n.shared_expert_gate = "mlp.shared_expert_gate";
+  return n;
+}();
+
+const TensorNames kQwen35Names = [] {
+  TensorNames n = kHuggingFaceNames;
+  n.embed = "model.language_model.embed_tokens.weight";
+  n.final_norm = "model.language_model.norm.weight";
+  n.layer_prefix = "model.language_model.layers.";
+  n.base_prefix = "model.language_model.";
+  n.linear = kDeltaNetNames;
+  return n;
+}();
 
 const TensorNames kGgufNames{
     .embed = "token_embd.weight",
@@ -207,6 +238,14 @@ const Architecture kArchitectures[] = {
      .window = WindowRule::kGemma4, .gemma_norms = false, .local_rope = true, .no_rope_layers = false,
      .partial_rotary = false, .moe = MoeRule::kGemma4, .layer_plan = true, .text_config = "",
      .tied_by_default = true},
+    {.model_type = "qwen3_next", .names = &kQwen3NextNames, .bias = BiasRule::kAttentionBias, .qk_norm = true,
+     .window = WindowRule::kNone, .gemma_norms = false, .local_rope = false, .no_rope_layers = false,
+     .partial_rotary = true, .moe = MoeRule::kQwen, .linear = LinearRule::kGroupedQkvz, .rotary_factor_default = 0.25,
+     .head_dim_default = 256},
+    {.model_type = "qwen3_5", .names = &kQwen35Names, .bias = BiasRule::kAttentionBias, .qk_norm = true,
+     .window = WindowRule::kNone, .gemma_norms = false, .local_rope = false, .no_rope_layers = false,
+     .partial_rotary = true, .moe = MoeRule::kNone, .linear = LinearRule::kSeparate, .rotary_factor_default = 0.25,
+     .head_dim_default = 256, .text_config = "text_config"},
 };
 }  // namespace
 

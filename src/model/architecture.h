@@ -58,6 +58,14 @@ struct TensorNames {
   std::string_view base_prefix;
   // Gemma 4's tensors beyond these (model/layer_plan.h); null: none.
   const struct Gemma4Names* gemma4 = nullptr;
+  // Gated DeltaNet layers' stems (Qwen3-Next stores in_proj_qkvz and in_proj_ba, Qwen3.5 in_proj_qkv,
+  // _z, _b and _a: see LinearRule); "": no such layers.
+  struct Linear {
+    std::string_view qkvz, ba, qkv, z, b, a, conv, dt_bias, a_log, norm, out;
+  } linear = {};
+  // Qwen3-Next's shared expert: its gate/up/down at shared_expert + "." + expert_matrices[i], and the
+  // stem of its [1][hidden] sigmoid gate; "": none.
+  std::string_view shared_expert = "", shared_expert_gate = "";
 
   std::string layer(int64_t index, std::string_view stem, std::string_view suffix = ".weight") const;
   std::string matrix(int64_t index, LayerMatrix m, std::string_view suffix = ".weight") const {
@@ -86,6 +94,10 @@ extern const TensorNames kGptOssNames;
 // model alone (Gemma4ForCausalLM: under model.).
 extern const TensorNames kGemma4Names;
 extern const TensorNames kGemma4TextNames;
+// Qwen3-Next (model.layers.N.linear_attn.in_proj_qkvz, mlp.shared_expert) and Qwen3.5's text model
+// (model.language_model.layers.N.linear_attn.in_proj_qkv; its vision tower and mtp.* are not read).
+extern const TensorNames kQwen3NextNames;
+extern const TensorNames kQwen35Names;
 // llama.cpp's GGUF names of a dense layer (model/gguf_architecture.cc derives Gemma's and the experts' from them).
 extern const TensorNames kGgufNames;
 
@@ -118,6 +130,16 @@ enum class BiasRule : uint8_t {
   kAttentionBias,  // llama, qwen3: q, k, v and o when config.json's attention_bias is true
 };
 
+// How a hybrid's linear-attention (Gated DeltaNet) projections are stored; kNone: every layer attends.
+// The layers are chosen by layer_types, else by full_attention_interval.
+enum class LinearRule : uint8_t {
+  kNone,
+  // Qwen3-Next: in_proj_qkvz rows grouped per key head [q, k, v (r heads), z (r heads)], in_proj_ba
+  // rows [b (r), a (r)] per key head, r = value heads / key heads.
+  kGroupedQkvz,
+  kSeparate,  // Qwen3.5: in_proj_qkv rows [all q; all k; all v], in_proj_z, in_proj_b, in_proj_a
+};
+
 struct Architecture {
   std::string_view model_type;
   const TensorNames* names;
@@ -131,11 +153,19 @@ struct Architecture {
   bool no_rope_layers = false;   // SmolLM3: config.json's no_rope_layers (0: the layer skips RoPE)
   bool partial_rotary = false;   // Phi-3: partial_rotary_factor
   MoeRule moe = MoeRule::kNone;
+  // The hybrids (Qwen3-Next, Qwen3.5): Gated DeltaNet layers beside gated attention (q_proj yields
+  // [query | gate] per head) whose RMSNorms scale by (1 + weight), with no Gemma scaling.
+  LinearRule linear = LinearRule::kNone;
+  // partial_rotary_factor where config.json gives none (with partial_rotary), and head_dim (0:
+  // hidden_size / num_attention_heads), as transformers' config classes default them.
+  double rotary_factor_default = 1.0;
+  int64_t head_dim_default = 0;
   // Gemma 4: the per-layer plan of model/layer_plan.h (head dims and kv heads by layer type, keys as
   // values, KV sharing, double-wide MLPs, per-layer embeddings), plain-weight norms, a weightless
   // value norm, unscaled scores.
   bool layer_plan = false;
-  // The config.json object holding the text model's fields ("": the top level); Gemma 4's text_config.
+  // The config.json object holding the text model's fields ("": the top level): Gemma 4's and
+  // Qwen3.5's text_config.
   std::string_view text_config = "";
   bool tied_by_default = false;  // tie_word_embeddings when config.json does not say
 };

@@ -90,6 +90,44 @@ std::vector<int64_t> integer_list(const Reader& r, const char* key) {
   return out;
 }
 
+// A hybrid's layer kinds: layer_types ("linear_attention" / "full_attention"), else every
+// full_attention_interval-th layer attends (transformers' default 4) and the others are linear.
+void parse_layer_kinds(const Reader& r, std::vector<LayerSpec>& layers) {
+  if (const json* types = r.find("layer_types")) {
+    if (!types->is_array() || types->size() != layers.size())
+      fail(r.where, r.name("layer_types") + " must be an array of num_hidden_layers strings");
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const json& t = (*types)[l];
+      if (t == "linear_attention") layers[l].kind = LayerKind::kLinear;
+      else if (t != "full_attention")
+        fail(r.where, "layer_types[" + std::to_string(l) + "] is " + t.dump() +
+                          " (supported: \"full_attention\", \"linear_attention\")");
+    }
+    return;
+  }
+  const int64_t interval = r.integer_or("full_attention_interval", 4);
+  if (interval == 0) r.bad("full_attention_interval", "must be positive");
+  for (size_t l = 0; l < layers.size(); ++l)
+    if ((static_cast<int64_t>(l) + 1) % interval != 0) layers[l].kind = LayerKind::kLinear;
+}
+
+// The Gated DeltaNet layers' shape (the linear_* keys) and the hybrids' gated attention and (1 + w) norms.
+void parse_linear_attention(const Reader& r, ModelConfig& c) {
+  c.norm_plus_one = true;
+  c.attn_output_gate = true;  // transformers gates whatever attn_output_gate says (every published file: true)
+  parse_layer_kinds(r, c.layers);
+  LinearAttentionConfig& a = c.linear;
+  a.conv_kernel = r.integer("linear_conv_kernel_dim");
+  a.key_dim = r.integer("linear_key_head_dim");
+  a.value_dim = r.integer("linear_value_head_dim");
+  a.key_heads = r.integer("linear_num_key_heads");
+  a.value_heads = r.integer("linear_num_value_heads");
+  if (a.conv_kernel == 0 || a.key_dim == 0 || a.value_dim == 0 || a.key_heads == 0 || a.value_heads == 0)
+    fail(r.where, "the linear_* dimensions (conv kernel, key and value heads and their dims) must be positive");
+  if (a.value_heads % a.key_heads != 0)
+    fail(r.where, r.name("linear_num_value_heads") + " must be a multiple of linear_num_key_heads");
+}
+
 // Gemma's norms, scaling, soft-capping and local RoPE; Phi-3's partial rotary; SmolLM3's no-RoPE layers.
 void parse_family_options(const Reader& r, const Architecture& arch, ModelConfig& c) {
   if (arch.gemma_norms) {
@@ -112,7 +150,12 @@ void parse_family_options(const Reader& r, const Architecture& arch, ModelConfig
       if (l.sliding_window > 0) l.rope = LayerRope::kLocal;
   }
   if (arch.partial_rotary) {
-    const double f = r.number_or("partial_rotary_factor", 1.0);
+    // transformers v5 moves it into rope_parameters (Qwen3.5 repeats it at both places).
+    const json* params = r.find("rope_parameters");
+    const double top = r.number_or("partial_rotary_factor", arch.rotary_factor_default);
+    const double f = params != nullptr && params->is_object()
+                         ? ConfigFields{*params, r.where, "rope_parameters"}.number_or("partial_rotary_factor", top)
+                         : top;
     c.rotary_dim = static_cast<int64_t>(static_cast<double>(c.head_dim) * f);
     if (!(f > 0 && f <= 1) || c.rotary_dim == 0 || c.rotary_dim % 2 != 0)
       fail(r.where, "field \"partial_rotary_factor\" must give an even number of rotary dims in (0, head_dim]");
@@ -154,6 +197,7 @@ void parse_moe(const Reader& r, const Architecture& arch, ModelConfig& c) {
     m.renormalize = r.boolean_or("norm_topk_prob", false);
     step = r.integer_or("decoder_sparse_step", 1);
     dense = integer_list(r, "mlp_only_layers");
+    if (!arch.names->shared_expert.empty()) m.shared_intermediate_size = r.integer_or("shared_expert_intermediate_size", 0);
   }
   m.experts_per_tok = r.integer_or("num_experts_per_tok", 2);
   if (arch.moe == MoeRule::kGptOss) {
@@ -200,7 +244,11 @@ void check_dimensions(const ModelConfig& c, const std::string& where) {
               {"vocab_size", c.vocab_size, kMaxVocab},
               {"max_position_embeddings", c.max_position_embeddings, kMaxContext},
               {"number of experts", c.moe.num_experts, kMaxWidth},
-              {"expert intermediate size", c.moe.intermediate_size, kMaxWidth}};
+              {"expert intermediate size", c.moe.intermediate_size, kMaxWidth},
+              {"shared expert intermediate size", c.moe.shared_intermediate_size, kMaxWidth},
+              {"linear_conv_kernel_dim", c.linear.conv_kernel, kMaxWidth},
+              {"linear_num_key_heads x linear_key_head_dim", c.linear.key_heads * c.linear.key_dim, kMaxWidth},
+              {"linear_num_value_heads x linear_value_head_dim", c.linear.value_heads * c.linear.value_dim, kMaxWidth}};
   for (const auto& d : dims) {
     if (d.value > d.limit)
       fail(where, std::string(d.name) + " is " + std::to_string(d.value) + ", more than Ember's limit of " +
@@ -238,7 +286,7 @@ int64_t ModelConfig::max_mlp_width() const {
 std::array<int64_t, 2> ModelConfig::shape(LayerMatrix m, size_t layer) const {
   const int64_t q = q_dim_of(layer), kv = kv_dim_of(layer), width = mlp_width_of(layer);
   switch (m) {
-    case LayerMatrix::kQ: return {q, hidden_size};
+    case LayerMatrix::kQ: return {attn_output_gate ? 2 * q : q, hidden_size};  // gated: [query | gate] per head
     case LayerMatrix::kK:
     case LayerMatrix::kV: return {kv, hidden_size};
     case LayerMatrix::kO: return {hidden_size, q};
@@ -249,18 +297,7 @@ std::array<int64_t, 2> ModelConfig::shape(LayerMatrix m, size_t layer) const {
   return {0, 0};
 }
 
-std::array<int64_t, 2> ModelConfig::shape(LayerMatrix m) const {
-  switch (m) {
-    case LayerMatrix::kQ: return {q_dim(), hidden_size};
-    case LayerMatrix::kK:
-    case LayerMatrix::kV: return {kv_dim(), hidden_size};
-    case LayerMatrix::kO: return {hidden_size, q_dim()};
-    case LayerMatrix::kGate:
-    case LayerMatrix::kUp: return {intermediate_size, hidden_size};
-    case LayerMatrix::kDown: return {hidden_size, intermediate_size};
-  }
-  return {0, 0};
-}
+std::array<int64_t, 2> ModelConfig::shape(LayerMatrix m) const { return shape(m, layers.size()); }
 
 bool ModelConfig::has_bias(LayerMatrix m) const {
   switch (m) {
@@ -273,6 +310,11 @@ bool ModelConfig::has_bias(LayerMatrix m) const {
     case LayerMatrix::kDown: return mlp_bias;
   }
   return false;
+}
+
+int64_t ModelConfig::attention_layers() const {
+  if (layers.empty()) return num_hidden_layers;
+  return std::count_if(layers.begin(), layers.end(), [](const LayerSpec& l) { return l.kind == LayerKind::kAttention; });
 }
 
 bool ModelConfig::any_sliding_window() const {
@@ -311,6 +353,7 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
   if (text_json == nullptr || !text_json->is_object())
     fail(where, "model_type \"" + c.model_type + "\" needs the object \"" + text_key + "\" (the text model's config)");
   const Reader r{*text_json, where, ""};
+  const json& body = *text_json;
 
   c.hidden_size = r.integer("hidden_size");
   c.intermediate_size = r.integer("intermediate_size");
@@ -322,7 +365,7 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
       c.intermediate_size == 0 || c.num_key_value_heads == 0)
     fail(where, "hidden_size, intermediate_size, num_hidden_layers, num_attention_heads, "
                 "num_key_value_heads and vocab_size must be positive");
-  c.head_dim = r.integer_or("head_dim", c.hidden_size / c.num_attention_heads);
+  c.head_dim = r.integer_or("head_dim", arch->head_dim_default > 0 ? arch->head_dim_default : c.hidden_size / c.num_attention_heads);
   if (c.head_dim == 0 || c.head_dim % 2 != 0) fail(where, "head_dim must be a positive even number");
   if (c.num_attention_heads % c.num_key_value_heads != 0)
     fail(where, "num_attention_heads must be a multiple of num_key_value_heads");
@@ -343,6 +386,7 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
   c.fused_qkv = !arch->names->fused_qkv.empty();
   c.fused_gate_up = !arch->names->fused_gate_up.empty();
   c.attention_sinks = !arch->names->sinks.empty();
+  if (arch->linear != LinearRule::kNone) parse_linear_attention(r, c);
   parse_family_options(r, *arch, c);
   parse_rope_settings(*text_json, where, arch->local_rope, c);  // after the rotary dims are known
   if (arch->layer_plan) parse_layer_plan(r, c);

@@ -49,6 +49,10 @@ enum class LayerRope : uint8_t {
   kNone,    // no rotation (SmolLM3's no_rope_layers)
 };
 
+// What mixes a layer's positions: softmax attention over the KV cache, or a hybrid's linear
+// attention (Gated DeltaNet: a recurrent state per sequence, model/gated_deltanet.h).
+enum class LayerKind : uint8_t { kAttention, kLinear };
+
 // What differs from one decoder layer to the next.
 struct LayerSpec {
   int64_t sliding_window = 0;  // 0: full attention; else the last W positions
@@ -60,6 +64,17 @@ struct LayerSpec {
   bool k_eq_v = false;     // no v_proj: the values are the raw keys (their own norm, no RoPE)
   int64_t kv_source = -1;  // >= 0: computes no keys or values and attends over that layer's
   int64_t mlp_width = 0;   // the dense MLP's width; 0: intermediate_size
+  LayerKind kind = LayerKind::kAttention;
+};
+
+// A Gated DeltaNet layer's shape (config.json's linear_* keys): key_heads heads of key_dim for q and
+// k, value_heads heads of value_dim for v, z and the state, a depthwise causal conv of conv_kernel.
+struct LinearAttentionConfig {
+  int64_t conv_kernel = 0;  // 0: no linear-attention layers
+  int64_t key_heads = 0, key_dim = 0, value_heads = 0, value_dim = 0;
+  int64_t key_width() const { return key_heads * key_dim; }
+  int64_t value_width() const { return value_heads * value_dim; }
+  int64_t conv_channels() const { return 2 * key_width() + value_width(); }  // [q; k; v]
 };
 
 enum class Activation : uint8_t { kSilu, kGeluTanh };  // of the gate, times up
@@ -78,6 +93,8 @@ struct MoeConfig {
   // Gemma 4: the experts run beside the dense MLP (each output normed before their sum), route on
   // the weightless norm of the residual times router.scale, and each weight is scaled per expert.
   bool beside_dense = false;
+  // Qwen3-Next: a shared SwiGLU expert of this width added to every token, times sigmoid(h . gate); 0: none.
+  int64_t shared_intermediate_size = 0;
 };
 
 struct ModelConfig {
@@ -109,6 +126,9 @@ struct ModelConfig {
   RopeConfig rope_local;             // for LayerRope::kLocal layers
   bool fused_qkv = false, fused_gate_up = false;  // stored fused, split at load (Phi-3)
   bool attention_sinks = false;  // a learned sink logit per query head (gpt-oss)
+  // q_proj yields per head [query | gate]; the attention output is multiplied by sigmoid(gate) (Qwen3-Next, Qwen3.5).
+  bool attn_output_gate = false;
+  LinearAttentionConfig linear;  // the LayerKind::kLinear layers' shape
   MoeConfig moe;
   // Gemma 4: values get a weightless RMSNorm per head; each layer ends scaling the residual by its
   // layer_scalar; per-layer embeddings of this width (0: none) from a table of per_layer_vocab rows.
@@ -134,6 +154,11 @@ struct ModelConfig {
   int64_t kv_layer_of(size_t layer) const {
     return layer < layers.size() && layers[layer].kv_source >= 0 ? layers[layer].kv_source : static_cast<int64_t>(layer);
   }
+  // Whether `layer` stores keys and values: an attention layer that reads no other layer's.
+  bool stores_kv(size_t layer) const {
+    return (layer >= layers.size() || layers[layer].kind == LayerKind::kAttention) &&
+           kv_layer_of(layer) == static_cast<int64_t>(layer);
+  }
   int64_t q_dim_of(size_t layer) const { return num_attention_heads * head_dim_of(layer); }
   int64_t kv_dim_of(size_t layer) const { return kv_heads_of(layer) * head_dim_of(layer); }
   int64_t mlp_width_of(size_t layer) const {
@@ -154,6 +179,8 @@ struct ModelConfig {
     return false;
   }
   int64_t rope_dim() const { return rotary_dim > 0 ? rotary_dim : head_dim; }
+  // Layers of LayerKind::kAttention: those that hold KV blocks.
+  int64_t attention_layers() const;
   float attention_scale() const;
 };
 

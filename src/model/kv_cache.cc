@@ -11,13 +11,14 @@ namespace ember::model {
 int64_t KvCache::bytes_per_token(const ModelConfig& c, kernels::KvType type) {
   int64_t total = 0;
   for (size_t l = 0; l < static_cast<size_t>(c.num_hidden_layers); ++l)
-    if (c.kv_layer_of(l) == static_cast<int64_t>(l)) total += 2 * c.kv_heads_of(l) * kernels::kv_row_bytes(type, c.head_dim_of(l));
+    if (c.stores_kv(l)) total += 2 * c.kv_heads_of(l) * kernels::kv_row_bytes(type, c.head_dim_of(l));
   return total;
 }
 
 double KvCache::bytes_read_per_token(const ModelConfig& c, kernels::KvType type, double context) {
   double total = 0;
   for (size_t l = 0; l < static_cast<size_t>(c.num_hidden_layers); ++l) {
+    if (l < c.layers.size() && c.layers[l].kind != LayerKind::kAttention) continue;  // a linear layer reads its state
     const int64_t window = l < c.layers.size() ? c.layers[l].sliding_window : 0;
     const double positions = window > 0 ? std::min(context, static_cast<double>(window)) : context;
     total += static_cast<double>(2 * c.kv_heads_of(l) * kernels::kv_row_bytes(type, c.head_dim_of(l))) * positions;
@@ -30,6 +31,10 @@ KvCache::KvCache(const ModelConfig& c, int64_t n_blocks, int64_t block_size, ker
   if (n_blocks <= 0 || block_size <= 0) fail("KV cache", "needs at least one block of at least one position");
   for (size_t l = 0; l < static_cast<size_t>(c.num_hidden_layers); ++l) {
     const int64_t heads = c.kv_heads_of(l), dim = c.head_dim_of(l), row = kernels::kv_row_bytes(type, dim);
+    if (l < c.layers.size() && c.layers[l].kind != LayerKind::kAttention) {  // a linear layer: its state is apart
+      shape_.push_back(LayerShape{});
+      continue;
+    }
     const int64_t source = c.kv_layer_of(l);
     if (source > static_cast<int64_t>(l)) fail("KV cache", "layer " + std::to_string(l) + " reads the keys of a later layer");
     if (source < static_cast<int64_t>(l)) {  // the source's place, whose shape this layer has
@@ -39,6 +44,7 @@ KvCache::KvCache(const ModelConfig& c, int64_t n_blocks, int64_t block_size, ker
     shape_.push_back(LayerShape{heads, dim, row, block_size_ * heads * row, block_stride_});
     block_stride_ += 2 * shape_.back().stride;
   }
+  recurrent_ = RecurrentLayout(c);
   data_.reset(new uint8_t[static_cast<size_t>(n_blocks_ * block_stride_)]);
   refs_.assign(static_cast<size_t>(n_blocks_), 0);
   free_.reserve(static_cast<size_t>(n_blocks_));
@@ -74,7 +80,7 @@ KvSequence::~KvSequence() {
 KvSequence::KvSequence(KvSequence&& other) noexcept
     : cache_(std::exchange(other.cache_, nullptr)), blocks_(std::move(other.blocks_)),
       length_(std::exchange(other.length_, 0)), tokens_(std::move(other.tokens_)),
-      factor_set_(std::exchange(other.factor_set_, 0)) {}
+      factor_set_(std::exchange(other.factor_set_, 0)), state_(std::move(other.state_)) {}
 
 KvSequence& KvSequence::operator=(KvSequence&& other) noexcept {
   if (this != &other) {
@@ -85,6 +91,7 @@ KvSequence& KvSequence::operator=(KvSequence&& other) noexcept {
     length_ = std::exchange(other.length_, 0);
     tokens_ = std::move(other.tokens_);
     factor_set_ = std::exchange(other.factor_set_, 0);
+    state_ = std::move(other.state_);
   }
   return *this;
 }
@@ -95,6 +102,7 @@ KvSequence KvSequence::fork() const {
   s.length_ = length_;
   s.tokens_ = tokens_;
   s.factor_set_ = factor_set_;
+  s.state_ = state_;
   for (int32_t b : blocks_) cache_->retain(b);
   return s;
 }
@@ -105,6 +113,7 @@ KvSequence KvSequence::copy() const {
   for (size_t b = 0; b < blocks_.size(); ++b) cache_->copy_block(blocks_[b], s.blocks_[b]);
   s.tokens_ = tokens_;
   s.factor_set_ = factor_set_;
+  s.state_ = state_;
   return s;
 }
 
@@ -139,6 +148,7 @@ void KvSequence::rewrite(int64_t from, int64_t new_length) {
 
 void KvSequence::truncate(int64_t new_length) {
   new_length = std::clamp<int64_t>(new_length, 0, length_);
+  if (state_.active() && new_length < state_.position()) new_length = state_.restore(new_length);
   const int64_t bs = cache_->block_size();
   const size_t keep = static_cast<size_t>((new_length + bs - 1) / bs);
   while (blocks_.size() > keep) {

@@ -10,6 +10,7 @@
 
 #include "kernels/attention.h"
 #include "model/config.h"
+#include "model/recurrent_state.h"
 
 namespace ember::model {
 
@@ -42,6 +43,16 @@ class KvCache {
   // layer's, where a layer reading another's reads that layer's again and a sliding layer at most its
   // window (what bounds decode speed besides the weights).
   static double bytes_read_per_token(const ModelConfig& config, kernels::KvType type, double context);
+  // A hybrid's recurrent state per sequence (0 for other models), and with the snapshots it may keep.
+  static int64_t state_bytes(const ModelConfig& config) { return RecurrentLayout(config).bytes(); }
+  static int64_t state_bytes_with_snapshots(const ModelConfig& config) {
+    const RecurrentLayout layout(config);
+    return layout.bytes() * (1 + layout.snapshot_limit);
+  }
+  const RecurrentLayout& recurrent_layout() const { return recurrent_; }
+  // Snapshots of its recurrent state each sequence keeps from now on (a hybrid's; 0: none, so that a
+  // sequence cut back always recomputes from its first position).
+  void set_snapshot_limit(int64_t n) { recurrent_.snapshot_limit = n; }
 
  private:
   friend class KvSequence;
@@ -66,12 +77,13 @@ class KvCache {
   std::unique_ptr<uint8_t[]> data_;  // uninitialised: pages are touched only when used
   std::vector<int> refs_;
   std::vector<int32_t> free_;
+  RecurrentLayout recurrent_;
 };
 
 // One sequence's positions in a KvCache. Releases its blocks when destroyed.
 class KvSequence {
  public:
-  explicit KvSequence(KvCache& cache) : cache_(&cache) {}
+  explicit KvSequence(KvCache& cache) : cache_(&cache), state_(cache.recurrent_layout()) {}
   ~KvSequence();
   KvSequence(const KvSequence&) = delete;
   KvSequence& operator=(const KvSequence&) = delete;
@@ -100,8 +112,13 @@ class KvSequence {
   // The same for positions [from, new_length), those already held from `from` on included (to be
   // computed again): every block they fall into that another sequence shares is copied first.
   void rewrite(int64_t from, int64_t new_length);
-  // Forgets positions >= new_length (keeps the prefix, e.g. the part of a chat already cached).
+  // Forgets positions >= new_length (keeps the prefix, e.g. the part of a chat already cached). A
+  // hybrid's recurrent state cannot be cut back: its sequence goes back to the deepest snapshot at or
+  // below new_length, or to 0, so length() may end below new_length and callers compute from there.
   void truncate(int64_t new_length);
+  // The linear-attention layers' state (a hybrid model's), which fork() and copy() carry along.
+  RecurrentState& state() { return state_; }
+  const RecurrentState& state() const { return state_; }
 
   // Stores the keys and values of position `pos` (< length()) of `layer`: k and v hold
   // [n_kv_heads][head_dim] floats, converted to the cache's dtype.
@@ -113,6 +130,7 @@ class KvSequence {
   int64_t length_ = 0;
   std::vector<int32_t> tokens_;  // [length_]
   int factor_set_ = 0;
+  RecurrentState state_;
 };
 
 }  // namespace ember::model

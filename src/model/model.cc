@@ -8,6 +8,8 @@
 #include "base/format.h"
 #include "kernels/attention.h"
 #include "kernels/ops.h"
+#include "model/gated_attention.h"
+#include "model/gated_deltanet.h"
 #include "model/gguf_config.h"
 #include "model/model_path.h"
 #include "model/router.h"
@@ -34,6 +36,9 @@ struct Model::Layer {
   std::vector<float> router_scale, expert_scale, expert_norm, dense_out_norm, experts_out_norm;
   PerLayerGate ple;     // Gemma 4's per-layer embedding input; gate.rows 0: none
   float scalar = 1.0f;  // the residual stream's scale after the layer (Gemma 4's layer_scalar)
+  DeltaNetWeights delta;     // a LayerKind::kLinear layer's (its w[kQ..kO] then have rows 0)
+  std::array<WeightMatrix, 3> shared_expert;  // gate, up, down (MoeConfig::shared_intermediate_size)
+  WeightMatrix shared_gate;                   // [1][hidden]
 
   const WeightMatrix& operator[](LayerMatrix m) const { return w[static_cast<size_t>(m)]; }
 };
@@ -49,6 +54,12 @@ void for_each_layer_matrix(LayerT& L, F&& f, bool with_router = true) {
     for (auto& m : e) f(m);
   for (auto* m : {&L.ple.gate, &L.ple.projection})
     if (m->rows > 0) f(*m);
+  for (auto& m : L.delta.in)
+    if (m.rows > 0) f(m);
+  if (L.delta.out.rows > 0) f(L.delta.out);
+  for (auto& m : L.shared_expert)
+    if (m.rows > 0) f(m);
+  if (with_router && L.shared_gate.rows > 0) f(L.shared_gate);
 }
 }  // namespace
 
@@ -59,6 +70,7 @@ struct Model::Scratch {
   std::vector<std::vector<std::pair<int64_t, float>>> routed;  // per expert: (token, weight)
   std::vector<float> route_in, residual;                       // experts beside the dense MLP
   std::vector<float> pli, ple_gate;                            // per-layer embeddings
+  std::vector<float> qg, attn_gate, shared_gate;               // gated attention; the shared expert's gate
   void resize(const ModelConfig& c, int64_t n) {
     x.resize(n * c.hidden_size);
     xb.resize(n * c.hidden_size);
@@ -66,7 +78,7 @@ struct Model::Scratch {
     k.resize(n * c.max_kv_dim());
     v.resize(n * c.max_kv_dim());
     att.resize(n * c.max_q_dim());
-    const int64_t width = std::max(c.max_mlp_width(), c.moe.intermediate_size);
+    const int64_t width = std::max({c.max_mlp_width(), c.moe.intermediate_size, c.moe.shared_intermediate_size});
     gate.resize(n * width);
     up.resize(n * width);
     last.resize(n * c.hidden_size);
@@ -75,6 +87,11 @@ struct Model::Scratch {
       moe_in.resize(n * c.hidden_size);
       moe_out.resize(n * c.hidden_size);
       routed.resize(static_cast<size_t>(c.moe.num_experts));
+      shared_gate.resize(n);
+    }
+    if (c.attn_output_gate) {
+      qg.resize(n * 2 * c.q_dim());
+      attn_gate.resize(n * c.q_dim());
     }
     if (c.moe.beside_dense) {
       route_in.resize(n * c.hidden_size);
@@ -171,6 +188,8 @@ Model::Model(std::string dir, ModelConfig config, Checkpoint checkpoint, const L
       tuner_(pool_.size()),
       kv_dtype_(options.kv_dtype), scratch_(std::make_unique<Scratch>()), rope_(config_),
       rope_local_(config_, config_.rope_local) {
+  if (const Architecture* a = find_architecture(config_.model_type); a != nullptr && a->linear != LinearRule::kNone)
+    deltanet_ = std::make_unique<GatedDeltaNet>(config_, a->linear);
   kernels::kv_row_bytes(kv_dtype_, config_.head_dim);  // refuses a KV type this head size cannot use
 }
 
@@ -315,6 +334,9 @@ int64_t Model::decode_weight_bytes() const {
     for (const WeightMatrix& w : L.w) total += kernels::weight_bytes(w);
     total += kernels::weight_bytes(L.router);
     for (const WeightMatrix* w : {&L.ple.gate, &L.ple.projection}) total += kernels::weight_bytes(*w);
+    for (const WeightMatrix& w : L.delta.in) total += kernels::weight_bytes(w);
+    total += kernels::weight_bytes(L.delta.out) + kernels::weight_bytes(L.shared_gate);
+    for (const WeightMatrix& w : L.shared_expert) total += kernels::weight_bytes(w);
     // A token reads experts_per_tok of the experts (all of one size).
     if (!L.experts.empty()) {
       int64_t one = 0;
@@ -379,6 +401,10 @@ void Model::bind_weights(const Source& cp, const TensorNames& names, LoadOptions
       L.post_mlp_norm = norm_vec(cp.require(names.layer(l, names.post_mlp_norm), {H}), plus);
     }
     bind_layer_matrices(cp, names, l, L);
+    if (spec.kind == LayerKind::kLinear) {
+      L.delta = bind_deltanet(c, find_architecture(c.model_type)->linear, names, l, cp.require, bind);
+      continue;  // no attention: no q/k norms, no KV
+    }
     const int64_t D = c.head_dim_of(static_cast<size_t>(l));
     if (c.qk_norm) {
       L.q_norm = norm_vec(cp.require(names.layer(l, names.q_norm), {D}), plus);
@@ -430,12 +456,13 @@ void Model::bind_layer_matrices(const Source& cp, const TensorNames& names, int6
   auto set = [&](LayerMatrix m, const WeightMatrix& w) { L.w[static_cast<size_t>(m)] = w; };
   const LayerSpec& spec = c.layers[static_cast<size_t>(l)];
   const bool sparse = spec.sparse_mlp;
+  const bool linear = spec.kind == LayerKind::kLinear;
   for (LayerMatrix m : kAllLayerMatrices) {
     const bool mlp = m == LayerMatrix::kGate || m == LayerMatrix::kUp || m == LayerMatrix::kDown;
-    // A layer reading another's keys computes none (k_proj / v_proj stored there are not used), and
-    // one using its keys as values has no v_proj.
+    // A layer reading another's keys computes none (k_proj / v_proj stored there are not used), one
+    // using its keys as values has no v_proj, and a linear-attention layer has none of q/k/v/o.
     const bool no_kv = (m == LayerMatrix::kK || m == LayerMatrix::kV) && spec.kv_source >= 0;
-    if ((mlp && sparse && !c.moe.beside_dense) || (c.fused_qkv && m <= LayerMatrix::kV) || no_kv ||
+    if ((mlp && sparse && !c.moe.beside_dense) || (!mlp && linear) || (c.fused_qkv && m <= LayerMatrix::kV) || no_kv ||
         (m == LayerMatrix::kV && spec.k_eq_v) || (c.fused_gate_up && (m == LayerMatrix::kGate || m == LayerMatrix::kUp)))
       continue;
     const auto [rows, cols] = c.shape(m, static_cast<size_t>(l));
@@ -462,6 +489,15 @@ void Model::bind_layer_matrices(const Source& cp, const TensorNames& names, int6
   if (c.moe.biases) {
     L.router_bias = vec(cp.require(names.layer(l, names.router, ".bias"), {E}));
     L.expert_bias.resize(static_cast<size_t>(E));
+  }
+  if (c.moe.shared_intermediate_size > 0) {
+    const int64_t SI = c.moe.shared_intermediate_size;
+    for (size_t which = 0; which < 3; ++which) {
+      const std::vector<int64_t> shape = which == 2 ? std::vector<int64_t>{H, SI} : std::vector<int64_t>{SI, H};
+      const std::string stem = std::string(names.shared_expert) + "." + std::string(names.expert_matrices[which]);
+      L.shared_expert[which] = bind(cp.require(names.layer(l, stem), shape));
+    }
+    L.shared_gate = bind(cp.require(names.layer(l, names.shared_expert_gate), {1, H}));
   }
   if (names.fused_experts) return bind_fused_experts(cp, names, l, L);
   if (names.gemma4 != nullptr && g4(names).expert_row_blocks) {  // Gemma 4: each expert's rows of the stacked matrices
@@ -585,6 +621,7 @@ void Model::forward(std::span<ForwardItem> items) {
   for (size_t i = 0; i < items.size(); ++i) {
     items[i].seq->set_tokens(b.first_pos[i], b.ids[i]);
     items[i].seq->set_factor_set(factor_set(items[i].seq->length()));
+    items[i].seq->state().begin_pass(b.first_pos[i], items[i].seq->length(), items[i].seq->cache().block_size());
   }
   const kernels::TunedStep tuned(tuner_, pool_, b.n);  // all threads or one, as measured for this size
   compute(items, b);
@@ -612,6 +649,16 @@ void Model::compute(std::span<ForwardItem> items, const Batch& b) {
   rope_.prepare(b.pos, b.seq_len);
   if (c.rope_local_used()) rope_local_.prepare(b.pos, b.seq_len);
 
+  if (deltanet_) {  // the hybrids' linear-attention layers: each sequence's rows of the pass
+    deltanet_items_.clear();
+    int64_t row = 0;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const int64_t nt = static_cast<int64_t>(b.ids[i].size());
+      deltanet_items_.push_back({items[i].seq, row, nt, b.first_pos[i]});
+      row += nt;
+    }
+  }
+
   for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
     const Layer& L = layers_[static_cast<size_t>(l)];
     const LayerSpec& spec = c.layers[static_cast<size_t>(l)];
@@ -620,25 +667,33 @@ void Model::compute(std::span<ForwardItem> items, const Batch& b) {
     const bool own_kv = spec.kv_source < 0;
     // Attention.
     kernels::rms_norm(s.x.data(), L.attn_norm.data(), n, H, eps, s.xb.data());
-    if (!own_kv) project(L, {{LayerMatrix::kQ, s.q.data()}}, s.xb.data(), n);
-    else if (spec.k_eq_v) project(L, {{LayerMatrix::kQ, s.q.data()}, {LayerMatrix::kK, s.k.data()}}, s.xb.data(), n);
-    else project(L, {{LayerMatrix::kQ, s.q.data()}, {LayerMatrix::kK, s.k.data()}, {LayerMatrix::kV, s.v.data()}}, s.xb.data(), n);
-    if (own_kv && spec.k_eq_v) std::copy_n(s.k.data(), n * KV, s.v.data());  // the raw keys, before their norm
-    if (c.qk_norm) {
-      kernels::rms_norm(s.q.data(), L.q_norm.data(), n * c.num_attention_heads, D, eps, s.q.data());
-      if (own_kv) kernels::rms_norm(s.k.data(), L.k_norm.data(), n * KVH, D, eps, s.k.data());
+    if (spec.kind == LayerKind::kLinear) {
+      deltanet_->forward(L.delta, l, s.xb.data(), n, deltanet_items_, s.xb.data(), pool_);
+    } else {
+      // Gated attention (the hybrids): q_proj yields [query | gate] per head.
+      float* q = c.attn_output_gate ? s.qg.data() : s.q.data();
+      if (!own_kv) project(L, {{LayerMatrix::kQ, q}}, s.xb.data(), n);
+      else if (spec.k_eq_v) project(L, {{LayerMatrix::kQ, q}, {LayerMatrix::kK, s.k.data()}}, s.xb.data(), n);
+      else project(L, {{LayerMatrix::kQ, q}, {LayerMatrix::kK, s.k.data()}, {LayerMatrix::kV, s.v.data()}}, s.xb.data(), n);
+      if (c.attn_output_gate) split_query_gate(q, n, c.num_attention_heads, D, s.q.data(), s.attn_gate.data());
+      if (own_kv && spec.k_eq_v) std::copy_n(s.k.data(), n * KV, s.v.data());  // the raw keys, before their norm
+      if (c.qk_norm) {
+        kernels::rms_norm(s.q.data(), L.q_norm.data(), n * c.num_attention_heads, D, eps, s.q.data());
+        if (own_kv) kernels::rms_norm(s.k.data(), L.k_norm.data(), n * KVH, D, eps, s.k.data());
+      }
+      if (own_kv && c.value_norm) kernels::rms_norm(s.v.data(), unit_.data(), n * KVH, D, eps, s.v.data());
+      for (int64_t t = 0; t < n; ++t) {
+        const size_t i = b.item[static_cast<size_t>(t)];
+        const int64_t pos = b.pos[static_cast<size_t>(t)];
+        if (L.rope != nullptr)
+          L.rope->apply(s.q.data() + t * Q, c.num_attention_heads, own_kv ? s.k.data() + t * KV : nullptr, KVH,
+                        static_cast<size_t>(t));
+        if (own_kv) items[i].seq->store(l, pos, s.k.data() + t * KV, s.v.data() + t * KV);
+      }
+      attention(b, l, s.q.data(), s.att.data());
+      if (c.attn_output_gate) apply_output_gate(s.att.data(), s.attn_gate.data(), n * Q);
+      project(L, {{LayerMatrix::kO, s.xb.data()}}, s.att.data(), n);
     }
-    if (own_kv && c.value_norm) kernels::rms_norm(s.v.data(), unit_.data(), n * KVH, D, eps, s.v.data());
-    for (int64_t t = 0; t < n; ++t) {
-      const size_t i = b.item[static_cast<size_t>(t)];
-      const int64_t pos = b.pos[static_cast<size_t>(t)];
-      if (L.rope != nullptr)
-        L.rope->apply(s.q.data() + t * Q, c.num_attention_heads, own_kv ? s.k.data() + t * KV : nullptr, KVH,
-                      static_cast<size_t>(t));
-      if (own_kv) items[i].seq->store(l, pos, s.k.data() + t * KV, s.v.data() + t * KV);
-    }
-    attention(b, l, s.q.data(), s.att.data());
-    project(L, {{LayerMatrix::kO, s.xb.data()}}, s.att.data(), n);
     if (!L.post_attn_norm.empty()) kernels::rms_norm(s.xb.data(), L.post_attn_norm.data(), n, H, eps, s.xb.data());
     kernels::add_inplace(s.x.data(), s.xb.data(), n * H);
     // MLP.
@@ -708,6 +763,17 @@ void Model::experts(const Layer& L, const float* x, int64_t n, float* out, const
       const auto [t, weight] = routed[static_cast<size_t>(j)];
       kernels::axpy(s.moe_out.data() + t * H, weight, s.moe_in.data() + j * H, H);
     }
+  }
+  if (L.shared_gate.rows > 0) {  // Qwen3-Next: every token also gets the shared expert, times sigmoid(h . gate)
+    const int64_t SI = c.moe.shared_intermediate_size;
+    const kernels::MatmulOut gate_up[2] = {{&L.shared_expert[0], s.gate.data()}, {&L.shared_expert[1], s.up.data()}};
+    kernels::matmul_fused(gate_up, x, n, pool_);
+    activate(s.gate.data(), s.up.data(), n * SI);
+    kernels::matmul(L.shared_expert[2], s.gate.data(), n, s.moe_in.data(), pool_);
+    kernels::matmul(L.shared_gate, x, n, s.shared_gate.data(), pool_);
+    for (int64_t t = 0; t < n; ++t)
+      kernels::axpy(s.moe_out.data() + t * H, 1.0f / (1.0f + std::exp(-s.shared_gate[static_cast<size_t>(t)])),
+                    s.moe_in.data() + t * H, H);
   }
   std::copy_n(s.moe_out.data(), n * H, out);
 }

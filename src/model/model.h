@@ -27,6 +27,9 @@
 
 namespace ember::model {
 
+class GatedDeltaNet;
+struct DeltaNetItem;
+
 // What the commands and the public library store keys and values as unless told (--kv-dtype): F16,
 // as llama.cpp does, half of F32's memory.
 constexpr kernels::KvType kKvTypeDefault = kernels::KvType::F16;
@@ -200,6 +203,8 @@ class Model {
   KvBatchView kv_view_;
   std::vector<kernels::AttentionItem> attention_items_;
   std::mutex forward_mu_;  // one forward pass at a time
+  std::unique_ptr<GatedDeltaNet> deltanet_;  // the hybrids' linear-attention layers; null: none
+  std::vector<DeltaNetItem> deltanet_items_;
 };
 
 }  // namespace ember::model

@@ -33,6 +33,12 @@ constexpr Shape kShapes[] = {
 
 // Shapes whose per-layer plan is read from a config.json text (Gemma 4's), as the published
 // text_config gives it, at 2 layers of each type and a small vocabulary (the layers' bytes dominate).
+// The hybrids (Gated DeltaNet layers beside gated attention) as config.json settings, read by
+// parse_config as a folder's are. Qwen3.5-0.8B's published text_config (24 layers, 6 of them full
+// attention, tied 248320-token vocabulary); Qwen3.6-35B-A3B's layers (its published text_config:
+// 256 experts of 512 with a shared expert of 512, 8 per token; Gated DeltaNet of 16 key / 32 value
+// heads of 128) at 2 layers of each kind, laid out as Qwen3-Next's (the same math), with a small
+// vocabulary so that the layers' bytes dominate, as qwen3-30b-a3b-2l.
 struct ConfigShape {
   const char* name;
   const char* config;
@@ -62,6 +68,23 @@ constexpr ConfigShape kConfigShapes[] = {
       "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
                           "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
                                              "rope_theta": 1000000.0}}})"},
+    {"qwen3.5-0.8b", R"({"model_type": "qwen3_5", "tie_word_embeddings": true, "text_config": {
+       "hidden_size": 1024, "intermediate_size": 3584, "num_hidden_layers": 24, "num_attention_heads": 8,
+       "num_key_value_heads": 2, "head_dim": 256, "vocab_size": 248320, "rms_norm_eps": 1e-6,
+       "max_position_embeddings": 262144, "full_attention_interval": 4, "linear_conv_kernel_dim": 4,
+       "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_num_key_heads": 16,
+       "linear_num_value_heads": 16, "eos_token_id": 248044,
+       "rope_parameters": {"rope_type": "default", "rope_theta": 10000000, "partial_rotary_factor": 0.25}}})"},
+    {"qwen3.6-35b-a3b-4l", R"({"model_type": "qwen3_next", "tie_word_embeddings": false,
+       "hidden_size": 2048, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 16,
+       "num_key_value_heads": 2, "head_dim": 256, "vocab_size": 2048, "rms_norm_eps": 1e-6,
+       "max_position_embeddings": 262144,
+       "layer_types": ["linear_attention", "full_attention", "linear_attention", "full_attention"],
+       "linear_conv_kernel_dim": 4, "linear_key_head_dim": 128, "linear_value_head_dim": 128,
+       "linear_num_key_heads": 16, "linear_num_value_heads": 32, "num_experts": 256, "num_experts_per_tok": 8,
+       "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "norm_topk_prob": true,
+       "eos_token_id": 248044,
+       "rope_parameters": {"rope_type": "default", "rope_theta": 10000000, "partial_rotary_factor": 0.25}})"},
 };
 
 // splitmix64: a fast generator whose streams are independent per seed.
@@ -193,6 +216,27 @@ InMemoryWeights synthetic_weights(const ModelConfig& c, DType dtype, uint64_t se
   };
   const Architecture* arch = find_architecture(c.model_type);
   const TensorNames& names = arch != nullptr ? *arch->names : kHuggingFaceNames;
+  // A Gated DeltaNet layer's projections in the architecture's layout, conv, gates and norm.
+  auto linear_attention_tensors = [&](int64_t l) {
+    const LinearAttentionConfig& a = c.linear;
+    const int64_t K = a.key_width(), V = a.value_width(), nv = a.value_heads;
+    const TensorNames::Linear& n = names.linear;
+    if (arch->linear == LinearRule::kGroupedQkvz) {
+      mat(names.layer(l, n.qkvz), 2 * K + 2 * V, H);
+      mat(names.layer(l, n.ba), 2 * nv, H);
+    } else {
+      mat(names.layer(l, n.qkv), a.conv_channels(), H);
+      mat(names.layer(l, n.z), V, H);
+      mat(names.layer(l, n.b), nv, H);
+      mat(names.layer(l, n.a), nv, H);
+    }
+    mat(names.layer(l, n.out), H, V);
+    add_tensor(w, names.layer(l, n.conv), {a.conv_channels(), 1, a.conv_kernel}, dtype,
+               std::sqrt(3.0f / static_cast<float>(a.conv_kernel)), ++k, pool);
+    vec(names.layer(l, n.dt_bias, ""), nv, 1.0f);
+    vec(names.layer(l, n.a_log, ""), nv, 1.0f);
+    vec(names.layer(l, n.norm), a.value_dim, -1.0f);
+  };
   mat(std::string(names.embed), c.vocab_size, H);
   if (!c.tie_word_embeddings) mat(std::string(names.lm_head), c.vocab_size, H);
   vec(std::string(names.final_norm), H, -1.0f);
@@ -206,8 +250,11 @@ InMemoryWeights synthetic_weights(const ModelConfig& c, DType dtype, uint64_t se
       vec(names.layer(l, names.post_mlp_norm), H, -1.0f);
     }
     const bool sparse = spec.sparse_mlp && !c.moe.beside_dense;
+    const bool linear = spec.kind == LayerKind::kLinear;
+    if (linear) linear_attention_tensors(l);
     for (LayerMatrix m : kAllLayerMatrices) {
-      if (sparse && (m == LayerMatrix::kGate || m == LayerMatrix::kUp || m == LayerMatrix::kDown)) continue;
+      const bool mlp = m == LayerMatrix::kGate || m == LayerMatrix::kUp || m == LayerMatrix::kDown;
+      if ((sparse && mlp) || (linear && !mlp)) continue;
       if ((m == LayerMatrix::kK || m == LayerMatrix::kV) && spec.kv_source >= 0) continue;  // reads another's
       if (m == LayerMatrix::kV && spec.k_eq_v) continue;
       const auto [rows, cols] = c.shape(m, static_cast<size_t>(l));
@@ -224,8 +271,15 @@ InMemoryWeights synthetic_weights(const ModelConfig& c, DType dtype, uint64_t se
         mat(names.expert(l, e, 1), I, H);
         mat(names.expert(l, e, 2), H, I);
       }
+      if (const int64_t SI = c.moe.shared_intermediate_size; SI > 0) {
+        const std::string stem = std::string(names.shared_expert) + ".";
+        mat(names.layer(l, stem + std::string(names.expert_matrices[0])), SI, H);
+        mat(names.layer(l, stem + std::string(names.expert_matrices[1])), SI, H);
+        mat(names.layer(l, stem + std::string(names.expert_matrices[2])), H, SI);
+        mat(names.layer(l, names.shared_expert_gate), 1, H);
+      }
     }
-    if (c.qk_norm) {
+    if (c.qk_norm && !linear) {
       vec(names.layer(l, names.q_norm), c.head_dim_of(static_cast<size_t>(l)), -1.0f);
       if (spec.kv_source < 0) vec(names.layer(l, names.k_norm), c.head_dim_of(static_cast<size_t>(l)), -1.0f);
     }

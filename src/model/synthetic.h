@@ -12,7 +12,8 @@
 namespace ember::model {
 
 // llama-1b, llama-1b-128k, smollm-360m, qwen-0.5b, qwen3-30b-a3b-2l (a mixture of experts),
-// gemma-4-e2b-4l and gemma-4-26b-a4b-4l (Gemma 4's layers, 2 of each type).
+// gemma-4-e2b-4l and gemma-4-26b-a4b-4l (Gemma 4's layers, 2 of each type), and the hybrids
+// qwen3.5-0.8b and qwen3.6-35b-a3b-4l (Gated DeltaNet layers with a recurrent state).
 std::vector<std::string> synthetic_shape_names();
 // The config of a named shape; throws ember::Error listing the known names.
 ModelConfig synthetic_config(const std::string& shape);

@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "engine/beam_generate.h"
 #include "engine/session.h"
+#include "sequence_score.h"
 #include "test_paths.h"
 
 namespace ember::engine {
@@ -28,21 +29,7 @@ struct Fixture {
 
   // Sum of log P(tokens[i] | prompt, tokens[<i]) from one fresh full pass.
   double score(const std::vector<int32_t>& prompt, const std::vector<int32_t>& tokens) const {
-    std::vector<int32_t> all = prompt;
-    all.insert(all.end(), tokens.begin(), tokens.end());
-    const auto cache = model->make_cache(static_cast<int64_t>(all.size()));
-    model::KvSequence seq(*cache);
-    const size_t vocab = static_cast<size_t>(model->config().vocab_size);
-    std::vector<float> logits(all.size() * vocab);
-    model::ForwardItem item{&seq, all, logits.data(), true};
-    model->forward(std::span<model::ForwardItem>(&item, 1));
-    double sum = 0;
-    for (size_t i = 0; i < tokens.size(); ++i) {
-      std::span<float> row(logits.data() + (prompt.size() - 1 + i) * vocab, vocab);
-      sampling::log_softmax(row, row);
-      sum += row[static_cast<size_t>(tokens[i])];
-    }
-    return sum;
+    return test::sequence_logprob(*model, prompt, tokens);
   }
 };
 

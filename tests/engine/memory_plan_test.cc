@@ -98,5 +98,25 @@ TEST(MemoryPlan, GemmaFourCountsOnlyTheLayersThatStoreKeys) {
   EXPECT_TRUE(any_shared) << "no golden in golden/gemma4 shares keys across layers";
 }
 
+// A hybrid's recurrent state is a fixed size per sequence (with its snapshots): it comes off the
+// budget before the context is sized, and the plan's line states it.
+TEST(MemoryPlan, HybridStateBytesPerSequence) {
+  const model::ModelConfig c = model::load_config(test::model_dir("tiny-qwen35-bf16"));
+  const int64_t state = model::KvCache::state_bytes_with_snapshots(c);
+  ASSERT_GT(state, 0);
+  EXPECT_EQ(model::KvCache::state_bytes_with_snapshots(model::load_config(test::model_dir("tiny-qwen3-bf16"))), 0);
+  const int64_t per_token = model::KvCache::bytes_per_token(c, kernels::KvType::F16);
+  MemoryRequest r;
+  r.sequences = 4;
+  r.pool_factor = 2;
+  r.budget_bytes = 8 * state + 1000 * 8 * per_token;
+  const MemoryPlan p = plan_memory(c.max_position_embeddings, per_token, kGB, kernels::KvType::F16, 10 * kGB, r, state);
+  EXPECT_EQ(p.state_bytes(), 8 * state);
+  EXPECT_EQ(p.context, 1000);
+  EXPECT_NE(p.describe().find("recurrent state"), std::string::npos) << p.describe();
+  EXPECT_EQ(plan_memory(c.max_position_embeddings, per_token, kGB, kernels::KvType::F16, 10 * kGB, r).describe().find("recurrent"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace ember::engine

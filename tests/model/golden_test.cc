@@ -21,11 +21,11 @@ using nlohmann::json;
 namespace fs = std::filesystem;
 
 // Golden files by their path under golden/ without ".json": the first families' at the top, the
-// newer families' in families/, the RoPE scaling types' in rope/, gpt-oss's in gpt-oss/, Gemma 4's in gemma4/ (every file
-// of these folders, so that new ones are picked up).
+// newer families' in families/, the RoPE scaling types' in rope/, gpt-oss's in gpt-oss/, Gemma 4's in
+// gemma4/, the Gated DeltaNet hybrids' in hybrid/ (every file of these folders, so that new ones are picked up).
 std::vector<std::string> golden_files() {
   std::vector<std::string> out;
-  for (const char* sub : {"", "families/", "rope/", "gpt-oss/", "gemma4/"})
+  for (const char* sub : {"", "families/", "rope/", "gpt-oss/", "gemma4/", "hybrid/"})
     for (const auto& e : fs::directory_iterator(test::testdata("golden/" + std::string(sub))))
       if (e.path().extension() == ".json") out.push_back(sub + e.path().stem().string());
   std::sort(out.begin(), out.end());
@@ -57,13 +57,14 @@ double max_diff(const float* a, const float* b, int64_t n) {
   return worst;
 }
 
-// The reference's own cache check (kv_cache_selfcheck, where a golden has one): a prompt prefilled
-// in the given chunks through the cache gives after each chunk the logits of a prefill of that
-// prefix at once, and after the last the golden's.
-void expect_reference_chunks(Model& m, const json& g) {
+// The reference's own cache checks (kv_cache_selfcheck's checks, a hybrid's split_prefill, where a
+// golden has them): a prompt prefilled in the given chunks through the cache gives after each chunk
+// the logits of a prefill of that prefix at once, after the last the golden's, and then (the
+// state carried on) the golden's greedy path.
+void expect_reference_chunks(Model& m, const json& g, const json& checks) {
   const Tolerance tol{g["tolerance"]["logits_abs"].get<double>(), g["tolerance"]["logits_rel_to_max"].get<double>()};
   const int64_t V = m.config().vocab_size;
-  for (const auto& check : g["kv_cache_selfcheck"]["checks"]) {
+  for (const auto& check : checks) {
     const std::string name = check["prompt"].get<std::string>();
     SCOPED_TRACE("kv_cache_selfcheck " + name);
     const json* cs = nullptr;
@@ -87,6 +88,11 @@ void expect_reference_chunks(Model& m, const json& g) {
     ASSERT_EQ(done, ids.size());
     const auto expected = (*cs)["last_logits"].get<std::vector<float>>();
     EXPECT_LE(max_diff(logits.data(), expected.data(), V), tol.bound(expected));
+    const auto greedy = (*cs)["greedy_ids"].get<std::vector<int32_t>>();
+    for (size_t k = 0; k < greedy.size(); ++k) {
+      if (k > 0) logits = m.forward(seq, std::span<const int32_t>(&greedy[k - 1], 1));
+      ASSERT_EQ(argmax(logits), greedy[k]) << "greedy step " << k;
+    }
   }
 }
 
@@ -183,7 +189,8 @@ TEST_P(Golden, SplitPrefillMatchesFullPrefill) {
       if (p < n) logits = m->forward(seq, std::span<const int32_t>(&ids[p], 1));
     }
   }
-  if (g.contains("kv_cache_selfcheck")) expect_reference_chunks(*m, g);
+  if (g.contains("kv_cache_selfcheck")) expect_reference_chunks(*m, g, g["kv_cache_selfcheck"]["checks"]);
+  if (g.contains("split_prefill")) expect_reference_chunks(*m, g, json::array({g["split_prefill"]}));
 }
 
 // A sequence's logits have the same bits whether it runs alone or in one forward pass with others

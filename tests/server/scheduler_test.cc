@@ -199,9 +199,11 @@ TEST_F(SchedulerTest, RejectsWhatCannotRunAndCancels) {
   EXPECT_TRUE(rejected);
   running->cancel();
   queued->cancel();
-  EXPECT_EQ(drain(*running).last.finish, FinishReason::kCancelled);
+  // The context limit (64) ends the running one if the cancel comes late (a fast pass, a slow
+  // rejection loop); the queued one never runs before its cancel. Either way nothing stays held.
+  const FinishReason first = drain(*running).last.finish;
+  EXPECT_TRUE(first == FinishReason::kCancelled || first == FinishReason::kContext) << engine::finish_reason_name(first);
   EXPECT_EQ(drain(*queued).last.finish, FinishReason::kCancelled);
-  // The context limit ends the first one if the cancel came late; either way nothing stays held.
   for (int i = 0; i < 200 && sched.stats().running > 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   EXPECT_EQ(sched.stats().kv_blocks_held_by_running, 0);
 }
