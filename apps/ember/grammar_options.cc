@@ -2,7 +2,7 @@
 
 #include "apps/ember/jsonl.h"
 #include "base/error.h"
-#include "sampling/json_schema.h"
+#include "engine/chat_plan.h"
 
 namespace ember::app {
 
@@ -16,7 +16,11 @@ std::shared_ptr<const grammar::Grammar> GrammarOptions::compile() const {
   const std::string& path = !json_schema_file.empty() ? json_schema_file : grammar_file;
   if (path.empty()) return nullptr;
   try {
-    const std::string gbnf = !json_schema_file.empty() ? grammar::json_schema_to_gbnf(read_json_file(path)) : read_file(path);
+    // A schema's grammar as the server makes a response_format's (engine::format_gbnf).
+    const std::string gbnf =
+        !json_schema_file.empty()
+            ? *engine::format_gbnf({engine::OutputFormat::Kind::kJsonSchema, path, read_json_file(path)})
+            : read_file(path);
     return std::make_shared<const grammar::Grammar>(grammar::Grammar::from_gbnf(gbnf));
   } catch (const Error& e) {
     const std::string what = e.what();

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/chat_plan.h"
 #include "engine/chat_session.h"
 #include "engine/scheduler.h"
 #include "sampling/generation_config.h"
@@ -42,18 +43,10 @@ struct CompletionRequest {
   std::string prompt_field = "messages";  // what the API calls the prompt (messages, prompt, input)
 };
 
-// OpenAI's tool_choice: "none", "auto", "required", or {"type": "function", "function": {"name"}}.
-struct ToolChoice {
-  enum class Mode { kNone, kAuto, kRequired, kFunction } mode = Mode::kNone;
-  std::string function;  // kFunction's name
-};
-
-// OpenAI's response_format: text, any JSON object, or JSON matching a schema.
-struct ResponseFormat {
-  enum class Kind { kText, kJsonObject, kJsonSchema } kind = Kind::kText;
-  std::string name;
-  ordered_json schema;  // kJsonSchema's
-};
+// OpenAI's tool_choice ("none", "auto", "required", {"type": "function", "function": {"name"}}) and
+// response_format (text, any JSON object, JSON of a schema): the engine's terms (engine/chat_plan.h).
+using ToolChoice = engine::ToolChoice;
+using ResponseFormat = engine::OutputFormat;
 
 struct ChatRequest : CompletionRequest {
   ordered_json messages;  // as the template reads them (tool call arguments parsed into objects)

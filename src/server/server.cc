@@ -19,7 +19,6 @@
 #include "base/error.h"
 #include "chat/forced_tool_call.h"
 #include "chat/tool_call_parser.h"
-#include "sampling/json_schema.h"
 #include "server/embeddings_api.h"
 #include "server/messages_api.h"
 #include "server/responses_api.h"
@@ -55,13 +54,6 @@ const std::map<std::string, std::string>& allowed_methods() {
       {"/tokenize", "POST"}, {"/detokenize", "POST"}, {"/apply-template", "POST"}, {"/v1/embeddings", "POST"},
       {"/v1/responses", "POST"}, {"/v1/messages", "POST"}, {"/v1/messages/count_tokens", "POST"}};
   return routes;
-}
-
-// The shapes a forced call takes (tool_choice "required" or a function); none for other requests.
-std::vector<chat::ForcedToolCall> forced_shapes(const ChatRequest& cr, std::optional<chat::ToolCallFormat> format) {
-  using Mode = ToolChoice::Mode;
-  if (cr.tool_choice.mode != Mode::kRequired && cr.tool_choice.mode != Mode::kFunction) return {};
-  return chat::forced_tool_calls(*format, cr.options.tools, cr.tool_choice.function, cr.parallel_tool_calls);
 }
 
 // Why binding host:port failed, asked of a probe socket: httplib reports only that it failed.
@@ -109,6 +101,7 @@ Server::Server(model::Model& model, const tokenizer::Tokenizer& tokenizer, engin
       defaults_(engine::default_params(model.dir(), model.config())),
       vocab_size_(static_cast<size_t>(model.config().vocab_size)),
       prompts_(tokenizer, model.dir()),
+      grammars_(tokenizer),
       created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                    .count()) {
   if (options_.model_name.empty())
@@ -301,27 +294,12 @@ void Server::handle_embeddings(const httplib::Request& req, httplib::Response& r
 }
 
 Server::ChatPlan Server::plan_chat(const ChatRequest& cr) {
-  ChatPlan plan;
-  engine::ChatPrompt prompt;
   try {
-    prompt = prompts_.build(cr.messages, cr.options);
-  } catch (const Error& e) {
-    throw ApiError(400, std::string("the chat template failed: ") + e.what(), cr.prompt_field);
+    return engine::plan_chat(prompts_, cr.messages, cr.options, cr.params, cr.tool_choice, cr.parallel_tool_calls,
+                             cr.response_format, grammars_);
+  } catch (const engine::RequestError& e) {
+    throw ApiError(400, e.what(), e.param == "messages" ? cr.prompt_field : e.param, e.code);
   }
-  if (cr.tool_choice.mode != ToolChoice::Mode::kNone) {
-    plan.tool_format = prompts_.tool_call_format();
-    if (!plan.tool_format)
-      throw ApiError(400, "'tools': this model's chat template writes tool calls in no format Ember knows "
-                          "(unknown tool-call format), so its calls could not be returned", "tools");
-  }
-  plan.gen = engine::chat_request(std::move(prompt), cr.params);
-  try {
-    plan.forced = forced_shapes(cr, plan.tool_format);  // once: the grammar and the reply's cut calls both use them
-  } catch (const Error& e) {
-    throw ApiError(400, std::string("'tool_choice': ") + e.what(), "tool_choice");
-  }
-  plan.gen.grammar = output_grammar(cr, plan.forced);
-  return plan;
 }
 
 void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
@@ -376,52 +354,6 @@ std::string Server::next_id() { return std::to_string(created_) + "-" + std::to_
 
 int64_t Server::unix_time() {
   return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::optional<engine::GrammarConstraint> Server::output_grammar(const ChatRequest& cr,
-                                                                const std::vector<chat::ForcedToolCall>& forced) {
-  using Mode = ToolChoice::Mode;
-  using Kind = ResponseFormat::Kind;
-  std::string gbnf;
-  const char* param = "response_format";
-  try {
-    if (cr.tool_choice.mode == Mode::kRequired || cr.tool_choice.mode == Mode::kFunction) {
-      param = "tool_choice";
-      std::vector<grammar::FramedSchema> shapes;
-      for (const auto& s : forced) shapes.push_back({s.prefix, s.body_schema, s.suffix});
-      gbnf = grammar::framed_schemas_to_gbnf(shapes);
-    } else if (cr.response_format.kind == Kind::kJsonObject) {
-      gbnf = grammar::json_object_gbnf();
-    } else if (cr.response_format.kind == Kind::kJsonSchema) {
-      gbnf = grammar::json_schema_to_gbnf(cr.response_format.schema);
-    } else {
-      return std::nullopt;
-    }
-  } catch (const Error& e) {
-    throw ApiError(400, std::string("'") + param + "': " + e.what(), param);
-  }
-  constexpr size_t kRecentGrammars = 16;
-  std::shared_ptr<const grammar::Vocabulary> vocab;
-  {
-    std::lock_guard lock(vocab_mu_);
-    for (auto it = recent_grammars_.begin(); it != recent_grammars_.end(); ++it)
-      if (it->first == gbnf) {
-        std::rotate(it, it + 1, recent_grammars_.end());
-        return recent_grammars_.back().second;
-      }
-    if (!grammar_vocab_) grammar_vocab_ = engine::grammar_vocabulary(tokenizer_);
-    vocab = grammar_vocab_;
-  }
-  // Compiled outside the lock: other requests' lookups need not wait for it. Two requests of a new
-  // grammar at once may both compile it; the second to finish takes the first one's entry.
-  engine::GrammarConstraint c{std::make_shared<const grammar::Grammar>(grammar::Grammar::from_gbnf(gbnf)), vocab};
-  c.source = std::string("'") + param + "'";
-  std::lock_guard lock(vocab_mu_);
-  for (const auto& [text, known] : recent_grammars_)
-    if (text == gbnf) return known;
-  if (recent_grammars_.size() >= kRecentGrammars) recent_grammars_.erase(recent_grammars_.begin());
-  recent_grammars_.emplace_back(std::move(gbnf), c);
-  return c;
 }
 
 // llama-server's utility routes, with its request and response shapes.

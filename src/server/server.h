@@ -86,13 +86,8 @@ class Server {
   void handle_responses(const httplib::Request& req, httplib::Response& res);
   void handle_messages(const httplib::Request& req, httplib::Response& res);
   void handle_count_tokens(const httplib::Request& req, httplib::Response& res);
-  // A chat request in the engine's terms, whichever API it came in: the prompt with the grammar of
-  // its structured output or forced call, and the tool-call format its reply is parsed with.
-  struct ChatPlan {
-    engine::GenerationRequest gen;
-    std::optional<chat::ToolCallFormat> tool_format;
-    std::vector<chat::ForcedToolCall> forced;
-  };
+  // engine::plan_chat of a request of any chat API, its errors in that API's names.
+  using ChatPlan = engine::ChatPlan;
   ChatPlan plan_chat(const ChatRequest& cr);
   // Submits each prompt with the request's n choices and answers with all of them, streamed or
   // whole, in the shapes of `shaper` (errors in `error_shape`).
@@ -109,15 +104,7 @@ class Server {
   sampling::SamplingParams defaults_;
   size_t vocab_size_;  // the model's: logits have this many entries
   engine::ChatPromptBuilder prompts_;
-  // The grammar of a request's structured output or forced tool call; nullopt for free text.
-  // The grammar of a forced call's shapes (tool_choice required or a function) or of response_format.
-  std::optional<engine::GrammarConstraint> output_grammar(const ChatRequest& cr,
-                                                          const std::vector<chat::ForcedToolCall>& forced);
-  std::mutex vocab_mu_;  // guards the two below
-  std::shared_ptr<const grammar::Vocabulary> grammar_vocab_;  // built on the first constrained request
-  // The last grammars used, by GBNF text, most recent last: requests with the same schema or tools
-  // (an agent's loop) share their compiled grammar and its computed masks.
-  std::vector<std::pair<std::string, engine::GrammarConstraint>> recent_grammars_;
+  engine::GrammarCache grammars_;  // of structured outputs and forced calls, shared by the requests
   std::unique_ptr<engine::Scheduler> scheduler_;
   std::unique_ptr<EmbeddingsApi> embeddings_;  // its embedder runs beside the scheduler (Model::forward takes turns)
   std::unique_ptr<httplib::Server> http_;

@@ -1,0 +1,77 @@
+// engine::plan_chat, the one place a chat request's prompt, grammar and tool-call format are
+// decided for every front end, and the GrammarCache the server's requests share.
+#include <gtest/gtest.h>
+
+#include "engine/chat_plan.h"
+#include "test_paths.h"
+
+namespace ember::engine {
+namespace {
+
+using nlohmann::ordered_json;
+
+class ChatPlanTest : public ::testing::Test {
+ protected:
+  ChatPlanTest()
+      : dir_(test::model_dir("chat-skills")), tok_(tokenizer::Tokenizer::from_folder(dir_)), prompts_(tok_, dir_),
+        grammars_(tok_, 2) {}
+  ChatPlan plan(const ToolChoice& tc, const OutputFormat& f, const ChatOptions& o = {}) {
+    return plan_chat(prompts_, messages_, o, {}, tc, true, f, grammars_);
+  }
+  std::string dir_;
+  tokenizer::Tokenizer tok_;
+  ChatPromptBuilder prompts_;
+  GrammarCache grammars_;
+  ordered_json messages_ = ordered_json::parse(R"([{"role": "user", "content": "A person?"}])");
+};
+
+TEST_F(ChatPlanTest, FreeTextHasNoGrammarAndThePromptOfTheTemplate) {
+  const ChatPlan p = plan({}, {});
+  EXPECT_FALSE(p.gen.grammar.has_value());
+  EXPECT_FALSE(p.tool_format.has_value());
+  EXPECT_EQ(p.gen.prompt, prompts_.build(messages_, {}).ids);
+  EXPECT_TRUE(p.gen.split_reasoning);
+}
+
+TEST_F(ChatPlanTest, SchemasCompileOnceAndTheCacheKeepsTheMostRecent) {
+  const OutputFormat person{OutputFormat::Kind::kJsonSchema, "p",
+                            ordered_json::parse(R"({"type": "object", "properties": {"name": {"type": "string"}}})")};
+  const ChatPlan a = plan({}, person), b = plan({}, person);
+  ASSERT_TRUE(a.gen.grammar && b.gen.grammar);
+  EXPECT_EQ(a.gen.grammar->grammar, b.gen.grammar->grammar) << "the same schema shares its compiled grammar";
+  EXPECT_EQ(a.gen.grammar->masks, b.gen.grammar->masks);
+  EXPECT_EQ(a.gen.grammar->source, "'response_format'");
+  // Capacity 2: two other grammars push the first one out.
+  plan({}, {OutputFormat::Kind::kJsonObject, "", nullptr});
+  plan({}, {OutputFormat::Kind::kJsonSchema, "n", ordered_json::parse(R"({"type": "integer"})")});
+  EXPECT_NE(plan({}, person).gen.grammar->grammar, a.gen.grammar->grammar);
+}
+
+TEST_F(ChatPlanTest, ErrorsNameThePartOfTheRequest) {
+  try {
+    plan({}, {OutputFormat::Kind::kJsonSchema, "bad", ordered_json::parse(R"({"type": "frobnicate"})")});
+    ADD_FAILURE() << "an unknown schema type was accepted";
+  } catch (const RequestError& e) {
+    EXPECT_EQ(e.param, "response_format") << e.what();
+  }
+  ChatOptions with_tools;
+  with_tools.tools = ordered_json::parse(
+      R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])");
+  if (prompts_.tool_call_format()) {
+    const ChatPlan p = plan({ToolChoice::Mode::kRequired, ""}, {}, with_tools);
+    EXPECT_EQ(p.tool_format, prompts_.tool_call_format());
+    EXPECT_FALSE(p.forced.empty());
+    ASSERT_TRUE(p.gen.grammar.has_value());
+    EXPECT_EQ(p.gen.grammar->source, "'tool_choice'");
+  } else {
+    try {
+      plan({ToolChoice::Mode::kAuto, ""}, {}, with_tools);
+      ADD_FAILURE() << "tools were accepted on a template with no tool-call format";
+    } catch (const RequestError& e) {
+      EXPECT_EQ(e.param, "tools") << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ember::engine
