@@ -353,7 +353,6 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
   if (text_json == nullptr || !text_json->is_object())
     fail(where, "model_type \"" + c.model_type + "\" needs the object \"" + text_key + "\" (the text model's config)");
   const Reader r{*text_json, where, ""};
-  const json& body = *text_json;
 
   c.hidden_size = r.integer("hidden_size");
   c.intermediate_size = r.integer("intermediate_size");

@@ -102,8 +102,10 @@ TEST(ResponsesRequest, RefusalsNameTheField) {
       {R"({"input": "x", "top_logprobs": 2})", "top_logprobs"},
       {R"({"input": "x", "tool_choice": "required"})", "tool_choice"},
   };
-  for (const auto& [body, param] : cases)
+  for (const auto& [text, param] : cases) {
+    const std::string body = text;  // a structured binding, which clang 14's lambdas cannot capture
     EXPECT_EQ(refused_param([&] { responses(ordered_json::parse(body)); }), param) << body;
+  }
 }
 
 TEST(MessagesRequest, BlocksBecomeChatMessages) {
@@ -199,8 +201,10 @@ TEST(MessagesRequest, RefusalsNameTheField) {
       {R"({"model": "m", "max_tokens": 8, "stop_sequences": [""], )" + user + "}", "stop_sequences"},
       {R"({"model": "m", "max_tokens": 8, "stop_sequences": ["a"], )" + user + "}", ""},
   };
-  for (const auto& [body, param] : cases)
+  for (const auto& [text, param] : cases) {
+    const std::string body = text;  // a structured binding, which clang 14's lambdas cannot capture
     EXPECT_EQ(refused_param([&] { messages(ordered_json::parse(body)); }), param) << body;
+  }
 }
 
 TEST(MessagesRequest, ErrorsHaveAnthropicsShape) {
