@@ -10,6 +10,8 @@
 #include <filesystem>
 #include <cstring>
 #include <fstream>
+#include <set>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
@@ -25,16 +27,28 @@ namespace {
 using kernels::GgmlType;
 
 using test::gguf_path;
-std::vector<std::string> expectation_files() { return test::gguf_expectation_files(); }
 
-// Every block type of every file in the expectation files: the first rows of the named tensor,
+// Every JSON under testdata/gguf/, subfolders too (families/, hybrid/, gpt-oss/, ...), sorted.
+std::vector<std::string> all_expectation_files() {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(test::testdata("gguf")))
+    if (e.is_regular_file() && e.path().extension() == ".json") out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Every block type of every file in every expectation file: the first rows of the named tensor,
 // dequantized, equal gguf-py's float32 values.
 TEST(GgufDequantize, EveryBlockTypeMatchesTheReferenceRows) {
   size_t checked = 0;
-  for (const auto& json_path : expectation_files()) {
+  std::set<std::string> types;
+  for (const auto& json_path : all_expectation_files()) {
+    SCOPED_TRACE(json_path);
     std::ifstream in(json_path);
     const auto doc = nlohmann::json::parse(in);
+    if (!doc.contains("files")) continue;
     for (const auto& [file, entry] : doc["files"].items()) {
+      if (!entry.contains("dequantized_rows")) continue;
       const GgufFile g(gguf_path(file));
       for (const auto& [type_name, ref] : entry["dequantized_rows"].items()) {
         SCOPED_TRACE(file + " " + type_name);
@@ -53,10 +67,14 @@ TEST(GgufDequantize, EveryBlockTypeMatchesTheReferenceRows) {
           }
         }
         ++checked;
+        types.insert(type_name);
       }
     }
   }
   EXPECT_GE(checked, 10u);
+  std::string seen;
+  for (const std::string& t : types) seen += t + " ";
+  std::printf("dequantized rows checked: %zu tensors of types %s\n", checked, seen.c_str());
 }
 
 TEST(GgufFile, ReadsTheSharedFiles) {
