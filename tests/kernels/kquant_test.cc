@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "kernels/gguf_quants.h"
 #include "kernels/quant.h"
+#include "random_blocks.h"
 
 namespace ember::kernels {
 namespace {
@@ -44,37 +45,18 @@ void random_ggml_block(GgmlType type, BlockKind kind, std::mt19937& rng, uint8_t
   }
 }
 
-// A random K-quant matrix: ggml blocks, Ember's repacked copy and the dequantized floats.
-struct RandomKMatrix {
+// A random K-quant matrix: ggml blocks, Ember's repacked copy and the dequantized floats; one block
+// in ten at its extremes, one in ten zero.
+struct RandomKMatrix : test::RandomGgmlMatrix {
   RandomKMatrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng, ThreadPool& pool)
-      : ggml(static_cast<size_t>(ggml_row_bytes(type, cols) * rows)), f(static_cast<size_t>(rows * cols)) {
-    const int64_t bb = ggml_type_info(type).block_bytes, n = rows * cols / kQK_K;
-    std::uniform_int_distribution<int> kind(0, 9);
-    for (int64_t i = 0; i < n; ++i) {
-      const int k = kind(rng);
-      random_ggml_block(type, k == 0 ? BlockKind::Extreme : k == 1 ? BlockKind::Zero : BlockKind::Random, rng,
-                        ggml.data() + i * bb);
-    }
-    for (int64_t r = 0; r < rows; ++r)
-      dequantize_row(type, ggml.data() + r * ggml_row_bytes(type, cols), cols, f.data() + r * cols);
-    m = from_ggml_blocks(type, ggml.data(), rows, cols, pool);
-  }
-  std::vector<uint8_t> ggml;
-  std::vector<float> f;
-  QuantizedMatrix m;
+      : RandomGgmlMatrix(type, rows, cols, pool, [&](int64_t, uint8_t* b) {
+          const int k = std::uniform_int_distribution<int>(0, 9)(rng);
+          random_ggml_block(type, k == 0 ? BlockKind::Extreme : k == 1 ? BlockKind::Zero : BlockKind::Random, rng, b);
+        }) {}
 };
 
 // Activations with an outlier per token and one all-zero super-block.
-std::vector<float> random_acts(int64_t n, int64_t cols, std::mt19937& rng) {
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(n * cols));
-  for (auto& v : x) v = dist(rng);
-  for (int64_t t = 0; t < n; ++t) {
-    x[t * cols + (t * 37) % cols] = 60.0f * (t % 2 ? 1.0f : -1.0f);
-    if (cols >= 2 * kQK_K && t % 3 == 1) std::fill_n(x.begin() + t * cols + kQK_K, kQK_K, 0.0f);
-  }
-  return x;
-}
+std::vector<float> random_acts(int64_t n, int64_t cols, std::mt19937& rng) { return test::random_acts(n, cols, kQK_K, rng); }
 
 // Every weight dequantizes from Ember's layout to exactly the bits ggml's reference gives.
 TEST(KQuant, RepackIsLossless) {
@@ -91,13 +73,7 @@ TEST(KQuant, RepackIsLossless) {
     // padded to groups of 16.
     const int64_t padded = (rows + 15) / 16 * 16;
     EXPECT_LE(k.m.bytes(), (ggml_row_bytes(type, cols) + cols / kQK_K * 4) * padded);
-    std::vector<float> row(static_cast<size_t>(cols));
-    for (int64_t r = 0; r < rows; ++r) {
-      copy_row(w, r, row.data());
-      for (int64_t c = 0; c < cols; ++c)
-        ASSERT_EQ(std::memcmp(&row[c], &k.f[r * cols + c], 4), 0)
-            << ggml_type_name(type) << " r=" << r << " c=" << c << ": " << row[c] << " vs " << k.f[r * cols + c];
-    }
+    test::expect_lossless(k, ggml_type_name(type));
   }
 }
 
