@@ -66,9 +66,14 @@ void kquant_groups_avx512(const WeightMatrix& w, const KQuantActs& a, float* y, 
 // Calls f.template operator()<Q>() with q (a K-quant) as a compile-time type.
 template <class F>
 void with_kquant_type(QType q, F&& f) {
-  if (q == QType::Q4_K) f.template operator()<QType::Q4_K>();
-  else if (q == QType::Q5_K) f.template operator()<QType::Q5_K>();
-  else f.template operator()<QType::Q6_K>();
+  switch (q) {
+    case QType::Q2_K: f.template operator()<QType::Q2_K>(); break;
+    case QType::Q3_K: f.template operator()<QType::Q3_K>(); break;
+    case QType::Q4_K: f.template operator()<QType::Q4_K>(); break;
+    case QType::Q5_K: f.template operator()<QType::Q5_K>(); break;
+    case QType::IQ4_XS: f.template operator()<QType::IQ4_XS>(); break;
+    default: f.template operator()<QType::Q6_K>(); break;
+  }
 }
 
 // Calls f.template operator()<NT>() with NT = nt (1 <= nt <= MaxNT) as a compile-time size: the

@@ -17,7 +17,8 @@
 namespace ember::kernels {
 namespace {
 
-constexpr GgmlType kKTypes[] = {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+constexpr GgmlType kKTypes[] = {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
+                                GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS};
 
 // How a random super-block is drawn: ordinary values, every field at its extreme (largest quants,
 // scales and mins, the largest float16 scale), or d = dmin = 0.
@@ -39,6 +40,17 @@ void random_ggml_block(GgmlType type, BlockKind kind, std::mt19937& rng, uint8_t
     if (kind == BlockKind::Extreme)  // scales at both ends of int8
       for (int j = 0; j < 16; ++j) b[192 + j] = static_cast<uint8_t>(j % 2 ? 0x80 : 0x7F);
     put_f16(208, d);
+  } else if (type == GgmlType::Q2_K) {
+    put_f16(80, d);
+    put_f16(82, dmin);
+  } else if (type == GgmlType::Q3_K) {
+    if (kind == BlockKind::Extreme)  // every high bit clear: quants down to -4; 6-bit scales 0 - 32 = -32
+      std::memset(b, 0, 32), std::memset(b + 96, 0, 12);
+    put_f16(108, d);
+  } else if (type == GgmlType::IQ4_XS) {
+    if (kind == BlockKind::Extreme)  // scales 0 - 32 = -32 with the table's -127 (index 0) everywhere
+      std::memset(b + 2, 0, 134);
+    put_f16(0, d);
   } else {
     put_f16(0, d);
     put_f16(2, dmin);
@@ -69,7 +81,7 @@ TEST(KQuant, RepackIsLossless) {
     EXPECT_EQ(w.qtype, kquant_of(type));
     EXPECT_EQ(k.m.bytes(), quantized_bytes(w.qtype, rows, cols));
     EXPECT_EQ(weight_bytes(w), kquant_bytes(w.qtype, rows, cols));
-    // At the file's bits per weight plus the unpacked scales (Q4_K, Q5_K: 4 bytes per 256 weights), rows
+    // At the file's bits per weight plus the unpacked scales (Q3_K, Q4_K, Q5_K: 4 bytes per 256 weights), rows
     // padded to groups of 16.
     const int64_t padded = (rows + 15) / 16 * 16;
     EXPECT_LE(k.m.bytes(), (ggml_row_bytes(type, cols) + cols / kQK_K * 4) * padded);
@@ -300,10 +312,10 @@ TEST(KQuant, RejectsPartialSuperBlocks) {
   std::vector<uint8_t> bytes(1024);
   EXPECT_THROW(from_ggml_blocks(GgmlType::Q4_K, bytes.data(), 1, 128, pool), Error);
   try {
-    from_ggml_blocks(GgmlType::Q3_K, bytes.data(), 1, 256, pool);
-    FAIL() << "Q3_K has no kernel";
+    from_ggml_blocks(GgmlType::IQ3_S, bytes.data(), 1, 256, pool);
+    FAIL() << "IQ3_S has no kernel";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("Q3_K"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("IQ3_S"), std::string::npos) << e.what();
   }
 }
 
