@@ -95,8 +95,5 @@ inline float e8m0_half_to_f32(uint8_t e) {
   std::memcpy(&f, &bits, 4);
   return f;
 }
-// IQ3_S's grid (ggml's iq3s_grid, gguf_quants.cc): entry i is 4 magnitudes, k-th = iq3s_magnitude(i, k).
-extern const uint16_t kIq3sGrid[512];
-inline int iq3s_magnitude(int index, int k) { return 2 * ((kIq3sGrid[index] >> (3 * k)) & 7) + 1; }
 
 }  // namespace ember::kernels

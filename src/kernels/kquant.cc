@@ -8,6 +8,7 @@
 #include <iterator>
 
 #include "base/dtype.h"
+#include "kernels/iq3s_grid.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/simd_avx2.h"
 
@@ -52,6 +53,12 @@ int kq_get_quant(const uint8_t* tile, int64_t i, int e) {
     v |= ((tile[kq_high_block(Q, j, u) + 4 * i + k] >> kq_high_shift(Q, j, u)) & ((1 << kq_high_bits(Q)) - 1)) << 4;
   if constexpr (Q == QType::Q2_K || Q == QType::Q3_K) v = (tile[kq_high_block(Q, j, u) + 4 * i + k] >> kq_high_shift(Q, j, u)) & 3;
   if constexpr (Q == QType::Q3_K) v |= ((tile[kq3_bit2_block(j, u) + 4 * i + k] >> kq3_bit2_shift(j, u)) & 1) << 2;
+  if constexpr (Q == QType::IQ3_S) {  // 16 +- the grid magnitude
+    const int n = e / 4;
+    const int index = tile[kKqS3Idx + 16 * n + i] | (((kq_load_u16(tile + kKqS3IdxHi + 2 * n) >> i) & 1) << 8);
+    const int mag = iq3s_magnitude(index, k);
+    v = (tile[kKqS3Signs + 8 * n + (4 * i + k) / 8] >> ((4 * i + k) % 8)) & 1 ? 16 - mag : 16 + mag;
+  }
   return v;
 }
 
@@ -102,6 +109,17 @@ void kq_repack_row(const uint8_t* in, uint8_t* tile, int64_t i) {
     for (int e = 0; e < kQK_K; ++e) {
       const int low = (in[32 + 32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3, high = (in[e % 32] >> (e / 32)) & 1;
       kq_put_quant<q>(tile, i, e, low | (high << 2));
+    }
+  } else if constexpr (q == QType::IQ3_S) {  // layout in gguf_quants.cc
+    std::memcpy(tile + kKqD + 2 * i, in, 2);
+    for (int j = 0; j < 8; ++j) tile[kKqS3Sc + kq_pair_byte(j, i)] = static_cast<uint8_t>(1 + 2 * ((in[106 + j / 2] >> (4 * (j % 2))) & 0x0F));
+    for (int n = 0; n < 64; ++n) {  // index n: elements 4n..4n+3
+      tile[kKqS3Idx + 16 * n + i] = in[2 + n];
+      tile[kKqS3IdxHi + 2 * n + i / 8] |= static_cast<uint8_t>(((in[66 + n / 8] >> (n % 8)) & 1) << (i % 8));
+      for (int k = 0; k < 4; ++k) {
+        const int e = 4 * n + k, bit = 4 * static_cast<int>(i) + k;
+        tile[kKqS3Signs + 8 * n + bit / 8] |= static_cast<uint8_t>(((in[74 + e / 8] >> (e % 8)) & 1) << (bit % 8));
+      }
     }
   } else if constexpr (q == QType::IQ4_XS) {
     std::memcpy(tile + kKqD + 2 * i, in, 2);
@@ -188,7 +206,8 @@ const uint8_t* kq_tile(const WeightMatrix& w, int64_t r, int64_t b) {
 }
 
 int64_t kq_ggml_block_bytes(QType q) {
-  for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS})
+  for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS,
+                     GgmlType::IQ3_S})
     if (kquant_of(t) == q) return ggml_type_info(t).block_bytes;
   return 0;
 }
@@ -200,6 +219,7 @@ QType kquant_of(GgmlType t) {
     case GgmlType::Q2_K: return QType::Q2_K;
     case GgmlType::Q3_K: return QType::Q3_K;
     case GgmlType::IQ4_XS: return QType::IQ4_XS;
+    case GgmlType::IQ3_S: return QType::IQ3_S;
     case GgmlType::Q4_K: return QType::Q4_K;
     case GgmlType::Q5_K: return QType::Q5_K;
     case GgmlType::Q6_K: return QType::Q6_K;

@@ -1,13 +1,15 @@
 #pragma once
-// llama.cpp's K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: 256 weights per super-block) and IQ4_XS (a
-// 256-block of 4-bit indices into a non-linear table) kept at their stored bits, in a layout repacked
+// llama.cpp's K-quants (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: 256 weights per super-block), IQ4_XS (a
+// 256-block of 4-bit indices into a non-linear table) and IQ3_S (9-bit indices into a grid of 4
+// magnitudes, with sign bits) kept at their stored bits, in a layout repacked
 // losslessly for int8 dot products with rows in the vector lanes (as quant.h's Q8_0 / Q4_0), and the
 // Q8_K-style activations they multiply.
 //
 // The weight at column e of a super-block is (integer arithmetic exact, then float), j = e / W:
 //   Q2_K / Q4_K / Q5_K: d * sc[j] * q - dmin * m[j], q unsigned 2 / 4 / 5 bits (W = 16 / 32 / 32);
 //   Q3_K / Q6_K:        d * sc[j] * (q - 4 / 32), q unsigned 3 / 6 bits, sc signed (W = 16);
-//   IQ4_XS:             d * sc[j] * kIq4Values[q], q a 4-bit index, sc signed (W = 32).
+//   IQ4_XS:             d * sc[j] * kIq4Values[q], q a 4-bit index, sc signed (W = 32);
+//   IQ3_S:              d * sc[j] * (q - 16), q = 16 +- a grid magnitude, sc = 1 + 2 * s (W = 32).
 // Rows are padded to groups of 16 (padding weighs 0). A tile is one group's super-block, the
 // tiles of a group one after the other (kq_tile_bytes each); row i's bytes in a tile:
 //   d (float16) at kKqD + 2i; dmin (Q2_K, Q4_K, Q5_K) at kKqDmin + 2i; the scale of sub-block j at
@@ -24,9 +26,12 @@
 //   quant (i, W * j + 4u + k) are in byte 4i + k of the 64-byte block kq_field_block(base, W, b, j, u),
 //   from bit kq_field_shift(b, j, u). A block holds the units of sub-block pair j / 2 that one load
 //   turns into bits with a shift and a mask.
+//   IQ3_S: unit n = 8j + u (4 weights of each row: one grid index) has the indices' low bytes at
+//   kKqS3Idx + 16n + i, their ninth bits as bit i of the 16-bit word at kKqS3IdxHi + 2n, and the
+//   weights' signs as bit 4i + k of the 64-bit word at kKqS3Signs + 8n (1: negative).
 // Per row and super-block that is the file's size (Q2_K 84 bytes, Q6_K 210) or a few bytes more (Q3_K
-// 114 against 110, Q4_K 148 against 144, Q5_K 180 against 176, IQ4_XS 138 against 136: the scales
-// unpacked to bytes).
+// 114 against 110, Q4_K 148 against 144, Q5_K 180 against 176, IQ4_XS 138 against 136, IQ3_S 114
+// against 110: the scales unpacked to bytes).
 #include <cstdint>
 #include <vector>
 
@@ -38,9 +43,9 @@ namespace ember::kernels {
 
 inline bool is_kquant(QType q) {
   return q == QType::Q2_K || q == QType::Q3_K || q == QType::Q4_K || q == QType::Q5_K || q == QType::Q6_K ||
-         q == QType::IQ4_XS;
+         q == QType::IQ4_XS || q == QType::IQ3_S;
 }
-// The K-quant of a ggml type (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS), or QType::None.
+// The K-quant of a ggml type (Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_XS, IQ3_S), or QType::None.
 QType kquant_of(GgmlType t);
 
 constexpr int64_t kKqRows = 16;  // rows per group
@@ -48,7 +53,7 @@ constexpr int64_t kKqRows = 16;  // rows per group
 constexpr int64_t kq_block_bytes(QType q) {
   switch (q) {
     case QType::Q2_K: return 84;
-    case QType::Q3_K: return 114;
+    case QType::Q3_K: case QType::IQ3_S: return 114;
     case QType::Q4_K: return 148;
     case QType::Q5_K: return 180;
     case QType::IQ4_XS: return 138;
@@ -59,22 +64,31 @@ constexpr int64_t kq_tile_bytes(QType q) { return kKqRows * kq_block_bytes(q); }
 // Sub-block width.
 constexpr int kq_sub_width(QType q) { return q == QType::Q2_K || q == QType::Q3_K || q == QType::Q6_K ? 16 : 32; }
 // Signed scales (and the offset their quants carry: weight = d * sc * (q - offset)), and a dmin.
-constexpr bool kq_signed_scales(QType q) { return q == QType::Q3_K || q == QType::Q6_K || q == QType::IQ4_XS; }
-constexpr int kq_offset(QType q) { return q == QType::Q3_K ? 4 : q == QType::Q6_K ? 32 : 0; }
+// (IQ3_S's are positive, 1..31: read as signed bytes they are the same.)
+constexpr bool kq_signed_scales(QType q) {
+  return q == QType::Q3_K || q == QType::Q6_K || q == QType::IQ4_XS || q == QType::IQ3_S;
+}
+constexpr int kq_offset(QType q) { return q == QType::Q3_K ? 4 : q == QType::Q6_K ? 32 : q == QType::IQ3_S ? 16 : 0; }
 constexpr bool kq_has_dmin(QType q) { return q == QType::Q2_K || q == QType::Q4_K || q == QType::Q5_K; }
-constexpr bool kq_has_nibbles(QType q) { return q != QType::Q2_K && q != QType::Q3_K; }
+constexpr bool kq_has_nibbles(QType q) { return q != QType::Q2_K && q != QType::Q3_K && q != QType::IQ3_S; }
+// Whether the quants have bit planes of kq_high_bits (Q5_K, Q6_K above the nibbles; Q2_K, Q3_K).
+constexpr bool kq_has_high_plane(QType q) {
+  return q == QType::Q2_K || q == QType::Q3_K || q == QType::Q5_K || q == QType::Q6_K;
+}
 // Field offsets within a tile.
 constexpr int64_t kKqD = 0, kKqDmin = 32, kKqSc = 64, kKqMin = 192, kKqNibbles = 320, kKq5Bits = 2368;
 constexpr int64_t kKq6Sc = 32, kKq6Nibbles = 288, kKq6Bits = 2336;
 constexpr int64_t kKq2Sc = 64, kKq2Bits = 320;                     // Q2_K
 constexpr int64_t kKq3Sc = 32, kKq3Bits = 288, kKq3High = 1312;   // Q3_K: bits 0-1, bit 2
 constexpr int64_t kKqXsSc = 32, kKqXsNibbles = 160;               // IQ4_XS
+constexpr int64_t kKqS3Sc = 32, kKqS3Idx = 160, kKqS3IdxHi = 1184, kKqS3Signs = 1312;  // IQ3_S
 constexpr int64_t kq_scales(QType q) {
   switch (q) {
     case QType::Q2_K: return kKq2Sc;
     case QType::Q3_K: return kKq3Sc;
     case QType::Q6_K: return kKq6Sc;
     case QType::IQ4_XS: return kKqXsSc;
+    case QType::IQ3_S: return kKqS3Sc;
     default: return kKqSc;
   }
 }
@@ -105,6 +119,8 @@ constexpr int kq3_bit2_shift(int j, int u) { return kq_field_shift(1, j, u); }
 static_assert(kKq6Bits + 16 * 64 == kq_tile_bytes(QType::Q6_K) && kKq5Bits + 16 * 32 == kq_tile_bytes(QType::Q5_K));
 static_assert(kKq2Bits + 16 * 64 == kq_tile_bytes(QType::Q2_K) && kKq3High + 16 * 32 == kq_tile_bytes(QType::Q3_K));
 static_assert(kKqXsNibbles + 16 * 128 == kq_tile_bytes(QType::IQ4_XS) && kKq3Bits + 16 * 64 == kKq3High);
+static_assert(kKqS3Idx + 64 * 16 == kKqS3IdxHi && kKqS3IdxHi + 64 * 2 == kKqS3Signs &&
+              kKqS3Signs + 64 * 8 == kq_tile_bytes(QType::IQ3_S));
 
 inline int64_t kquant_groups(int64_t rows) { return (rows + kKqRows - 1) / kKqRows; }
 // Bytes a K-quant matrix occupies.

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/iq3s_grid.h"
 #include "kernels/kquant.h"
 
 namespace ember::kernels::detail {

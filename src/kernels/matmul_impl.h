@@ -72,6 +72,7 @@ void with_kquant_type(QType q, F&& f) {
     case QType::Q4_K: f.template operator()<QType::Q4_K>(); break;
     case QType::Q5_K: f.template operator()<QType::Q5_K>(); break;
     case QType::IQ4_XS: f.template operator()<QType::IQ4_XS>(); break;
+    case QType::IQ3_S: f.template operator()<QType::IQ3_S>(); break;
     default: f.template operator()<QType::Q6_K>(); break;
   }
 }

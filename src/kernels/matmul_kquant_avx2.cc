@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "kernels/kquant_simd.h"
 #include "kernels/matmul_impl.h"
@@ -20,9 +21,12 @@ constexpr int kKqHalfRows = 8;
 // sub-block's 8 stay within 32767; integer sums are exact, so the bits are those of widening every
 // unit. Q5_K / Q6_K could add 4 / 2, but their extra sums cost registers the high bits need: widening
 // each unit measured faster there (kernels_bench). Q2_K / Q3_K's sub-block of 4 units stays within
-// 4 * 2 * 7 * 127; IQ4_XS's signed values reach 2 * 127 * 127 in one.
+// 4 * 2 * 7 * 127, IQ3_S's 4 units within 4 * 2 * 31 * 127; IQ4_XS's signed values reach 2 * 127 * 127
+// in one.
 template <QType Q>
-constexpr int kq_units_in_16_bits() { return Q == QType::Q4_K || Q == QType::Q2_K || Q == QType::Q3_K ? 4 * (Q == QType::Q4_K ? 2 : 1) : 1; }
+constexpr int kq_units_in_16_bits() {
+  return Q == QType::Q4_K ? 8 : Q == QType::Q2_K || Q == QType::Q3_K || Q == QType::IQ3_S ? 4 : 1;
+}
 
 // A plane's fields of v moved to their bit (s: the byte-wise shift, positive left) under mask: a 16-bit
 // shift moves whole fields, and what crosses into the other byte of the lane lies outside the mask.
@@ -44,7 +48,7 @@ template <QType Q>
     lo = _mm256_and_si256(v, low4);
     hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), low4);
   }
-  if constexpr (Q != QType::Q4_K && Q != QType::IQ4_XS) {
+  if constexpr (kq_has_high_plane(Q)) {
     const __m256i hv = load(kq_high_block(Q, 2 * p, u));
     lo = _mm256_or_si256(lo, kq_field256(hv, kq_high_to_bit4<Q>(2 * p, u), kq_high_mask<Q>()));
     hi = _mm256_or_si256(hi, kq_field256(hv, kq_high_to_bit4<Q>(2 * p + 1, u), kq_high_mask<Q>()));
@@ -58,6 +62,28 @@ template <QType Q>
     const __m256i table = _mm256_load_si256(reinterpret_cast<const __m256i*>(kIq4Signed.b));
     lo = _mm256_shuffle_epi8(table, lo);
     hi = _mm256_shuffle_epi8(table, hi);
+  }
+  if constexpr (Q == QType::IQ3_S) {  // 8 rows' grid words gathered, then 16 +- each magnitude
+    auto unit = [&](int n) {
+      const __m256i low = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(tile + kKqS3Idx + 16 * n + 8 * h)));
+      const int ninth = tile[kKqS3IdxHi + 2 * n + h];
+      uint32_t signs;
+      std::memcpy(&signs, tile + kKqS3Signs + 8 * n + 4 * h, 4);
+      // Bit r of ninth to lane r, bit b of signs to byte b: all ones where set.
+      const __m256i lane_bit = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+      const __m256i high = _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(ninth), lane_bit), lane_bit);
+      const __m256i index = _mm256_add_epi32(low, _mm256_and_si256(high, _mm256_set1_epi32(256)));
+      const __m256i mag = _mm256_i32gather_epi32(kIq3sGridWords.w, index, 4);
+      const __m256i spread = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(signs)),
+                                                 _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                                  2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+      const __m256i byte_bit = _mm256_set1_epi64x(static_cast<int64_t>(0x8040201008040201ULL));
+      const __m256i negative = _mm256_cmpeq_epi8(_mm256_and_si256(spread, byte_bit), byte_bit);
+      const __m256i base = _mm256_set1_epi8(16);
+      return _mm256_blendv_epi8(_mm256_add_epi8(base, mag), _mm256_sub_epi8(base, mag), negative);
+    };
+    lo = unit(8 * (2 * p) + u);
+    hi = unit(8 * (2 * p + 1) + u);
   }
 }
 

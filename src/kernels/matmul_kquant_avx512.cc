@@ -5,6 +5,8 @@
 // exactly the AVX-512 features the quantized kernels need (F, BW, VNNI: CMakeLists.txt, cpu.h).
 #include "kernels/avx512_intrinsics.h"
 
+#include <cstring>
+
 #include <algorithm>
 
 #include "kernels/kquant_simd.h"
@@ -45,7 +47,7 @@ template <QType Q>
     lo = _mm512_and_si512(v, low4);
     hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
   }
-  if constexpr (Q != QType::Q4_K && Q != QType::IQ4_XS) {
+  if constexpr (kq_has_high_plane(Q)) {
     const __m512i hv = _mm512_loadu_si512(tile + kq_high_block(Q, 2 * p, u));
     lo = _mm512_or_si512(lo, kq_field512(hv, kq_high_to_bit4<Q>(2 * p, u), kq_high_mask<Q>()));
     hi = _mm512_or_si512(hi, kq_field512(hv, kq_high_to_bit4<Q>(2 * p + 1, u), kq_high_mask<Q>()));
@@ -59,6 +61,21 @@ template <QType Q>
     const __m512i table = _mm512_load_si512(kIq4Unsigned.b);
     lo = _mm512_shuffle_epi8(table, lo);
     hi = _mm512_shuffle_epi8(table, hi);
+  }
+  if constexpr (Q == QType::IQ3_S) {  // 16 rows' grid words gathered, then 16 +- each magnitude
+    auto unit = [&](int n) {
+      const __m512i low = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + kKqS3Idx + 16 * n)));
+      uint16_t ninth;
+      uint64_t signs;
+      std::memcpy(&ninth, tile + kKqS3IdxHi + 2 * n, 2);
+      std::memcpy(&signs, tile + kKqS3Signs + 8 * n, 8);
+      const __m512i index = _mm512_mask_add_epi32(low, ninth, low, _mm512_set1_epi32(256));
+      const __m512i mag = _mm512_i32gather_epi32(index, kIq3sGridWords.w, 4);
+      const __m512i base = _mm512_set1_epi8(16);
+      return _mm512_mask_sub_epi8(_mm512_add_epi8(base, mag), signs, base, mag);
+    };
+    lo = unit(8 * (2 * p) + u);
+    hi = unit(8 * (2 * p + 1) + u);
   }
 }
 

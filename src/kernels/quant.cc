@@ -28,6 +28,7 @@ const char* qtype_name(QType q) {
     case QType::Q2_K: return "q2_k";
     case QType::Q3_K: return "q3_k";
     case QType::IQ4_XS: return "iq4_xs";
+    case QType::IQ3_S: return "iq3_s";
   }
   return "?";
 }
@@ -187,7 +188,7 @@ QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, 
   if (q == QType::None)
     fail("from_ggml_blocks", std::string("cannot repack ") + ggml_type_name(type) +
                                  " (supported: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, "
-                                 "IQ4_XS)");
+                                 "IQ4_XS, IQ3_S)");
   if (!quantizable(cols))
     fail("from_ggml_blocks", std::string(ggml_type_name(type)) + " rows of " + std::to_string(cols) +
                                  " columns are not whole blocks of 32");

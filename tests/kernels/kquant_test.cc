@@ -17,8 +17,8 @@
 namespace ember::kernels {
 namespace {
 
-constexpr GgmlType kKTypes[] = {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
-                                GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS};
+constexpr GgmlType kKTypes[] = {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
+                                GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::IQ3_S};
 
 // How a random super-block is drawn: ordinary values, every field at its extreme (largest quants,
 // scales and mins, the largest float16 scale), or d = dmin = 0.
@@ -47,6 +47,8 @@ void random_ggml_block(GgmlType type, BlockKind kind, std::mt19937& rng, uint8_t
     if (kind == BlockKind::Extreme)  // every high bit clear: quants down to -4; 6-bit scales 0 - 32 = -32
       std::memset(b, 0, 32), std::memset(b + 96, 0, 12);
     put_f16(108, d);
+  } else if (type == GgmlType::IQ3_S) {  // Extreme: grid index 511, every sign negative, scales 31
+    put_f16(0, d);
   } else if (type == GgmlType::IQ4_XS) {
     if (kind == BlockKind::Extreme)  // scales 0 - 32 = -32 with the table's -127 (index 0) everywhere
       std::memset(b + 2, 0, 134);
@@ -312,10 +314,10 @@ TEST(KQuant, RejectsPartialSuperBlocks) {
   std::vector<uint8_t> bytes(1024);
   EXPECT_THROW(from_ggml_blocks(GgmlType::Q4_K, bytes.data(), 1, 128, pool), Error);
   try {
-    from_ggml_blocks(GgmlType::IQ3_S, bytes.data(), 1, 256, pool);
-    FAIL() << "IQ3_S has no kernel";
+    from_ggml_blocks(GgmlType::IQ2_XXS, bytes.data(), 1, 256, pool);
+    FAIL() << "IQ2_XXS has no kernel";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("IQ3_S"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("IQ2_XXS"), std::string::npos) << e.what();
   }
 }
 

@@ -172,7 +172,7 @@ TEST(StoredQuant, FusedEqualsSeparateProducts) {
 TEST(StoredQuant, RefusesWhatHasNoKernel) {
   ThreadPool pool(1);
   std::vector<uint8_t> bytes(1024);
-  for (GgmlType type : {GgmlType::IQ2_XS, GgmlType::IQ3_S, GgmlType::MXFP4, GgmlType::F32}) {
+  for (GgmlType type : {GgmlType::IQ2_XS, GgmlType::IQ3_XXS, GgmlType::MXFP4, GgmlType::F32}) {
     EXPECT_FALSE(has_stored_kernel(type)) << ggml_type_name(type);
     try {
       from_ggml_blocks(type, bytes.data(), 1, 256, pool);
