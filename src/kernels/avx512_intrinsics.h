@@ -65,6 +65,16 @@ inline __m512i srai_epi32(__m512i v, unsigned s) {
   return v;
 }
 
+// 16 int32 loads at base + scale * index (IQ3_S's grid).
+inline __m512i i32gather_epi32(__m512i index, const void* base, int scale) {
+  int32_t idx[16], out[16];
+  std::memcpy(idx, &index, sizeof(idx));
+  for (int i = 0; i < 16; ++i) std::memcpy(out + i, static_cast<const char*>(base) + static_cast<int64_t>(idx[i]) * scale, 4);
+  __m512i r;
+  std::memcpy(&r, out, sizeof(r));
+  return r;
+}
+
 }  // namespace ember::kernels::emulated
 
 #define _mm512_cvtepi32_ps(a) (::ember::kernels::emulated::widen<float, int32_t, __m512i, __m512>(a))
@@ -74,6 +84,7 @@ inline __m512i srai_epi32(__m512i v, unsigned s) {
 #define _mm512_srai_epi32(a, s) (::ember::kernels::emulated::srai_epi32((a), (s)))
 #define _mm512_cvtepu16_epi32(a) (::ember::kernels::emulated::widen<int32_t, uint16_t, __m256i, __m512i>(a))
 #define _cvtu64_mask64(a) (static_cast<simde__mmask64>(a))
+#define _mm512_i32gather_epi32(i, p, s) (::ember::kernels::emulated::i32gather_epi32((i), (p), (s)))
 #define _mm512_cvtps_epi32(a) (::ember::kernels::emulated::cvtps_epi32(a))
 #define _mm512_cvtph_ps(a) (::ember::kernels::emulated::cvtph_ps(a))
 #define _mm512_maskz_loadu_ps(k, p) (::ember::kernels::emulated::maskz_loadu_ps((k), (p)))

@@ -6,6 +6,7 @@
 
 #include "base/dtype.h"
 #include "base/error.h"
+#include "kernels/iq3s_grid.h"
 
 namespace ember::kernels {
 
@@ -209,6 +210,65 @@ void q8_k(const uint8_t* b, float* y) {
   for (int j = 0; j < 256; ++j) y[j] = d * static_cast<float>(static_cast<int8_t>(b[4 + j]));
 }
 
+// IQ4_NL: float16 d, 16 bytes of indices laid out as Q4_0's nibbles; element = d * table[index].
+void iq4_nl(const uint8_t* b, float* y) {
+  const float d = load_f16(b);
+  for (int j = 0; j < 16; ++j) {
+    y[j] = d * static_cast<float>(kIq4Values[b[2 + j] & 0x0F]);
+    y[j + 16] = d * static_cast<float>(kIq4Values[b[2 + j] >> 4]);
+  }
+}
+
+// IQ4_XS: float16 d, 16 bits of the scales' top 2 bits (2 per sub-block of 32), 4 bytes of their low
+// nibbles (sub-block 2i in byte i's low nibble, 2i + 1 in its high one), then per sub-block 16 bytes of
+// indices as IQ4_NL's. Element = (d * (scale - 32)) * table[index].
+void iq4_xs(const uint8_t* b, float* y) {
+  const float d = load_f16(b);
+  const uint16_t high = load_u16(b + 2);
+  for (int j = 0; j < 8; ++j, y += 32) {
+    const int ls = ((b[4 + j / 2] >> (4 * (j % 2))) & 0x0F) | (((high >> (2 * j)) & 3) << 4);
+    const float dl = d * static_cast<float>(ls - 32);
+    const uint8_t* qs = b + 8 + 16 * j;
+    for (int k = 0; k < 16; ++k) {
+      y[k] = dl * static_cast<float>(kIq4Values[qs[k] & 0x0F]);
+      y[k + 16] = dl * static_cast<float>(kIq4Values[qs[k] >> 4]);
+    }
+  }
+}
+
+// IQ3_S: float16 d, 64 bytes of grid index low bits, 8 bytes of their ninth bits (bit l of qh[i]
+// for index 8i + l), 32 bytes of signs (bit k of byte s: element 8s + k is negative), 4 bytes of 4-bit
+// scales (sub-block of 32 j: byte j / 2, low nibble for even j). Index i gives elements 4i..4i+3.
+// Element = (d * (1 + 2 * scale)) * magnitude * sign.
+void iq3_s(const uint8_t* b, float* y) {
+  const float d = load_f16(b);
+  const uint8_t* qs = b + 2;
+  const uint8_t* qh = b + 66;
+  const uint8_t* signs = b + 74;
+  const uint8_t* scales = b + 106;
+  for (int j = 0; j < 8; ++j) {
+    const float db = d * static_cast<float>(1 + 2 * ((scales[j / 2] >> (4 * (j % 2))) & 0x0F));
+    for (int i = 8 * j; i < 8 * j + 8; ++i) {
+      const int index = qs[i] | (((qh[i / 8] >> (i % 8)) & 1) << 8);
+      for (int k = 0; k < 4; ++k) {
+        const int e = 4 * i + k;
+        const float m = db * static_cast<float>(iq3s_magnitude(index, k));
+        y[e] = (signs[e / 8] >> (e % 8)) & 1 ? -m : m;
+      }
+    }
+  }
+}
+
+// MXFP4: an E8M0 exponent byte, then 16 bytes of 4-bit E2M1 codes as Q4_0's nibbles;
+// element = table[code] * scale (gguf_quants.h).
+void mxfp4(const uint8_t* b, float* y) {
+  const float d = e8m0_half_to_f32(b[0]);
+  for (int j = 0; j < 16; ++j) {
+    y[j] = static_cast<float>(kMxfp4Values[b[1 + j] & 0x0F]) * d;
+    y[j + 16] = static_cast<float>(kMxfp4Values[b[1 + j] >> 4]) * d;
+  }
+}
+
 using BlockFn = void (*)(const uint8_t*, float*);
 
 BlockFn block_fn(GgmlType t) {
@@ -224,6 +284,10 @@ BlockFn block_fn(GgmlType t) {
     case T::Q5_K: return q5_k;
     case T::Q6_K: return q6_k;
     case T::Q8_K: return q8_k;
+    case T::IQ4_NL: return iq4_nl;
+    case T::IQ4_XS: return iq4_xs;
+    case T::IQ3_S: return iq3_s;
+    case T::MXFP4: return mxfp4;
     default: return nullptr;
   }
 }
@@ -271,7 +335,7 @@ void dequantize_row(GgmlType type, const void* src, int64_t n, float* out) {
   if (!can_dequantize(type))
     fail("ggml", std::string("dequantization of ") + info.name +
                      " is not supported (supported: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, "
-                     "Q6_K, Q8_K)");
+                     "Q6_K, Q8_K, IQ4_NL, IQ4_XS, IQ3_S, MXFP4)");
   ggml_row_bytes(type, n);  // checks whole blocks
   switch (type) {
     case T::F32: std::memcpy(out, p, static_cast<size_t>(n) * 4); return;

@@ -2,6 +2,7 @@
 // ggml's tensor element types as GGUF files store them (ids, block geometry, names) and the scalar
 // reference dequantization of their blocks: the ground truth that faster kernels are tested against.
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -64,7 +65,8 @@ const char* ggml_type_name(GgmlType type);
 std::optional<GgmlType> parse_ggml_type(std::string_view name);
 
 // Whether dequantize_row handles the type: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K,
-// Q4_K, Q5_K, Q6_K, Q8_K (the I-quants, ternary and MXFP4 types are not).
+// Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS, IQ3_S, MXFP4 (the other I-quants and the ternary types are
+// not).
 bool can_dequantize(GgmlType type);
 
 // Bytes that n elements of `type` occupy. n must be a multiple of the block size; throws
@@ -80,5 +82,18 @@ void dequantize_row(GgmlType type, const void* src, int64_t n, float* out);
 // the scales of 0-3 (low 6 bits) and the top bits of the scales of 4-7, bytes 4-7 the same for the
 // mins, bytes 8-11 the low 4 bits of scale (low nibble) and min (high nibble) of 4-7.
 void kquant_scale_min(int j, const uint8_t* s, int& sc, int& m);
+
+// IQ4_NL / IQ4_XS: a 4-bit index per weight into this non-linear table (ggml's kvalues_iq4nl).
+inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+// MXFP4: E2M1 codes doubled, as ggml keeps them (kvalues_mxfp4), so that the scale is halved.
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+// MXFP4's E8M0 scale byte, halved as the doubled codes need: 2^(e - 128), a float32 subnormal for
+// e < 2 (ggml_e8m0_to_fp32_half).
+inline float e8m0_half_to_f32(uint8_t e) {
+  const uint32_t bits = e < 2 ? 0x00200000u << e : static_cast<uint32_t>(e - 1) << 23;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
 
 }  // namespace ember::kernels

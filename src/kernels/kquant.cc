@@ -8,6 +8,8 @@
 #include <iterator>
 
 #include "base/dtype.h"
+#include "kernels/iq3s_grid.h"
+#include "kernels/matmul_impl.h"
 #include "kernels/simd_avx2.h"
 
 namespace ember::kernels {
@@ -29,19 +31,35 @@ void kq_store_u16(uint8_t* p, uint16_t v) {
   p[1] = static_cast<uint8_t>(v >> 8);
 }
 
-// Where quant (row i, column e) of a tile lives: its nibble byte (low or high nibble) and, for the
-// high bits, their byte and first bit.
-struct KqPos {
-  int64_t nibble_byte;
-  bool high_nibble;
-  int64_t high_byte;
-  int high_shift;
-};
+// Quant e of row i in a tile (zeroed before the first put), through its nibble and bit planes.
 template <QType Q>
-KqPos kq_pos(int64_t i, int e) {
+void kq_put_quant(uint8_t* tile, int64_t i, int e, int v) {
   constexpr int w = kq_sub_width(Q);
   const int j = e / w, u = (e % w) / 4, k = e % 4;
-  return {kq_unit_offset(Q, j / 2, u) + 4 * i + k, j % 2 == 1, kq_high_block(Q, j, u) + 4 * i + k, kq_high_shift(Q, j, u)};
+  if constexpr (kq_has_nibbles(Q)) tile[kq_nibbles(Q) + kq_unit_offset(Q, j / 2, u) + 4 * i + k] |= static_cast<uint8_t>((v & 0x0F) << (j % 2 ? 4 : 0));
+  if constexpr (Q == QType::Q5_K || Q == QType::Q6_K)
+    tile[kq_high_block(Q, j, u) + 4 * i + k] |= static_cast<uint8_t>(((v >> 4) & ((1 << kq_high_bits(Q)) - 1)) << kq_high_shift(Q, j, u));
+  if constexpr (Q == QType::Q2_K || Q == QType::Q3_K) tile[kq_high_block(Q, j, u) + 4 * i + k] |= static_cast<uint8_t>((v & 3) << kq_high_shift(Q, j, u));
+  if constexpr (Q == QType::Q3_K) tile[kq3_bit2_block(j, u) + 4 * i + k] |= static_cast<uint8_t>(((v >> 2) & 1) << kq3_bit2_shift(j, u));
+}
+
+template <QType Q>
+int kq_get_quant(const uint8_t* tile, int64_t i, int e) {
+  constexpr int w = kq_sub_width(Q);
+  const int j = e / w, u = (e % w) / 4, k = e % 4;
+  int v = 0;
+  if constexpr (kq_has_nibbles(Q)) v = (tile[kq_nibbles(Q) + kq_unit_offset(Q, j / 2, u) + 4 * i + k] >> (j % 2 ? 4 : 0)) & 0x0F;
+  if constexpr (Q == QType::Q5_K || Q == QType::Q6_K)
+    v |= ((tile[kq_high_block(Q, j, u) + 4 * i + k] >> kq_high_shift(Q, j, u)) & ((1 << kq_high_bits(Q)) - 1)) << 4;
+  if constexpr (Q == QType::Q2_K || Q == QType::Q3_K) v = (tile[kq_high_block(Q, j, u) + 4 * i + k] >> kq_high_shift(Q, j, u)) & 3;
+  if constexpr (Q == QType::Q3_K) v |= ((tile[kq3_bit2_block(j, u) + 4 * i + k] >> kq3_bit2_shift(j, u)) & 1) << 2;
+  if constexpr (Q == QType::IQ3_S) {  // 16 +- the grid magnitude
+    const int n = e / 4;
+    const int index = tile[kKqS3Idx + 16 * n + i] | (((kq_load_u16(tile + kKqS3IdxHi + 2 * n) >> i) & 1) << 8);
+    const int mag = iq3s_magnitude(index, k);
+    v = (tile[kKqS3Signs + 8 * n + (4 * i + k) / 8] >> ((4 * i + k) % 8)) & 1 ? 16 - mag : 16 + mag;
+  }
+  return v;
 }
 
 // Row i of a Q4_K tile from parts (what quantize_q4_k_row makes).
@@ -72,10 +90,49 @@ template <QType q>
 void kq_repack_row(const uint8_t* in, uint8_t* tile, int64_t i) {
   constexpr int w = kq_sub_width(q), units = w / 4;
   constexpr int64_t first_high = kq_high_block(q, 0, 0);
-  uint32_t high[q == QType::Q4_K ? 1 : (kq_tile_bytes(q) - first_high) / 64] = {};  // row i's word of each block
+  uint32_t high[q == QType::Q5_K || q == QType::Q6_K ? (kq_tile_bytes(q) - first_high) / 64 : 1] = {};  // row i's word of each block
   // Adds unit u of sub-block j's high bits, one field per byte of `bits` at bit 0.
   auto add_high = [&](int j, int u, uint32_t bits) { high[(kq_high_block(q, j, u) - first_high) / 64] |= bits << kq_high_shift(q, j, u); };
-  if constexpr (q == QType::Q6_K) {
+  if constexpr (q == QType::Q2_K) {  // layouts in gguf_quants.cc
+    std::memcpy(tile + kKqD + 2 * i, in + 80, 2);
+    std::memcpy(tile + kKqDmin + 2 * i, in + 82, 2);
+    for (int j = 0; j < 16; ++j) tile[kKq2Sc + kq_pair_byte(j, i)] = in[j];  // scale | min << 4, as stored
+    for (int e = 0; e < kQK_K; ++e) kq_put_quant<q>(tile, i, e, (in[16 + 32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3);
+  } else if constexpr (q == QType::Q3_K) {
+    const uint8_t* sc = in + 96;
+    std::memcpy(tile + kKqD + 2 * i, in + 108, 2);
+    for (int j = 0; j < 16; ++j) {
+      const int low = j < 8 ? (sc[j] & 0x0F) : (sc[j - 8] >> 4), high = (sc[8 + j % 4] >> (2 * (j / 4))) & 3;
+      tile[kKq3Sc + kq_pair_byte(j, i)] = static_cast<uint8_t>(static_cast<int8_t>((low | (high << 4)) - 32));
+    }
+    // q - 4 is ggml's quant: its low 2 bits, less 4 where the high bit is clear.
+    for (int e = 0; e < kQK_K; ++e) {
+      const int low = (in[32 + 32 * (e / 128) + e % 32] >> (2 * ((e % 128) / 32))) & 3, high = (in[e % 32] >> (e / 32)) & 1;
+      kq_put_quant<q>(tile, i, e, low | (high << 2));
+    }
+  } else if constexpr (q == QType::IQ3_S) {  // layout in gguf_quants.cc
+    std::memcpy(tile + kKqD + 2 * i, in, 2);
+    for (int j = 0; j < 8; ++j) tile[kKqS3Sc + kq_pair_byte(j, i)] = static_cast<uint8_t>(1 + 2 * ((in[106 + j / 2] >> (4 * (j % 2))) & 0x0F));
+    for (int n = 0; n < 64; ++n) {  // index n: elements 4n..4n+3
+      tile[kKqS3Idx + 16 * n + i] = in[2 + n];
+      tile[kKqS3IdxHi + 2 * n + i / 8] |= static_cast<uint8_t>(((in[66 + n / 8] >> (n % 8)) & 1) << (i % 8));
+      for (int k = 0; k < 4; ++k) {
+        const int e = 4 * n + k, bit = 4 * static_cast<int>(i) + k;
+        tile[kKqS3Signs + 8 * n + bit / 8] |= static_cast<uint8_t>(((in[74 + e / 8] >> (e % 8)) & 1) << (bit % 8));
+      }
+    }
+  } else if constexpr (q == QType::IQ4_XS) {
+    std::memcpy(tile + kKqD + 2 * i, in, 2);
+    const int high = in[2] | (in[3] << 8);
+    for (int j = 0; j < 8; ++j) {
+      const int ls = ((in[4 + j / 2] >> (4 * (j % 2))) & 0x0F) | (((high >> (2 * j)) & 3) << 4);
+      tile[kKqXsSc + kq_pair_byte(j, i)] = static_cast<uint8_t>(static_cast<int8_t>(ls - 32));
+    }
+    for (int e = 0; e < kQK_K; ++e) {
+      const uint8_t b = in[8 + 16 * (e / 32) + e % 16];
+      kq_put_quant<q>(tile, i, e, e % 32 < 16 ? (b & 0x0F) : (b >> 4));
+    }
+  } else if constexpr (q == QType::Q6_K) {
     const uint8_t* ql = in;
     const uint8_t* qh = in + 128;
     std::memcpy(tile + kKqD + 2 * i, in + 208, 2);
@@ -113,39 +170,34 @@ void kq_repack_row(const uint8_t* in, uint8_t* tile, int64_t i) {
         for (int u = 0; u < units; ++u) add_high(j, u, (kq_load_u32(qh + 4 * u) >> j) & 0x01010101);
     }
   }
-  if constexpr (q != QType::Q4_K)
+  if constexpr (q == QType::Q5_K || q == QType::Q6_K)
     for (size_t b = 0; b < std::size(high); ++b) std::memcpy(tile + first_high + 64 * static_cast<int64_t>(b) + 4 * i, &high[b], 4);
 }
 
 // Row i of a tile to parts.
 template <QType q>
 void kq_parts_from_ember_t(const uint8_t* tile, int64_t i, KqParts& p) {
-  const bool six = q == QType::Q6_K;
   p.sub = kq_sub_width(q);
   p.d = kq_load_u16(tile + kKqD + 2 * i);
-  p.dmin = six ? 0 : kq_load_u16(tile + kKqDmin + 2 * i);
+  p.dmin = kq_has_dmin(q) ? kq_load_u16(tile + kKqDmin + 2 * i) : 0;
   for (int j = 0; j < kQK_K / p.sub; ++j) {
-    if (six) {
-      p.sc[j] = static_cast<int8_t>(tile[kKq6Sc + kq_pair_byte(j, i)]);
-      p.m[j] = 32 * p.sc[j];
+    const uint8_t b = tile[kq_scales(q) + kq_pair_byte(j, i)];
+    if constexpr (kq_signed_scales(q)) {
+      p.sc[j] = static_cast<int8_t>(b);
+      p.m[j] = kq_offset(q) * p.sc[j];
+    } else if constexpr (q == QType::Q2_K) {
+      p.sc[j] = b & 0x0F;
+      p.m[j] = b >> 4;
     } else {
-      p.sc[j] = tile[kKqSc + kq_pair_byte(j, i)];
+      p.sc[j] = b;
       p.m[j] = tile[kKqMin + kq_pair_byte(j, i)];
     }
   }
-  const uint8_t* nib = tile + (six ? kKq6Nibbles : kKqNibbles);
-  for (int e = 0; e < kQK_K; ++e) {
-    const KqPos at = kq_pos<q>(i, e);
-    int v = at.high_nibble ? nib[at.nibble_byte] >> 4 : nib[at.nibble_byte] & 0x0F;
-    if (q != QType::Q4_K) v |= ((tile[at.high_byte] >> at.high_shift) & ((1 << kq_high_bits(q)) - 1)) << 4;
-    p.q[e] = static_cast<uint8_t>(v);
-  }
+  for (int e = 0; e < kQK_K; ++e) p.q[e] = static_cast<uint8_t>(kq_get_quant<q>(tile, i, e));
 }
 
 void kq_parts_from_ember(QType q, const uint8_t* tile, int64_t i, KqParts& p) {
-  if (q == QType::Q4_K) kq_parts_from_ember_t<QType::Q4_K>(tile, i, p);
-  else if (q == QType::Q5_K) kq_parts_from_ember_t<QType::Q5_K>(tile, i, p);
-  else kq_parts_from_ember_t<QType::Q6_K>(tile, i, p);
+  detail::with_kquant_type(q, [&]<QType Q>() { kq_parts_from_ember_t<Q>(tile, i, p); });
 }
 
 // The tile of row r's super-block b, and r's index in it.
@@ -154,13 +206,20 @@ const uint8_t* kq_tile(const WeightMatrix& w, int64_t r, int64_t b) {
 }
 
 int64_t kq_ggml_block_bytes(QType q) {
-  return ggml_type_info(q == QType::Q4_K ? GgmlType::Q4_K : q == QType::Q5_K ? GgmlType::Q5_K : GgmlType::Q6_K).block_bytes;
+  for (GgmlType t : {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS,
+                     GgmlType::IQ3_S})
+    if (kquant_of(t) == q) return ggml_type_info(t).block_bytes;
+  return 0;
 }
 
 }  // namespace
 
 QType kquant_of(GgmlType t) {
   switch (t) {
+    case GgmlType::Q2_K: return QType::Q2_K;
+    case GgmlType::Q3_K: return QType::Q3_K;
+    case GgmlType::IQ4_XS: return QType::IQ4_XS;
+    case GgmlType::IQ3_S: return QType::IQ3_S;
     case GgmlType::Q4_K: return QType::Q4_K;
     case GgmlType::Q5_K: return QType::Q5_K;
     case GgmlType::Q6_K: return QType::Q6_K;
@@ -176,9 +235,7 @@ void repack_kquant(QType q, const uint8_t* src, int64_t rows, int64_t cols, uint
         for (int64_t b = 0; b < nsb; ++b) {
           const uint8_t* in = src + ((g * kKqRows + i) * nsb + b) * in_block;
           uint8_t* t = dst + (g * nsb + b) * tile;
-          if (q == QType::Q4_K) kq_repack_row<QType::Q4_K>(in, t, i);
-          else if (q == QType::Q5_K) kq_repack_row<QType::Q5_K>(in, t, i);
-          else kq_repack_row<QType::Q6_K>(in, t, i);
+          detail::with_kquant_type(q, [&]<QType Q>() { kq_repack_row<Q>(in, t, i); });
         }
   });
 }
@@ -225,8 +282,10 @@ void dequantize_kquant_row(const WeightMatrix& w, int64_t r, float* out) {
     const float d = f16_to_f32(p.d), dmin = f16_to_f32(p.dmin);
     for (int e = 0; e < kQK_K; ++e) {
       const int j = e / p.sub;
-      if (q == QType::Q6_K) {  // ggml's order: (d * scale) * (q - 32)
-        out[e] = d * static_cast<float>(p.sc[j]) * static_cast<float>(p.q[e] - 32);
+      if (q == QType::IQ4_XS) {  // (d * scale) * table[q]
+        out[e] = d * static_cast<float>(p.sc[j]) * static_cast<float>(kIq4Values[p.q[e]]);
+      } else if (kq_signed_scales(q)) {  // ggml's order: (d * scale) * (q - 4 or 32)
+        out[e] = d * static_cast<float>(p.sc[j]) * static_cast<float>(p.q[e] - kq_offset(q));
       } else {  // d * scale and dmin * min rounded first, then the product and difference apart
         const float dl = d * static_cast<float>(p.sc[j]), ml = dmin * static_cast<float>(p.m[j]);
         const float scaled = dl * static_cast<float>(p.q[e]);
@@ -300,18 +359,19 @@ float kquant_row_dot(const WeightMatrix& w, int64_t r, const KQuantActs& a, int6
     for (int j = 0; j < kQK_K / p.sub; ++j) {
       int32_t dot = 0, xs = 0;
       for (int k = 0; k < p.sub; ++k) {
-        dot += p.q[j * p.sub + k] * xq[j * p.sub + k];
+        const int v = q == QType::IQ4_XS ? kIq4Values[p.q[j * p.sub + k]] : p.q[j * p.sub + k];
+        dot += v * xq[j * p.sub + k];
         xs += xq[j * p.sub + k];
       }
       isum += p.sc[j] * dot;
       msum += p.m[j] * xs;
     }
-    // Q6_K's m is 32 * sc with d for dmin: the same bits as the kernels' sc with 32 * d, as
-    // multiplying by 32 is exact.
+    // Q3_K / Q6_K's m is 4 / 32 * sc with d for dmin: the same bits as the kernels' sc with 4 / 32 * d,
+    // as multiplying by a power of two is exact. IQ4_XS has no min.
     const float dx = a.d[t * a.n_blocks + b];
-    const float dm = q == QType::Q6_K ? f16_to_f32(p.d) : f16_to_f32(p.dmin);
+    const float dm = kq_has_dmin(q) ? f16_to_f32(p.dmin) : f16_to_f32(p.d);
     s = std::fma(static_cast<float>(isum), f16_to_f32(p.d) * dx, s);
-    s = std::fma(-static_cast<float>(msum), dm * dx, s);
+    if (q != QType::IQ4_XS) s = std::fma(-static_cast<float>(msum), dm * dx, s);
   }
   return s;
 }

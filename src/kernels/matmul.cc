@@ -3,6 +3,7 @@
 #include "kernels/matmul.h"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 #include "base/error.h"
@@ -16,13 +17,17 @@ namespace ember::kernels {
 
 namespace {
 
-// Scalar quantized product of one row with one token: the exact integer dot per block, scaled.
+// Scalar quantized product of one row with one token: the exact integer dot per block, scaled by
+// one fused multiply-add (and the min times the activations' sum by another) in block order, as
+// every kernel does: the bits do not depend on the instruction set.
 float quant_row_dot(const WeightMatrix& w, int64_t r, const QuantizedActs& a, int64_t t) {
   float s = 0.0f;
   for (int64_t b = 0; b < a.n_blocks; ++b) {
     int32_t dot = 0;
     for (int64_t k = 0; k < kQBlock; ++k) dot += quant_at(w, r, b * kQBlock + k) * a.q[t * a.cols + b * kQBlock + k];
-    s += static_cast<float>(dot) * (scale_at(w, r, b) * a.d[t * a.n_blocks + b]);
+    const float dx = a.d[t * a.n_blocks + b];
+    s = std::fma(static_cast<float>(dot), scale_at(w, r, b) * dx, s);
+    if (qhas_min(w.qtype)) s = std::fma(static_cast<float>(a.s[t * a.n_blocks + b]), min_at(w, r, b) * dx, s);
   }
   return s;
 }
@@ -34,15 +39,15 @@ float float_row_dot(const WeightMatrix& w, int64_t r, const float* x) {
   return s;
 }
 
-// The activations of x each kind of weight multiplies: Q8_0-style for Q8_0 / Q4_0, Q8_K-style for
-// the K-quants; and the AVX-512 kernels' layouts of them, made once per product so that no chunk
+// The activations of x each kind of weight multiplies: Q8_0-style for the 32-weight blocks, Q8_K-style
+// for the K-quants; and the AVX-512 kernels' layouts of them, made once per product so that no chunk
 // repeats the work (only the kinds some weight needs are filled).
 struct MatmulActs {
   QuantizedActs q;
   KQuantActs k;
-  std::vector<float> panel;                        // plain weights (pack_panel_acts)
-  std::vector<int32_t> quant[2];                   // Q8_0, Q4_0 weights (pack_quant_acts)
-  static int quant_slot(QType t) { return t == QType::Q8_0 ? 0 : 1; }
+  std::vector<float> panel;             // plain weights (pack_panel_acts)
+  std::vector<int32_t> quant[kQTypes];  // per 32-weight block type (pack_quant_acts), by QType
+  static int quant_slot(QType t) { return static_cast<int>(t); }
 };
 
 // Rows [r0, r1) of y for all n tokens, one sequential sum each; a holds x quantized when w is.
@@ -60,7 +65,7 @@ void reference_rows(const WeightMatrix& w, const float* x, const MatmulActs& a, 
 // Quantizes x as the weights ws need it, and lays it out for isa's kernels.
 void prepare_matmul_acts(std::span<const WeightMatrix* const> ws, const float* x, int64_t n, MatmulActs& a,
                          ThreadPool& pool, Isa isa) {
-  bool q = false, k = false, plain = false, packed[2] = {false, false};
+  bool q = false, k = false, plain = false, packed[kQTypes] = {};
   for (const WeightMatrix* w : ws) {
     k = k || is_kquant(w->qtype);
     plain = plain || w->qtype == QType::None;
@@ -78,8 +83,9 @@ void prepare_matmul_acts(std::span<const WeightMatrix* const> ws, const float* x
                       [&](int64_t p0, int64_t p1) { detail::pack_panel_acts(l, x, n, cols, a.panel.data(), p0, p1); });
   }
   if (isa != Isa::Avx512) return;
-  for (QType t : {QType::Q8_0, QType::Q4_0}) {
-    if (!packed[MatmulActs::quant_slot(t)]) continue;
+  for (int slot = 0; slot < kQTypes; ++slot) {
+    if (!packed[slot]) continue;
+    const QType t = static_cast<QType>(slot);
     std::vector<int32_t>& xp = a.quant[MatmulActs::quant_slot(t)];
     xp.resize(static_cast<size_t>(detail::quant_pack_size(a.q)));
     pool.parallel_for(detail::quant_pack_tiles(a.q), 1,
@@ -177,6 +183,13 @@ void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, f
 void copy_row(const WeightMatrix& w, int64_t row, float* out) {
   if (is_kquant(w.qtype)) {
     dequantize_kquant_row(w, row, out);
+    return;
+  }
+  if (qhas_min(w.qtype)) {  // ggml's d * q + m, the product rounded first
+    for (int64_t c = 0; c < w.cols; ++c) {
+      const float scaled = scale_at(w, row, c / kQBlock) * static_cast<float>(quant_at(w, row, c));
+      out[c] = scaled + min_at(w, row, c / kQBlock);
+    }
     return;
   }
   if (w.qtype != QType::None) {

@@ -9,9 +9,10 @@
 
 namespace ember::kernels {
 
-// Block quantization of a weight matrix (Q8_0, Q4_0: quant.h; the K-quants: kquant.h); None: plain
-// dtype storage.
-enum class QType : uint8_t { None, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K };
+// Block quantization of a weight matrix (the 32-weight blocks Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL:
+// quant.h; the 256-weight K-quants and IQ4_XS: kquant.h); None: plain dtype storage.
+enum class QType : uint8_t { None, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, IQ4_XS, IQ3_S };
+inline constexpr int kQTypes = 14;  // values of QType
 
 // How plain weights are stored: Rows, row-major as in a checkpoint; Panels, packed for the matmul
 // (pack.h).

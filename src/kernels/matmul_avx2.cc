@@ -196,8 +196,10 @@ constexpr int kQuantTileTokens = 2;
 
 // One 16-row group x NT tokens over all blocks. Each 64-byte unit row holds 4 weights of all 16
 // rows: its two 32-byte halves (rows 0-7, 8-15) feed two accumulators, so a group streams through
-// once. maddubs needs an unsigned operand: q8 uses the sign trick (|w| times x with w's sign), q4
-// multiplies its unsigned nibbles and corrects by -8 * (sum of the block's activation quants).
+// once. maddubs needs an unsigned operand: Q8_0 and IQ4_NL (its table looked up, signed: unsigned it
+// would saturate maddubs's 16-bit pairs) use the sign trick (|w| times x with w's sign); the other
+// nibble types multiply their unsigned nibbles (with Q5's fifth bits) and correct by -offset * (sum of
+// the block's activation quants); Q4_1 / Q5_1 add min * that sum, scaled, after the block.
 // Out of line: GCC would otherwise inline every tile shape into quant_groups (through
 // for_each_group's lambda); so they compile exactly as before that helper (timings were within noise).
 template <QType Q, int NT>
@@ -231,7 +233,26 @@ template <QType Q, int NT>
     auto unit = [&](int64_t j, int h) {  // rows 8h..8h+7 of unit row j
       return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + j * kQUnitRowBytes + h * half));
     };
-    if constexpr (Q == QType::Q8_0) {
+    // Signed weights w of unit (lo/hi) for the sign trick, with x4 of token t: 4 products per lane.
+    auto signed_dot = [&](__m256i w, __m256i xv) {
+      return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xv, w)), ones);
+    };
+    if constexpr (Q == QType::IQ4_NL) {
+      const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values)));
+      for (int64_t j = 0; j < kQ4Half / kQUnit; ++j) {
+        const __m256i v0 = unit(j, 0), v1 = unit(j, 1);
+        const __m256i lo0 = _mm256_shuffle_epi8(table, _mm256_and_si256(v0, low4));
+        const __m256i hi0 = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v0, 4), low4));
+        const __m256i lo1 = _mm256_shuffle_epi8(table, _mm256_and_si256(v1, low4));
+        const __m256i hi1 = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v1, 4), low4));
+        #pragma GCC unroll 2
+        for (int t = 0; t < NT; ++t) {
+          const __m256i xl = x4(t, kQUnit * j), xh = x4(t, kQ4Half + kQUnit * j);
+          isum[0][t] = _mm256_add_epi32(isum[0][t], _mm256_add_epi32(signed_dot(lo0, xl), signed_dot(hi0, xh)));
+          isum[1][t] = _mm256_add_epi32(isum[1][t], _mm256_add_epi32(signed_dot(lo1, xl), signed_dot(hi1, xh)));
+        }
+      }
+    } else if constexpr (Q == QType::Q8_0) {
       for (int64_t j = 0; j < kQBlock / kQUnit; ++j) {
         const __m256i w0 = unit(j, 0), w1 = unit(j, 1);
         const __m256i u0 = _mm256_sign_epi8(w0, w0), u1 = _mm256_sign_epi8(w1, w1);
@@ -245,8 +266,18 @@ template <QType Q, int NT>
     } else {
       for (int64_t j = 0; j < kQ4Half / kQUnit; ++j) {
         const __m256i v0 = unit(j, 0), v1 = unit(j, 1);
-        const __m256i lo0 = _mm256_and_si256(v0, low4), hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), low4);
-        const __m256i lo1 = _mm256_and_si256(v1, low4), hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), low4);
+        __m256i lo0 = _mm256_and_si256(v0, low4), hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), low4);
+        __m256i lo1 = _mm256_and_si256(v1, low4), hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), low4);
+        if constexpr (qhas_fifth_bits(Q)) {  // bit j (low nibbles' unit) and j + 4 (high) to bit 4
+          const __m256i bit4 = _mm256_set1_epi8(0x10);
+          const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + kQNibbleBytes));
+          const __m256i h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + kQNibbleBytes + half));
+          const int s = static_cast<int>(4 - j);  // 1..4: unit j's bits left, unit j + 4's right by j
+          lo0 = _mm256_or_si256(lo0, _mm256_and_si256(_mm256_slli_epi16(h0, s), bit4));
+          lo1 = _mm256_or_si256(lo1, _mm256_and_si256(_mm256_slli_epi16(h1, s), bit4));
+          hi0 = _mm256_or_si256(hi0, _mm256_and_si256(_mm256_srli_epi16(h0, static_cast<int>(j)), bit4));
+          hi1 = _mm256_or_si256(hi1, _mm256_and_si256(_mm256_srli_epi16(h1, static_cast<int>(j)), bit4));
+        }
         #pragma GCC unroll 2
         for (int t = 0; t < NT; ++t) {
           const __m256i xl = x4(t, kQUnit * j), xh = x4(t, kQ4Half + kQUnit * j);
@@ -257,13 +288,13 @@ template <QType Q, int NT>
         }
       }
     }
-    const uint16_t* sc = scales + b * kQGroupRows;
+    const uint16_t* sc = scales + b * qscale_stride(Q);
     const __m256 sw0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
     const __m256 sw1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + kLanes)));
     #pragma GCC unroll 2
     for (int t = 0; t < NT; ++t) {
       const int64_t tb = (t0 + t) * nb + b;
-      if constexpr (Q == QType::Q4_0) {
+      if constexpr (Q != QType::Q8_0 && Q != QType::IQ4_NL && quant_offset(Q) != 0) {
         const __m256i corr = _mm256_set1_epi32(quant_offset(Q) * a.s[tb]);
         isum[0][t] = _mm256_sub_epi32(isum[0][t], corr);
         isum[1][t] = _mm256_sub_epi32(isum[1][t], corr);
@@ -271,6 +302,13 @@ template <QType Q, int NT>
       const __m256 dx = _mm256_set1_ps(a.d[tb]);
       acc[0][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[0][t]), _mm256_mul_ps(sw0, dx), acc[0][t]);
       acc[1][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[1][t]), _mm256_mul_ps(sw1, dx), acc[1][t]);
+      if constexpr (qhas_min(Q)) {
+        const __m256 xs = _mm256_set1_ps(static_cast<float>(a.s[tb]));
+        const __m256 m0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + kQGroupRows)));
+        const __m256 m1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + kQGroupRows + kLanes)));
+        acc[0][t] = _mm256_fmadd_ps(xs, _mm256_mul_ps(m0, dx), acc[0][t]);
+        acc[1][t] = _mm256_fmadd_ps(xs, _mm256_mul_ps(m1, dx), acc[1][t]);
+      }
     }
   }
   #pragma GCC unroll 2
@@ -310,8 +348,7 @@ void panel_rows_avx2(const WeightMatrix& w, const float* x, const float* xp, int
 }
 
 void quant_groups_avx2(const WeightMatrix& w, const QuantizedActs& a, float* y, int64_t g0, int64_t g1) {
-  if (w.qtype == QType::Q8_0) quant_groups<QType::Q8_0>(w, a, y, g0, g1);
-  else quant_groups<QType::Q4_0>(w, a, y, g0, g1);
+  with_block32_type(w.qtype, [&]<QType Q>() { quant_groups<Q>(w, a, y, g0, g1); });
 }
 
 }  // namespace ember::kernels::detail

@@ -22,19 +22,37 @@ constexpr int kUnitsPerBlock = kQBlock / kQUnit;
 // A tile's activations repacked so that the kernel reads them at fixed offsets from one pointer
 // (12 token rows would need 12 address registers, which spilled) and every broadcast, the offset
 // start's too, is a plain load (vpbroadcastd m32: no shuffle-port uop). Per block of a tile of nt
-// tokens: each token's 32 quants, then per token the accumulator's start -offset * sum(x quants),
-// then the activation scale's float bits.
+// tokens: each token's 32 quants, then per token the accumulator's start -offset * sum(x quants)
+// (types with a min: the sum itself, which the min multiplies), then the activation scale's float bits.
 constexpr int64_t kPackedPerToken = kUnitsPerBlock + 2;  // int32s per token and block
 
-// Unit j of a block's weights, unsigned (q8: q + 128 by flipping the sign bit; q4: nibble = q + 8).
+// IQ4_NL's values + 128 (unsigned) in each 128-bit lane, for vpshufb (one load: GCC 12's
+// _mm512_broadcast_i32x4 warns of its own undefined operand).
+inline __m512i iq4_table512() {
+  alignas(64) uint8_t t[64];
+  for (int i = 0; i < 64; ++i) t[i] = static_cast<uint8_t>(kIq4Values[i % 16] + 128);
+  return _mm512_load_si512(t);
+}
+
+// Unit j of a block's weights, unsigned: v + quant_offset (Q8_0: by flipping the sign bit; the
+// nibble types: a byte's low nibbles are units [0, 4), its high nibbles units [4, 8), with Q5_0 /
+// Q5_1's fifth bits (bit j of their block, shifted to bit 4 in 16-bit lanes: what crosses into the
+// other byte is masked off); IQ4_NL: its table looked up).
 template <QType Q>
-inline __m512i weight_unit(const uint8_t* tile, int j) {
+inline __m512i weight_unit(const uint8_t* tile, int j, __m512i table) {
   if constexpr (Q == QType::Q8_0) {
     return _mm512_xor_si512(_mm512_loadu_si512(tile + j * kQUnitRowBytes), _mm512_set1_epi8(static_cast<char>(0x80)));
-  } else {  // a byte's low nibbles are units [0, 4), its high nibbles units [4, 8)
+  } else {
     constexpr int half = kUnitsPerBlock / 2;
     const __m512i v = _mm512_loadu_si512(tile + (j % half) * kQUnitRowBytes);
-    return _mm512_and_si512(j < half ? v : _mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F));
+    __m512i q = _mm512_and_si512(j < half ? v : _mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F));
+    if constexpr (qhas_fifth_bits(Q)) {
+      const __m512i h = _mm512_loadu_si512(tile + kQNibbleBytes);
+      const __m512i at4 = j <= 4 ? _mm512_slli_epi16(h, static_cast<unsigned>(4 - j)) : _mm512_srli_epi16(h, static_cast<unsigned>(j - 4));
+      q = _mm512_or_si512(q, _mm512_and_si512(at4, _mm512_set1_epi8(0x10)));
+    }
+    if constexpr (Q == QType::IQ4_NL) q = _mm512_shuffle_epi8(table, q);
+    return q;
   }
 }
 
@@ -50,6 +68,7 @@ void quant_tile512(const uint8_t* tiles, const uint16_t* scales, int64_t nb, con
   __m512 acc[NT];
   #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
+  const __m512i table = Q == QType::IQ4_NL ? iq4_table512() : _mm512_setzero_si512();
   for (int64_t b = 0; b < nb; ++b, xp += NT * kPackedPerToken) {
     const uint8_t* tile = tiles + b * qblock_bytes(Q);
     // Decode streams the weights from memory once: one core keeps too few reads in flight to reach
@@ -60,18 +79,26 @@ void quant_tile512(const uint8_t* tiles, const uint16_t* scales, int64_t nb, con
         _mm_prefetch(reinterpret_cast<const char*>(tile + kDecodePrefetchAhead + l), _MM_HINT_T0);
     __m512i s[NT];
     #pragma GCC unroll 16
-    for (int t = 0; t < NT; ++t) s[t] = _mm512_set1_epi32(xp[kUnitsPerBlock * NT + t]);
+    for (int t = 0; t < NT; ++t) s[t] = qhas_min(Q) ? _mm512_setzero_si512() : _mm512_set1_epi32(xp[kUnitsPerBlock * NT + t]);
     #pragma GCC unroll 8
     for (int j = 0; j < kUnitsPerBlock; ++j) {
-      const __m512i wv = weight_unit<Q>(tile, j);
+      const __m512i wv = weight_unit<Q>(tile, j, table);
       #pragma GCC unroll 16
       for (int t = 0; t < NT; ++t) s[t] = _mm512_dpbusd_epi32(s[t], wv, _mm512_set1_epi32(xp[t * kUnitsPerBlock + j]));
     }
-    const __m512 sw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + b * kQGroupRows)));
+    const uint16_t* sc = scales + b * qscale_stride(Q);
+    const __m512 sw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc)));
     const auto* xd = reinterpret_cast<const float*>(xp + (kUnitsPerBlock + 1) * NT);
     #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t)
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(sw, _mm512_set1_ps(xd[t])), acc[t]);
+    if constexpr (qhas_min(Q)) {  // + min * (sum of the block's activation quants) * their scale
+      const __m512 mw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc + kQGroupRows)));
+      #pragma GCC unroll 16
+      for (int t = 0; t < NT; ++t)
+        acc[t] = _mm512_fmadd_ps(_mm512_set1_ps(static_cast<float>(xp[kUnitsPerBlock * NT + t])),
+                                 _mm512_mul_ps(mw, _mm512_set1_ps(xd[t])), acc[t]);
+    }
   }
   #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * ldy, rows_mask, acc[t]);
@@ -114,7 +141,7 @@ void pack_quant_acts(QType q, const QuantizedActs& a, int32_t* xp, int64_t i0, i
       for (int64_t b = 0; b < nb; ++b) {
         int32_t* blk = tile + b * nt * kPackedPerToken;
         std::memcpy(blk + t * kUnitsPerBlock, xq + b * kQBlock, kQBlock);
-        blk[kUnitsPerBlock * nt + t] = -offset * a.s[(t0 + t) * nb + b];
+        blk[kUnitsPerBlock * nt + t] = qhas_min(q) ? a.s[(t0 + t) * nb + b] : -offset * a.s[(t0 + t) * nb + b];
         std::memcpy(blk + (kUnitsPerBlock + 1) * nt + t, &a.d[(t0 + t) * nb + b], sizeof(float));
       }
     }
@@ -123,8 +150,7 @@ void pack_quant_acts(QType q, const QuantizedActs& a, int32_t* xp, int64_t i0, i
 
 void quant_groups_avx512(const WeightMatrix& w, const QuantizedActs& a, const int32_t* xp, float* y, int64_t g0,
                          int64_t g1) {
-  if (w.qtype == QType::Q8_0) quant_groups512<QType::Q8_0>(w, a, xp, y, g0, g1);
-  else quant_groups512<QType::Q4_0>(w, a, xp, y, g0, g1);
+  with_block32_type(w.qtype, [&]<QType Q>() { quant_groups512<Q>(w, a, xp, y, g0, g1); });
 }
 
 }  // namespace ember::kernels::detail

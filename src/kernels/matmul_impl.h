@@ -66,9 +66,15 @@ void kquant_groups_avx512(const WeightMatrix& w, const KQuantActs& a, float* y, 
 // Calls f.template operator()<Q>() with q (a K-quant) as a compile-time type.
 template <class F>
 void with_kquant_type(QType q, F&& f) {
-  if (q == QType::Q4_K) f.template operator()<QType::Q4_K>();
-  else if (q == QType::Q5_K) f.template operator()<QType::Q5_K>();
-  else f.template operator()<QType::Q6_K>();
+  switch (q) {
+    case QType::Q2_K: f.template operator()<QType::Q2_K>(); break;
+    case QType::Q3_K: f.template operator()<QType::Q3_K>(); break;
+    case QType::Q4_K: f.template operator()<QType::Q4_K>(); break;
+    case QType::Q5_K: f.template operator()<QType::Q5_K>(); break;
+    case QType::IQ4_XS: f.template operator()<QType::IQ4_XS>(); break;
+    case QType::IQ3_S: f.template operator()<QType::IQ3_S>(); break;
+    default: f.template operator()<QType::Q6_K>(); break;
+  }
 }
 
 // Calls f.template operator()<NT>() with NT = nt (1 <= nt <= MaxNT) as a compile-time size: the
@@ -117,12 +123,34 @@ void for_each_group(const WeightMatrix& w, const QuantizedActs& a, int64_t g0, i
   const auto* base = static_cast<const uint8_t*>(w.data);
   for (int64_t t0 = 0; t0 < a.n; t0 += kTokenBlock) {
     const int64_t t1 = std::min(a.n, t0 + kTokenBlock);
-    for (int64_t g = g0; g < g1; ++g) f(base + g * nb * bb, w.scales + g * nb * kQGroupRows, g, t0, t1);
+    for (int64_t g = g0; g < g1; ++g) f(base + g * nb * bb, w.scales + g * nb * qscale_stride(w.qtype), g, t0, t1);
   }
 }
 
-// Offset subtracted from the unsigned form of a quant: q8 values are stored signed and flipped to
-// q + 128, q4 nibbles hold q + 8.
-constexpr int32_t quant_offset(QType q) { return q == QType::Q8_0 ? 128 : 8; }
+// Offset subtracted from the unsigned form of a 32-weight block's value v (quant.h) that the
+// unsigned-by-signed dot products take: Q8_0 values are stored signed and flipped to v + 128, Q4_0
+// nibbles hold v + 8, Q5_0's 5 bits v + 16, IQ4_NL's table is looked up as v + 128; Q4_1 and Q5_1
+// hold v itself.
+constexpr int32_t quant_offset(QType q) {
+  switch (q) {
+    case QType::Q8_0: case QType::IQ4_NL: return 128;
+    case QType::Q4_0: return 8;
+    case QType::Q5_0: return 16;
+    default: return 0;
+  }
+}
+
+// Calls f.template operator()<Q>() with q (a 32-weight block type) as a compile-time type.
+template <class F>
+void with_block32_type(QType q, F&& f) {
+  switch (q) {
+    case QType::Q8_0: f.template operator()<QType::Q8_0>(); break;
+    case QType::Q4_1: f.template operator()<QType::Q4_1>(); break;
+    case QType::Q5_0: f.template operator()<QType::Q5_0>(); break;
+    case QType::Q5_1: f.template operator()<QType::Q5_1>(); break;
+    case QType::IQ4_NL: f.template operator()<QType::IQ4_NL>(); break;
+    default: f.template operator()<QType::Q4_0>(); break;
+  }
+}
 
 }  // namespace ember::kernels::detail

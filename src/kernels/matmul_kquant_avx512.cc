@@ -5,6 +5,8 @@
 // exactly the AVX-512 features the quantized kernels need (F, BW, VNNI: CMakeLists.txt, cpu.h).
 #include "kernels/avx512_intrinsics.h"
 
+#include <cstring>
+
 #include <algorithm>
 
 #include "kernels/kquant_simd.h"
@@ -27,19 +29,53 @@ inline __m512i kq_pairs512(const uint8_t* p) {
   return Signed ? _mm512_cvtepi8_epi16(v) : _mm512_cvtepu8_epi16(v);
 }
 
-// Unit u of sub-block j: the nibbles of v under low4 with their high bits (Q5_K's bit 4, Q6_K's 4
-// and 5) from the tile's high block hv above them: a 16-bit shift takes the fields to bit 4 of their
-// own bytes (what crosses into the lane's other byte is masked off), and one vpternlogd does
-// (v & low4) | high, as the bits are disjoint.
+// A plane's fields of v moved to their bit (s: the byte-wise shift, positive left) under mask: a 16-bit
+// shift moves whole fields, and what crosses into the lane's other byte lies outside the mask.
+inline __m512i kq_field512(__m512i v, int s, char mask) {
+  const __m512i at = s >= 0 ? _mm512_slli_epi16(v, static_cast<unsigned>(s)) : _mm512_srli_epi16(v, static_cast<unsigned>(-s));
+  return _mm512_and_si512(at, _mm512_set1_epi8(mask));
+}
+
+// Unit u of sub-blocks 2p (lo) and 2p + 1 (hi) of a tile: their quants, unsigned, from the nibbles
+// and bit planes the type has (kquant.h; IQ4_XS: its table + 128 looked up).
 template <QType Q>
-inline __m512i kq_unit512(__m512i v, __m512i low4, __m512i hv, int j, int u) {
-  if constexpr (Q == QType::Q4_K) {
-    return _mm512_and_si512(v, low4);
-  } else {
-    const int s = kq_high_to_bit4<Q>(j, u);
-    const __m512i at4 = s >= 0 ? _mm512_slli_epi16(hv, static_cast<unsigned>(s)) : _mm512_srli_epi16(hv, static_cast<unsigned>(-s));
-    const __m512i high = _mm512_and_si512(at4, _mm512_set1_epi8(kq_high_mask<Q>()));
-    return _mm512_ternarylogic_epi32(v, low4, high, 0xEA);  // (v & low4) | high
+[[gnu::always_inline]] inline void kq_units512(const uint8_t* tile, int p, int u, __m512i& lo, __m512i& hi) {
+  lo = hi = _mm512_setzero_si512();
+  if constexpr (kq_has_nibbles(Q)) {
+    const __m512i low4 = _mm512_set1_epi8(0x0F);
+    const __m512i v = _mm512_loadu_si512(tile + KqShape<Q>::kNibbles + kq_unit_offset(Q, p, u));
+    lo = _mm512_and_si512(v, low4);
+    hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), low4);
+  }
+  if constexpr (kq_has_high_plane(Q)) {
+    const __m512i hv = _mm512_loadu_si512(tile + kq_high_block(Q, 2 * p, u));
+    lo = _mm512_or_si512(lo, kq_field512(hv, kq_high_to_bit4<Q>(2 * p, u), kq_high_mask<Q>()));
+    hi = _mm512_or_si512(hi, kq_field512(hv, kq_high_to_bit4<Q>(2 * p + 1, u), kq_high_mask<Q>()));
+  }
+  if constexpr (Q == QType::Q3_K) {
+    const __m512i bv = _mm512_loadu_si512(tile + kq3_bit2_block(2 * p, u));
+    lo = _mm512_or_si512(lo, kq_field512(bv, kq3_bit2_to_bit2(2 * p, u), 0x04));
+    hi = _mm512_or_si512(hi, kq_field512(bv, kq3_bit2_to_bit2(2 * p + 1, u), 0x04));
+  }
+  if constexpr (Q == QType::IQ4_XS) {
+    const __m512i table = _mm512_load_si512(kIq4Unsigned.b);
+    lo = _mm512_shuffle_epi8(table, lo);
+    hi = _mm512_shuffle_epi8(table, hi);
+  }
+  if constexpr (Q == QType::IQ3_S) {  // 16 rows' grid words gathered, then 16 +- each magnitude
+    auto unit = [&](int n) {
+      const __m512i low = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tile + kKqS3Idx + 16 * n)));
+      uint16_t ninth;
+      uint64_t signs;
+      std::memcpy(&ninth, tile + kKqS3IdxHi + 2 * n, 2);
+      std::memcpy(&signs, tile + kKqS3Signs + 8 * n, 8);
+      const __m512i index = _mm512_mask_add_epi32(low, ninth, low, _mm512_set1_epi32(256));
+      const __m512i mag = _mm512_i32gather_epi32(index, kIq3sGridWords.w, 4);
+      const __m512i base = _mm512_set1_epi8(16);
+      return _mm512_mask_sub_epi8(_mm512_add_epi8(base, mag), signs, base, mag);
+    };
+    lo = unit(8 * (2 * p) + u);
+    hi = unit(8 * (2 * p + 1) + u);
   }
 }
 
@@ -48,9 +84,8 @@ template <QType Q, int NT>
 [[gnu::noinline]] void kq_tile512(const uint8_t* tiles, const KQuantActs& a, int64_t t0, float* y, int64_t ldy,
                                   __mmask16 rows_mask) {
   using S = KqShape<Q>;
-  constexpr bool kSix = Q == QType::Q6_K;
+  constexpr bool kSigned = kq_signed_scales(Q);
   const int64_t nb = a.n_blocks;
-  const __m512i low4 = _mm512_set1_epi8(0x0F);
   // The token and unit loops must unroll (GCC does not at -O2) or the accumulators live on the stack.
   __m512 acc[NT];
   #pragma GCC unroll 8
@@ -77,11 +112,8 @@ template <QType Q, int NT>
         for (int t = 0; t < NT; ++t) sa[c][t] = sb[c][t] = _mm512_setzero_si512();
       #pragma GCC unroll 8
       for (int u = 0; u < S::kUnits; ++u) {
-        const __m512i v = _mm512_loadu_si512(tile + S::kNibbles + kq_unit_offset(Q, p, u));
-        __m512i hv = _mm512_setzero_si512();
-        if constexpr (Q != QType::Q4_K) hv = _mm512_loadu_si512(tile + kq_high_block(Q, 2 * p, u));
-        const __m512i lo = kq_unit512<Q>(v, low4, hv, 2 * p, u);
-        const __m512i hi = kq_unit512<Q>(_mm512_srli_epi16(v, 4), low4, hv, 2 * p + 1, u);
+        __m512i lo, hi;
+        kq_units512<Q>(tile, p, u, lo, hi);
         #pragma GCC unroll 8
         for (int t = 0; t < NT; ++t) {
           const int8_t* xq = a.q.data() + (t0 + t) * a.cols + b * kQK_K + 4 * u;
@@ -96,12 +128,14 @@ template <QType Q, int NT>
           sb[0][t] = _mm512_add_epi32(sb[0][t], sb[1][t]);
         }
       }
-      // The pair's scales as 32-bit lanes (the low and high halves of each pair), and its mins (Q6_K:
-      // the scales again) times the activations' sums, two per madd.
-      const __m512i sc = kq_pairs512<kSix>(tile + S::kScales + 32 * p);
-      const __m512i sca = kSix ? _mm512_srai_epi32(_mm512_slli_epi32(sc, 16), 16) : _mm512_and_si512(sc, _mm512_set1_epi32(0xFFFF));
-      const __m512i scb = kSix ? _mm512_srai_epi32(sc, 16) : _mm512_srli_epi32(sc, 16);
-      const __m512i m = kSix ? sc : kq_pairs512<false>(tile + kKqMin + 32 * p);
+      // The pair's scales as 32-bit lanes (the low and high halves of each pair), and its mins (Q3_K,
+      // Q6_K, IQ4_XS: the scales again; Q2_K: the high nibbles of its scale bytes) times the
+      // activations' sums, two per madd.
+      const __m512i sbytes = kq_pairs512<kSigned>(tile + S::kScales + 32 * p);
+      const __m512i sc = Q == QType::Q2_K ? _mm512_and_si512(sbytes, _mm512_set1_epi16(0x0F)) : sbytes;
+      const __m512i sca = kSigned ? _mm512_srai_epi32(_mm512_slli_epi32(sc, 16), 16) : _mm512_and_si512(sc, _mm512_set1_epi32(0xFFFF));
+      const __m512i scb = kSigned ? _mm512_srai_epi32(sc, 16) : _mm512_srli_epi32(sc, 16);
+      const __m512i m = kSigned ? sc : Q == QType::Q2_K ? _mm512_srli_epi16(sbytes, 4) : kq_pairs512<false>(tile + kKqMin + 32 * p);
       #pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         const int64_t tb = (t0 + t) * nb + b;
@@ -110,14 +144,23 @@ template <QType Q, int NT>
       }
     }
     const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + kKqD)));
-    // The mins' factor: dmin, or Q6_K's 32 * d (its offset 32 times its scales).
-    const __m512 dm = kSix ? _mm512_mul_ps(d, _mm512_set1_ps(32.0f))
-                           : _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + kKqDmin)));
-    #pragma GCC unroll 8
-    for (int t = 0; t < NT; ++t) {
-      const __m512 dx = _mm512_set1_ps(a.d[(t0 + t) * nb + b]);
-      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d, dx), acc[t]);
-      acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[t]), _mm512_mul_ps(dm, dx), acc[t]);
+    if constexpr (Q == QType::IQ4_XS) {  // the table's offset 128 off in integers: one product, as the reference
+      #pragma GCC unroll 8
+      for (int t = 0; t < NT; ++t) {
+        const __m512 dx = _mm512_set1_ps(a.d[(t0 + t) * nb + b]);
+        const __m512i exact = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(msum[t], 7));
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(exact), _mm512_mul_ps(d, dx), acc[t]);
+      }
+    } else {
+      // The mins' factor: dmin, or Q3_K / Q6_K's 4 / 32 * d (the offset times the scales).
+      const __m512 dm = kq_has_dmin(Q) ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + kKqDmin)))
+                                       : _mm512_mul_ps(d, _mm512_set1_ps(static_cast<float>(kq_offset(Q))));
+      #pragma GCC unroll 8
+      for (int t = 0; t < NT; ++t) {
+        const __m512 dx = _mm512_set1_ps(a.d[(t0 + t) * nb + b]);
+        acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[t]), _mm512_mul_ps(d, dx), acc[t]);
+        acc[t] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[t]), _mm512_mul_ps(dm, dx), acc[t]);
+      }
     }
   }
   #pragma GCC unroll 8

@@ -21,6 +21,14 @@ const char* qtype_name(QType q) {
     case QType::Q4_K: return "q4_k";
     case QType::Q5_K: return "q5_k";
     case QType::Q6_K: return "q6_k";
+    case QType::Q4_1: return "q4_1";
+    case QType::Q5_0: return "q5_0";
+    case QType::Q5_1: return "q5_1";
+    case QType::IQ4_NL: return "iq4_nl";
+    case QType::Q2_K: return "q2_k";
+    case QType::Q3_K: return "q3_k";
+    case QType::IQ4_XS: return "iq4_xs";
+    case QType::IQ3_S: return "iq3_s";
   }
   return "?";
 }
@@ -42,7 +50,7 @@ QType parse_qtype(const std::string& s) {
 int64_t quantized_bytes(QType q, int64_t rows, int64_t cols) {
   if (is_kquant(q)) return kquant_bytes(q, rows, cols);
   const int64_t groups = (rows + kQGroupRows - 1) / kQGroupRows, blocks = cols / kQBlock;
-  return groups * blocks * (qblock_bytes(q) + kQGroupRows * 2);
+  return groups * blocks * (qblock_bytes(q) + qscale_stride(q) * 2);
 }
 
 namespace {
@@ -56,7 +64,7 @@ QuantizedMatrix QuantizedMatrix::allocate(QType q, int64_t rows, int64_t cols) {
   const int64_t nb = cols / kQBlock, ng = (rows + kQGroupRows - 1) / kQGroupRows;
   QuantizedMatrix m;
   m.n_quant_bytes_ = is_kquant(q) ? kquant_bytes(q, rows, cols) : ng * nb * qblock_bytes(q);
-  m.n_scales_ = is_kquant(q) ? 0 : ng * nb * kQGroupRows;
+  m.n_scales_ = is_kquant(q) ? 0 : ng * nb * qscale_stride(q);
   m.quants_ = WeightBuffer(m.n_quant_bytes_);
   m.scales_.reset(new uint16_t[static_cast<size_t>(m.n_scales_)]());
   m.view_ = WeightMatrix{m.quants_.data(), DType::F32, rows, cols, q, m.scales_.get()};
@@ -79,7 +87,8 @@ QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool) {
     });
     return m;
   }
-  if (is_kquant(q)) fail("quantize", std::string("Ember does not quantize to ") + qtype_name(q) + " (q8_0, q4_0, q4_k)");
+  if (q != QType::Q8_0 && q != QType::Q4_0)
+    fail("quantize", std::string("Ember does not quantize to ") + qtype_name(q) + " (q8_0, q4_0, q4_k)");
   const int64_t nb = w.cols / kQBlock, ng = (w.rows + kQGroupRows - 1) / kQGroupRows, bb = qblock_bytes(q);
   QuantizedMatrix m = QuantizedMatrix::allocate(q, w.rows, w.cols);
   uint8_t* quants = m.quants_.data();
@@ -126,6 +135,46 @@ QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool) {
   return m;
 }
 
+QType stored_qtype(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q8_0: return QType::Q8_0;
+    case GgmlType::Q4_0: return QType::Q4_0;
+    case GgmlType::Q4_1: return QType::Q4_1;
+    case GgmlType::Q5_0: return QType::Q5_0;
+    case GgmlType::Q5_1: return QType::Q5_1;
+    case GgmlType::IQ4_NL: return QType::IQ4_NL;
+    default: return kquant_of(type);
+  }
+}
+
+namespace {
+
+// One ggml block of a 32-weight type (gguf_quants.cc's layouts) into row i of its tile (zeroed) and
+// its scale (and min) slots.
+void repack_block32(QType q, const uint8_t* blk, uint8_t* tile, uint16_t* scales, int64_t i) {
+  std::memcpy(&scales[i], blk, 2);
+  if (qhas_min(q)) std::memcpy(&scales[kQGroupRows + i], blk + 2, 2);
+  const int64_t head = qhas_min(q) ? 4 : 2;  // float16 d (and m)
+  if (q == QType::Q8_0) {
+    for (int64_t k = 0; k < kQBlock; ++k) tile[unit_offset(i, k)] = blk[head + k];
+    return;
+  }
+  // ggml's byte k holds weights k (low nibble) and k + 16 (high), as this layout does.
+  const uint8_t* qs = blk + head + (qhas_fifth_bits(q) ? 4 : 0);
+  for (int64_t k = 0; k < kQ4Half; ++k) tile[unit_offset(i, k)] = qs[k];
+  if (qhas_fifth_bits(q)) {  // bit e of the little-endian qh word: weight e's fifth bit
+    uint32_t qh;
+    std::memcpy(&qh, blk + head, 4);
+    for (int64_t m = 0; m < kQUnit; ++m) {
+      uint8_t bits = 0;
+      for (int64_t j = 0; j < kQBlock / kQUnit; ++j) bits = static_cast<uint8_t>(bits | (((qh >> (kQUnit * j + m)) & 1u) << j));
+      tile[kQNibbleBytes + unit_offset(i, m)] = bits;
+    }
+  }
+}
+
+}  // namespace
+
 QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, int64_t cols, ThreadPool& pool) {
   if (const QType k = kquant_of(type); k != QType::None) {
     if (cols <= 0 || cols % kQK_K != 0)
@@ -135,13 +184,16 @@ QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, 
     repack_kquant(k, static_cast<const uint8_t*>(data), rows, cols, m.quants_.data(), pool);
     return m;
   }
-  if (type != GgmlType::Q8_0 && type != GgmlType::Q4_0)
-    fail("from_ggml_blocks",
-         std::string("cannot repack ") + ggml_type_name(type) + " (supported: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K)");
-  if (!quantizable(cols)) fail("from_ggml_blocks", "columns (" + std::to_string(cols) + ") must be a multiple of 32");
-  const QType q = type == GgmlType::Q8_0 ? QType::Q8_0 : QType::Q4_0;
+  const QType q = stored_qtype(type);
+  if (q == QType::None)
+    fail("from_ggml_blocks", std::string("cannot repack ") + ggml_type_name(type) +
+                                 " (supported: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, "
+                                 "IQ4_XS, IQ3_S)");
+  if (!quantizable(cols))
+    fail("from_ggml_blocks", std::string(ggml_type_name(type)) + " rows of " + std::to_string(cols) +
+                                 " columns are not whole blocks of 32");
   const int64_t nb = cols / kQBlock, ng = (rows + kQGroupRows - 1) / kQGroupRows, bb = qblock_bytes(q);
-  const int64_t in_block = ggml_type_info(type).block_bytes;  // f16 scale, then the quants
+  const int64_t in_block = ggml_type_info(type).block_bytes, ss = qscale_stride(q);
   QuantizedMatrix m = QuantizedMatrix::allocate(q, rows, cols);
   uint8_t* quants = m.quants_.data();
   uint16_t* scales = m.scales_.get();
@@ -157,13 +209,7 @@ QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, 
               for (int64_t k = 0; k < 16; ++k) tile[unit_offset(i, k)] = 0x88;
             continue;
           }
-          const uint8_t* blk = src + (r * nb + b) * in_block;
-          uint16_t d;
-          std::memcpy(&d, blk, 2);
-          scales[(g * nb + b) * kQGroupRows + i] = d;
-          // ggml's Q4_0 byte k holds weights k (low nibble) and k + 16 (high), as this layout does.
-          const int64_t n = q == QType::Q8_0 ? kQBlock : 16;
-          for (int64_t k = 0; k < n; ++k) tile[unit_offset(i, k)] = blk[2 + k];
+          repack_block32(q, src + (r * nb + b) * in_block, tile, scales + (g * nb + b) * ss, i);
         }
       }
   });
@@ -175,12 +221,25 @@ int quant_at(const WeightMatrix& w, int64_t r, int64_t c) {
   const uint8_t* tile = static_cast<const uint8_t*>(w.data) + (g * nb + b) * qblock_bytes(w.qtype);
   if (w.qtype == QType::Q8_0) return static_cast<int8_t>(tile[unit_offset(i, k)]);
   const uint8_t byte = tile[unit_offset(i, k % kQ4Half)];
-  return (k < kQ4Half ? (byte & 0x0F) : (byte >> 4)) - 8;
+  int v = k < kQ4Half ? (byte & 0x0F) : (byte >> 4);
+  if (qhas_fifth_bits(w.qtype)) v |= ((tile[kQNibbleBytes + unit_offset(i, k % kQUnit)] >> (k / kQUnit)) & 1) << 4;
+  switch (w.qtype) {
+    case QType::Q4_0: return v - 8;
+    case QType::Q5_0: return v - 16;
+    case QType::IQ4_NL: return kIq4Values[v];
+    default: return v;  // Q4_1, Q5_1: the min is added
+  }
 }
 
 float scale_at(const WeightMatrix& w, int64_t r, int64_t block) {
   const int64_t nb = w.cols / kQBlock;
-  return f16_to_f32(w.scales[((r / kQGroupRows) * nb + block) * kQGroupRows + r % kQGroupRows]);
+  return f16_to_f32(w.scales[((r / kQGroupRows) * nb + block) * qscale_stride(w.qtype) + r % kQGroupRows]);
+}
+
+float min_at(const WeightMatrix& w, int64_t r, int64_t block) {
+  if (!qhas_min(w.qtype)) return 0.0f;
+  const int64_t nb = w.cols / kQBlock;
+  return f16_to_f32(w.scales[((r / kQGroupRows) * nb + block) * qscale_stride(w.qtype) + kQGroupRows + r % kQGroupRows]);
 }
 
 void quantize_acts(const float* x, int64_t n, int64_t cols, QuantizedActs& out, ThreadPool& pool) {

@@ -1,14 +1,19 @@
 #pragma once
-// 8-bit and 4-bit block-quantized weights (llama.cpp's Q8_0 / Q4_0 numerics: 32 weights share one
-// float16 scale) in a layout made for int8 dot products, and int8 quantized activations.
+// Block-quantized weights of 32 weights per block and float16 scale (llama.cpp's Q8_0 / Q4_0, which
+// Ember also quantizes to, and Q4_1, Q5_0, Q5_1, IQ4_NL, kept as a GGUF file stores them) in a layout
+// made for int8 dot products, and int8 quantized activations.
 //
 // Layout: rows are padded to groups of 16. For group g and block b (columns 32b..32b+31), the
 // quants of the 16 rows are interleaved in 4-byte units so that one 64-byte vector holds 4
-// consecutive weights of each of the 16 rows:
+// consecutive weights of each of the 16 rows (qblock_bytes per group and block):
 //   Q8_0: 512 bytes; byte (j*16 + i)*4 + m = q[16g+i][32b+4j+m] (signed, -127..127), j < 8.
-//   Q4_0: 256 bytes; byte (j*16 + i)*4 + m holds q[16g+i][32b+4j+m] + 8 in its low nibble and
-//         q[16g+i][32b+16+4j+m] + 8 in its high nibble, j < 4.
-// Scales: float16 at (g * n_blocks + b) * 16 + i. The weight is scale * q.
+//   Q4_0, Q4_1, IQ4_NL: 256 bytes; byte (j*16 + i)*4 + m holds the nibble of q[16g+i][32b+4j+m] in its
+//         low 4 bits and that of q[16g+i][32b+16+4j+m] in its high 4 bits, j < 4 (ggml's nibbles).
+//   Q5_0, Q5_1: those 256 bytes, then 64 bytes of fifth bits: bit j of byte i*4 + m is the fifth bit
+//         of q[16g+i][32b+4j+m], j < 8 (unit j's).
+// Scales: float16 at (g * n_blocks + b) * qscale_stride + i; Q4_1 / Q5_1's mins 16 further on.
+// The weight is scale * v (+ min), v: q (Q8_0), nibble - 8 (Q4_0), nibble (Q4_1), q5 - 16 (Q5_0), q5
+// (Q5_1), kIq4Values[nibble] (IQ4_NL): ggml's definitions, so a repacked file loses nothing.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -39,8 +44,21 @@ inline bool quantizable(int64_t cols) { return cols > 0 && cols % kQBlock == 0; 
 inline bool quantizable(int64_t cols, QType q) {
   return quantizable(cols) && (!is_kquant(q) || cols % kQK_K == 0);
 }
+// The 32-weight block types of this layout.
+constexpr bool is_block32(QType q) {
+  return q == QType::Q8_0 || q == QType::Q4_0 || q == QType::Q4_1 || q == QType::Q5_0 || q == QType::Q5_1 ||
+         q == QType::IQ4_NL;
+}
+// Blocks with a min (weight = scale * v + min), and with fifth bits.
+constexpr bool qhas_min(QType q) { return q == QType::Q4_1 || q == QType::Q5_1; }
+constexpr bool qhas_fifth_bits(QType q) { return q == QType::Q5_0 || q == QType::Q5_1; }
+constexpr int64_t kQNibbleBytes = kQ4Half * kQGroupRows;  // where Q5_0 / Q5_1's fifth bits start
 // Bytes of quants per (16-row group, block).
-constexpr int64_t qblock_bytes(QType q) { return q == QType::Q8_0 ? kQBlock * kQGroupRows : kQ4Half * kQGroupRows; }
+constexpr int64_t qblock_bytes(QType q) {
+  return q == QType::Q8_0 ? kQBlock * kQGroupRows : kQNibbleBytes + (qhas_fifth_bits(q) ? kQUnitRowBytes : 0);
+}
+// float16 values per (group, block): the 16 rows' scales, then (Q4_1, Q5_1) their mins.
+constexpr int64_t qscale_stride(QType q) { return qhas_min(q) ? 2 * kQGroupRows : kQGroupRows; }
 // Bytes a quantized matrix occupies (quants and scales).
 int64_t quantized_bytes(QType q, int64_t rows, int64_t cols);
 
@@ -66,15 +84,22 @@ class QuantizedMatrix {
 // (kquant.h). Requires quantizable(w.cols, q).
 QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool);
 
-// ggml Q8_0 / Q4_0 rows (`rows` rows of `cols` weights, ggml's 34- / 18-byte blocks) repacked into
-// this layout, and Q4_K / Q5_K / Q6_K rows into kquant.h's. Lossless: the same quants and float16
-// scales, so every weight dequantizes to the bits dequantize_row gives. Throws ember::Error for
-// another type or cols not a multiple of the block size.
+// The QType that keeps ggml blocks of `type` as stored (QType::None: no kernel for them), and whether
+// there is one (what a GGUF loader asks before from_ggml_blocks).
+QType stored_qtype(GgmlType type);
+inline bool has_stored_kernel(GgmlType type) { return stored_qtype(type) != QType::None; }
+
+// ggml Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL rows (`rows` rows of `cols` weights, ggml's blocks)
+// repacked into this layout, and Q4_K / Q5_K / Q6_K rows into kquant.h's. Lossless: the same quants
+// and float16 scales (and mins), so every weight dequantizes to the bits dequantize_row gives. Throws
+// ember::Error naming the type for a type without a kernel or cols not a multiple of the block size.
 QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, int64_t cols, ThreadPool& pool);
 
-// The quantized value (before scaling) of weight [r][c] and the scale of its block.
+// The quantized value v (before scaling) of weight [r][c], and the scale and min (0 where the type
+// has none) of its block.
 int quant_at(const WeightMatrix& w, int64_t r, int64_t c);
 float scale_at(const WeightMatrix& w, int64_t r, int64_t block);
+float min_at(const WeightMatrix& w, int64_t r, int64_t block);
 
 // Activations quantized per 32-value block to int8 with a float scale (amax/127), as the int8 dot
 // products need; s holds the sum of each block's quants (for the unsigned-offset correction).

@@ -70,7 +70,7 @@ std::unique_ptr<Model> Model::load_gguf(const std::string& path, const LoadOptio
   // Tensors by GGUF name with Hugging Face shapes; converted bytes live in memory_ (freed once packed),
   // block-quantized matrices in quantized_.
   std::map<std::string, WeightMatrix> stored;
-  std::vector<std::string> requantized;  // block types without a kernel met (Q2_K, Q3_K, ...)
+  std::vector<std::string> requantized;  // block types without a kernel met (MXFP4 for now)
   m->quantized_.reserve(tensors.size());
   for (const GgufTensor& t : tensors) {
     TensorInfo info{t.name, DType::F32, t.shape, t.data, t.size_bytes, path};
@@ -82,8 +82,7 @@ std::unique_ptr<Model> Model::load_gguf(const std::string& path, const LoadOptio
     if (const auto dt = plain_dtype(t.type)) {
       info.dtype = *dt;
       if (!permuted.empty()) info.data = (m->memory_.data[t.name] = std::move(permuted)).data();
-    } else if (matrix && (t.type == GgmlType::Q8_0 || t.type == GgmlType::Q4_0 ||
-                          kernels::kquant_of(t.type) != kernels::QType::None)) {  // kernels for the stored blocks
+    } else if (matrix && kernels::has_stored_kernel(t.type)) {  // kernels for the stored blocks
       m->quantized_.push_back(kernels::from_ggml_blocks(t.type, bytes, rows, cols, m->pool_));
       stored[t.name] = m->quantized_.back().view();
     } else if (kernels::can_dequantize(t.type)) {

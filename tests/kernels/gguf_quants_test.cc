@@ -1,6 +1,6 @@
 // ggml block formats: the type table, and dequantization of hand-built blocks whose values follow
-// from the format's definition. (The shared GGUF fixtures check F32, BF16, Q4_0, Q8_0, Q4_K, Q5_K
-// and Q6_K against gguf-py's reference in tests/model/gguf_test.cc; they hold no other type.)
+// from the format's definition. (Every block type of the shared GGUF fixtures, IQ4_NL, IQ4_XS, IQ3_S and
+// MXFP4 included, is checked against gguf-py's reference rows in tests/model/gguf_test.cc.)
 #include "kernels/gguf_quants.h"
 
 #include <gtest/gtest.h>

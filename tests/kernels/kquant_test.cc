@@ -12,11 +12,13 @@
 #include "base/error.h"
 #include "kernels/gguf_quants.h"
 #include "kernels/quant.h"
+#include "random_blocks.h"
 
 namespace ember::kernels {
 namespace {
 
-constexpr GgmlType kKTypes[] = {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+constexpr GgmlType kKTypes[] = {GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K,
+                                GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::IQ3_S};
 
 // How a random super-block is drawn: ordinary values, every field at its extreme (largest quants,
 // scales and mins, the largest float16 scale), or d = dmin = 0.
@@ -38,43 +40,37 @@ void random_ggml_block(GgmlType type, BlockKind kind, std::mt19937& rng, uint8_t
     if (kind == BlockKind::Extreme)  // scales at both ends of int8
       for (int j = 0; j < 16; ++j) b[192 + j] = static_cast<uint8_t>(j % 2 ? 0x80 : 0x7F);
     put_f16(208, d);
+  } else if (type == GgmlType::Q2_K) {
+    put_f16(80, d);
+    put_f16(82, dmin);
+  } else if (type == GgmlType::Q3_K) {
+    if (kind == BlockKind::Extreme)  // every high bit clear: quants down to -4; 6-bit scales 0 - 32 = -32
+      std::memset(b, 0, 32), std::memset(b + 96, 0, 12);
+    put_f16(108, d);
+  } else if (type == GgmlType::IQ3_S) {  // Extreme: grid index 511, every sign negative, scales 31
+    put_f16(0, d);
+  } else if (type == GgmlType::IQ4_XS) {
+    if (kind == BlockKind::Extreme)  // scales 0 - 32 = -32 with the table's -127 (index 0) everywhere
+      std::memset(b + 2, 0, 134);
+    put_f16(0, d);
   } else {
     put_f16(0, d);
     put_f16(2, dmin);
   }
 }
 
-// A random K-quant matrix: ggml blocks, Ember's repacked copy and the dequantized floats.
-struct RandomKMatrix {
+// A random K-quant matrix: ggml blocks, Ember's repacked copy and the dequantized floats; one block
+// in ten at its extremes, one in ten zero.
+struct RandomKMatrix : test::RandomGgmlMatrix {
   RandomKMatrix(GgmlType type, int64_t rows, int64_t cols, std::mt19937& rng, ThreadPool& pool)
-      : ggml(static_cast<size_t>(ggml_row_bytes(type, cols) * rows)), f(static_cast<size_t>(rows * cols)) {
-    const int64_t bb = ggml_type_info(type).block_bytes, n = rows * cols / kQK_K;
-    std::uniform_int_distribution<int> kind(0, 9);
-    for (int64_t i = 0; i < n; ++i) {
-      const int k = kind(rng);
-      random_ggml_block(type, k == 0 ? BlockKind::Extreme : k == 1 ? BlockKind::Zero : BlockKind::Random, rng,
-                        ggml.data() + i * bb);
-    }
-    for (int64_t r = 0; r < rows; ++r)
-      dequantize_row(type, ggml.data() + r * ggml_row_bytes(type, cols), cols, f.data() + r * cols);
-    m = from_ggml_blocks(type, ggml.data(), rows, cols, pool);
-  }
-  std::vector<uint8_t> ggml;
-  std::vector<float> f;
-  QuantizedMatrix m;
+      : RandomGgmlMatrix(type, rows, cols, pool, [&](int64_t, uint8_t* b) {
+          const int k = std::uniform_int_distribution<int>(0, 9)(rng);
+          random_ggml_block(type, k == 0 ? BlockKind::Extreme : k == 1 ? BlockKind::Zero : BlockKind::Random, rng, b);
+        }) {}
 };
 
 // Activations with an outlier per token and one all-zero super-block.
-std::vector<float> random_acts(int64_t n, int64_t cols, std::mt19937& rng) {
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> x(static_cast<size_t>(n * cols));
-  for (auto& v : x) v = dist(rng);
-  for (int64_t t = 0; t < n; ++t) {
-    x[t * cols + (t * 37) % cols] = 60.0f * (t % 2 ? 1.0f : -1.0f);
-    if (cols >= 2 * kQK_K && t % 3 == 1) std::fill_n(x.begin() + t * cols + kQK_K, kQK_K, 0.0f);
-  }
-  return x;
-}
+std::vector<float> random_acts(int64_t n, int64_t cols, std::mt19937& rng) { return test::random_acts(n, cols, kQK_K, rng); }
 
 // Every weight dequantizes from Ember's layout to exactly the bits ggml's reference gives.
 TEST(KQuant, RepackIsLossless) {
@@ -87,17 +83,11 @@ TEST(KQuant, RepackIsLossless) {
     EXPECT_EQ(w.qtype, kquant_of(type));
     EXPECT_EQ(k.m.bytes(), quantized_bytes(w.qtype, rows, cols));
     EXPECT_EQ(weight_bytes(w), kquant_bytes(w.qtype, rows, cols));
-    // At the file's bits per weight plus the unpacked scales (Q4_K, Q5_K: 4 bytes per 256 weights), rows
+    // At the file's bits per weight plus the unpacked scales (Q3_K, Q4_K, Q5_K: 4 bytes per 256 weights), rows
     // padded to groups of 16.
     const int64_t padded = (rows + 15) / 16 * 16;
     EXPECT_LE(k.m.bytes(), (ggml_row_bytes(type, cols) + cols / kQK_K * 4) * padded);
-    std::vector<float> row(static_cast<size_t>(cols));
-    for (int64_t r = 0; r < rows; ++r) {
-      copy_row(w, r, row.data());
-      for (int64_t c = 0; c < cols; ++c)
-        ASSERT_EQ(std::memcmp(&row[c], &k.f[r * cols + c], 4), 0)
-            << ggml_type_name(type) << " r=" << r << " c=" << c << ": " << row[c] << " vs " << k.f[r * cols + c];
-    }
+    test::expect_lossless(k, ggml_type_name(type));
   }
 }
 
@@ -324,10 +314,10 @@ TEST(KQuant, RejectsPartialSuperBlocks) {
   std::vector<uint8_t> bytes(1024);
   EXPECT_THROW(from_ggml_blocks(GgmlType::Q4_K, bytes.data(), 1, 128, pool), Error);
   try {
-    from_ggml_blocks(GgmlType::Q3_K, bytes.data(), 1, 256, pool);
-    FAIL() << "Q3_K has no kernel";
+    from_ggml_blocks(GgmlType::IQ2_XXS, bytes.data(), 1, 256, pool);
+    FAIL() << "IQ2_XXS has no kernel";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("Q3_K"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("IQ2_XXS"), std::string::npos) << e.what();
   }
 }
 

@@ -85,19 +85,21 @@ TEST(GgufModel, F32FileAgreesWithItsFolder) {
   EXPECT_EQ(ta.config().eos_token, tb.config().eos_token);
 }
 
-// Q8_0, Q4_0 and K-quant rows of the shared files, repacked: every weight equals the reference
-// dequantization.
+// Every matrix of every shared GGUF file whose block type has a kernel (kernels::has_stored_kernel),
+// repacked: every weight of every row equals the reference dequantization.
 TEST(GgufModel, BlockRepackIsLossless) {
   kernels::ThreadPool pool(2);
   size_t checked = 0;
   std::set<kernels::GgmlType> types;
-  for (const char* file : {"tiny-kq-llama-q8_0.gguf", "tiny-kq-llama-q4_0.gguf", "tiny-qwen2-q4_0.gguf",
-                           "tiny-kq-llama-q4_k_m.gguf", "tiny-kq-llama-q5_k_m.gguf", "tiny-kq-llama-q6_k.gguf"}) {
-    const GgufFile g(gguf_path(file));
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(test::shared_path("models", "gguf")))
+    if (e.path().extension() == ".gguf") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  for (const std::string& file : files) {
+    SCOPED_TRACE(file);
+    const GgufFile g(file);
     for (const GgufTensor& t : g.tensors()) {
-      const bool kernel_type = t.type == kernels::GgmlType::Q8_0 || t.type == kernels::GgmlType::Q4_0 ||
-                               kernels::kquant_of(t.type) != kernels::QType::None;
-      if (!kernel_type || t.shape.size() != 2) continue;
+      if (!kernels::has_stored_kernel(t.type) || t.shape.size() != 2) continue;
       types.insert(t.type);
       SCOPED_TRACE(t.name);
       const kernels::QuantizedMatrix q = kernels::from_ggml_blocks(t.type, t.data, t.rows(), t.row_length(), pool);
@@ -112,7 +114,9 @@ TEST(GgufModel, BlockRepackIsLossless) {
   }
   EXPECT_GT(checked, 10u);
   using kernels::GgmlType;
-  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K})
+  // The types the shared files hold (their README's table) that have kernels.
+  for (GgmlType t : {GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::IQ4_NL, GgmlType::Q2_K,
+                     GgmlType::Q3_K, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_XS, GgmlType::IQ3_S})
     EXPECT_TRUE(types.contains(t)) << "no " << kernels::ggml_type_name(t) << " matrix checked";
 }
 

@@ -10,9 +10,13 @@
 #include <filesystem>
 #include <cstring>
 #include <fstream>
+#include <set>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "kernels/matmul.h"
+#include "kernels/quant.h"
 #include "gguf_writer.h"
 #include "model/gguf_tokenizer.h"
 #include "model/safetensors.h"
@@ -25,16 +29,30 @@ namespace {
 using kernels::GgmlType;
 
 using test::gguf_path;
-std::vector<std::string> expectation_files() { return test::gguf_expectation_files(); }
 
-// Every block type of every file in the expectation files: the first rows of the named tensor,
-// dequantized, equal gguf-py's float32 values.
+// Every JSON under testdata/gguf/, subfolders too (families/, hybrid/, gpt-oss/, ...), sorted.
+std::vector<std::string> all_expectation_files() {
+  std::vector<std::string> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(test::testdata("gguf")))
+    if (e.is_regular_file() && e.path().extension() == ".json") out.push_back(e.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Every block type of every file in every expectation file: the first rows of the named tensor,
+// dequantized, equal gguf-py's float32 values; and where a kernel keeps the type as stored
+// (kernels::from_ggml_blocks), its repacked rows give the same values.
 TEST(GgufDequantize, EveryBlockTypeMatchesTheReferenceRows) {
-  size_t checked = 0;
-  for (const auto& json_path : expectation_files()) {
+  size_t checked = 0, repacked = 0;
+  std::set<std::string> types;
+  kernels::ThreadPool pool(1);
+  for (const auto& json_path : all_expectation_files()) {
+    SCOPED_TRACE(json_path);
     std::ifstream in(json_path);
     const auto doc = nlohmann::json::parse(in);
+    if (!doc.contains("files")) continue;
     for (const auto& [file, entry] : doc["files"].items()) {
+      if (!entry.contains("dequantized_rows")) continue;
       const GgufFile g(gguf_path(file));
       for (const auto& [type_name, ref] : entry["dequantized_rows"].items()) {
         SCOPED_TRACE(file + " " + type_name);
@@ -52,11 +70,26 @@ TEST(GgufDequantize, EveryBlockTypeMatchesTheReferenceRows) {
             ASSERT_EQ(out[i], expected[i]) << "row " << r << " element " << i;
           }
         }
+        if (kernels::has_stored_kernel(t.type) && t.shape.size() == 2) {
+          const int64_t n = static_cast<int64_t>(rows.size());
+          const kernels::QuantizedMatrix m = kernels::from_ggml_blocks(t.type, t.data, n, t.row_length(), pool);
+          for (int64_t r = 0; r < n; ++r) {
+            const auto expected = rows[static_cast<size_t>(r)].get<std::vector<float>>();
+            kernels::copy_row(m.view(), r, out.data());
+            for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], expected[i]) << "repacked row " << r << " element " << i;
+          }
+          ++repacked;
+        }
         ++checked;
+        types.insert(type_name);
       }
     }
   }
   EXPECT_GE(checked, 10u);
+  std::string seen;
+  for (const std::string& t : types) seen += t + " ";
+  std::printf("dequantized rows checked: %zu tensors of types %s(%zu through the stored-block kernels)\n", checked,
+              seen.c_str(), repacked);
 }
 
 TEST(GgufFile, ReadsTheSharedFiles) {
