@@ -17,6 +17,7 @@
 #include "model/gguf_tokenizer.h"
 #include "model/safetensors.h"
 #include "gguf_fixtures.h"
+#include "gguf_golden.h"
 #include "test_paths.h"
 
 namespace ember::model {
@@ -35,25 +36,8 @@ TEST(GgufDequantize, EveryBlockTypeMatchesTheReferenceRows) {
     std::ifstream in(json_path);
     const auto doc = nlohmann::json::parse(in);
     for (const auto& [file, entry] : doc["files"].items()) {
-      const GgufFile g(gguf_path(file));
-      for (const auto& [type_name, ref] : entry["dequantized_rows"].items()) {
-        SCOPED_TRACE(file + " " + type_name);
-        const GgufTensor& t = g.tensor(ref["tensor"].get<std::string>());
-        ASSERT_STREQ(kernels::ggml_type_name(t.type), type_name.c_str());
-        const auto& rows = ref["rows"];
-        ASSERT_LE(static_cast<int64_t>(rows.size()), t.rows());
-        std::vector<float> out(static_cast<size_t>(t.row_length()));
-        for (size_t r = 0; r < rows.size(); ++r) {
-          const auto expected = rows[r].get<std::vector<float>>();
-          ASSERT_EQ(static_cast<int64_t>(expected.size()), t.row_length());
-          kernels::dequantize_row(t.type, t.data + r * t.row_bytes(), t.row_length(), out.data());
-          for (size_t i = 0; i < out.size(); ++i) {
-            // The reference rounds to float32 after every operation, as dequantize_row does.
-            ASSERT_EQ(out[i], expected[i]) << "row " << r << " element " << i;
-          }
-        }
-        ++checked;
-      }
+      SCOPED_TRACE(file);
+      checked += test::check_dequantized_rows(GgufFile(gguf_path(file)), entry);
     }
   }
   EXPECT_GE(checked, 10u);
