@@ -70,8 +70,8 @@ void read_gguf_layer_plan(const ArchKeys& k, const GgufArchitecture& ga, ModelCo
     s.head_dim = full ? full_dim : sliding_dim;
     s.kv_heads = kv[i];
     if (c.num_attention_heads % kv[i] != 0)
-      fail(where, "metadata " + k.key("attention.head_count") + " must be a multiple of attention.head_count_kv (layer " +
-                      std::to_string(l) + " has " + std::to_string(kv[i]) + ")");
+      fail(where, "metadata " + k.key("attention.head_count_kv") + " is " + std::to_string(kv[i]) + " on layer " + std::to_string(l) +
+                      ", which is not a divisor of attention.head_count " + std::to_string(c.num_attention_heads));
     s.mlp_width = width[i];
     if (l < first_shared) {
       // llama.cpp: a layer without attn_v uses its keys as values (Gemma 4's attention_k_eq_v).

@@ -1,9 +1,14 @@
-// The CLI with -m FILE.gguf: logits, generate, tokenize and template run on a GGUF file alone.
+// The CLI with -m FILE.gguf: logits, generate, tokenize and template run on a GGUF file alone
+// (Gemma 4's against its goldens).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
+#include "gguf_golden.h"
+#include "gguf_writer.h"
 #include "run_command.h"
 #include "test_paths.h"
 
@@ -30,6 +35,38 @@ TEST(GgufCli, GenerateFromAFloatAndAKQuantFile) {
   const test::Output k = test::run_command(ember("generate -m " + gguf("tiny-kq-llama-q4_k_m.gguf") + " -p 'Hello' -n 4 -t 2 2>&1"));
   ASSERT_EQ(k.status, 0) << k.out;
   EXPECT_EQ(k.out.find("requantized"), std::string::npos) << k.out;
+}
+
+// Every file of ../shared/testdata/gguf/gemma4 through the CLI: `ember logits` gives each case's
+// golden logits within the README's tolerance, and `ember generate` continues a prompt with every
+// matrix held as stored.
+TEST(GgufCli, Gemma4LogitsAndGenerate) {
+  const std::vector<test::GgufCase> files = test::gguf_cases("gguf/gemma4");
+  ASSERT_FALSE(files.empty());
+  for (const test::GgufCase& f : files) {
+    SCOPED_TRACE(f.file);
+    const nlohmann::json entry = test::read_json(f.expectation)["files"][f.file];
+    std::string lines;
+    for (const auto& c : entry["cases"]) lines += nlohmann::json{{"ids", c["ids"]}}.dump() + "\n";
+    const test::TempFolder dir;
+    const std::string input = dir.write("ids.jsonl", lines);
+    const test::Output o = test::run_command(ember("logits -m " + gguf(f.file) + " --jsonl -t 2 < '" + input + "'"));
+    ASSERT_EQ(o.status, 0) << o.out;
+    std::istringstream out(o.out);
+    std::string line;
+    for (const auto& c : entry["cases"]) {
+      ASSERT_TRUE(std::getline(out, line)) << o.out;
+      const auto logits = nlohmann::json::parse(line)["logits"].get<std::vector<float>>();
+      const auto expected = c["logits"].get<std::vector<float>>();
+      ASSERT_EQ(logits.size(), expected.size());
+      EXPECT_LE(test::max_abs_diff(logits, expected), test::tolerance(entry, c)) << c["prompt"];
+    }
+    const test::Output g = test::run_command(ember("generate -m " + gguf(f.file) + " -p 'Once upon a time' -n 12 -t 2 2>&1"));
+    ASSERT_EQ(g.status, 0) << g.out;
+    EXPECT_NE(g.out.find("Once upon a time"), std::string::npos) << g.out;
+    EXPECT_NE(g.out.find("generated 12 tokens"), std::string::npos) << g.out;
+    EXPECT_EQ(g.out.find("requantized"), std::string::npos) << g.out;
+  }
 }
 
 TEST(GgufCli, TokenizeAndTemplate) {
