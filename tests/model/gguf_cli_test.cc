@@ -1,5 +1,5 @@
 // The CLI with -m FILE.gguf: logits, generate, tokenize and template run on a GGUF file alone
-// (Gemma 4's against its goldens).
+// (Gemma 4's against its goldens, and ember bench's bytes per token on it).
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -9,6 +9,7 @@
 
 #include "gguf_golden.h"
 #include "gguf_writer.h"
+#include "model/model.h"
 #include "run_command.h"
 #include "test_paths.h"
 
@@ -66,6 +67,23 @@ TEST(GgufCli, Gemma4LogitsAndGenerate) {
     EXPECT_NE(g.out.find("Once upon a time"), std::string::npos) << g.out;
     EXPECT_NE(g.out.find("generated 12 tokens"), std::string::npos) << g.out;
     EXPECT_EQ(g.out.find("requantized"), std::string::npos) << g.out;
+    // ember bench: bytes per token are the weights a decode step reads (the PLE table's row among
+    // them) plus the keys it reads; the cache stores only the layers that compute keys.
+    const test::Output b = test::run_command(ember("bench -m " + gguf(f.file) + " -p 8 -n 2 --reps 1 --no-warmup --json 2>/dev/null"));
+    ASSERT_EQ(b.status, 0) << b.out;
+    const nlohmann::json j = nlohmann::json::parse(b.out);
+    auto m = Model::load(test::model_dir("gguf/" + f.file), {.threads = 1, .progress = {}});
+    EXPECT_DOUBLE_EQ(j["decode_bytes_per_token"].get<double>() - j["decode_kv_bytes_per_token"].get<double>(),
+                     static_cast<double>(m->decode_weight_bytes()));
+    const ModelConfig& c = m->config();
+    int64_t stored = 0, all = 0;
+    for (size_t l = 0; l < c.layers.size(); ++l) {
+      const int64_t bytes = 2 * c.kv_dim_of(l) * 2;  // keys and values, f16 (bench's default)
+      all += bytes;
+      if (c.layers[l].kv_source < 0) stored += bytes;
+    }
+    EXPECT_EQ(j["kv_cache_bytes_per_position"].get<int64_t>(), stored);
+    EXPECT_LT(stored, all);
   }
 }
 

@@ -93,6 +93,24 @@ TEST_P(GgufGemma4, LayerPlanAndRopeEqualTheSourceGolden) {
   test::expect_rope_check(c, g, 1e-30);
 }
 
+// What a decode step reads of the weights (ember bench's bytes per token): every matrix the file
+// stores as stored (the output is the tied token_embd), and one row of the per-layer embedding table
+// in its own blocks.
+TEST_P(GgufGemma4, DecodeReadsEveryMatrixAndOnePleRow) {
+  const std::string path = test::gguf_path(GetParam().file);
+  const GgufFile g(path);
+  const ModelConfig c = gguf_config(g);
+  ASSERT_GT(c.per_layer_input, 0);
+  int64_t expected = 0;
+  for (const GgufTensor& t : g.tensors()) {
+    if (t.shape.size() != 2) continue;
+    const bool ple_table = t.name == "per_layer_token_embd.weight";
+    expected += static_cast<int64_t>(ple_table ? t.row_bytes() : t.size_bytes);
+  }
+  auto m = Model::load(path, {.threads = 1, .progress = {}});
+  EXPECT_EQ(m->decode_weight_bytes(), expected);
+}
+
 INSTANTIATE_TEST_SUITE_P(Files, GgufGemma4, ::testing::ValuesIn(test::gguf_cases("gguf/gemma4")), test::gguf_case_name);
 
 TEST(GgufGemma4Folder, HasFiles) { EXPECT_FALSE(test::gguf_cases("gguf/gemma4").empty()); }
