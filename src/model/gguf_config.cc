@@ -129,8 +129,12 @@ void read_windows(const ArchKeys& k, const GgufArchitecture& ga, const Architect
     for (size_t l = 0; l < sliding.size(); ++l) sliding[l] = l % 2 == 0;
   if (ga.windows == GgufWindows::kPattern) {
     int64_t period = ga.default_period;
-    if (period == 0 && !g.has(pattern_key)) fail(g.path(), "metadata " + pattern_key + " is missing (arch " + k.arch + " has no default pattern)");
-    if (const GgufKv* kv = g.find(pattern_key); kv != nullptr && kv->type == GgufValueType::Array) {
+    const GgufKv* kv = g.find(pattern_key);
+    // (llama.cpp reads gemma4's as one value per layer, a scalar for every layer: no period form.)
+    if (period == 0 && (kv == nullptr || kv->type != GgufValueType::Array))
+      fail(g.path(), "metadata " + pattern_key + (kv == nullptr ? " is missing" : " must be an array of one bool per layer") +
+                         " (arch " + k.arch + " has no default pattern and no period)");
+    if (kv != nullptr && kv->type == GgufValueType::Array) {
       const nlohmann::json flags = g.get_json(pattern_key);  // one bool per layer, true: sliding
       if (flags.size() != sliding.size())
         fail(g.path(), "metadata " + pattern_key + " has " + std::to_string(flags.size()) + " entries for " +

@@ -111,6 +111,7 @@ TEST_F(GgufArchErrors, MetadataNamesTheKey) {
       {"tiny-gemma4-q8_0.gguf", "gemma4.attention.sliding_window_pattern", bools({true, true, false, true, true}), "5 entries for 6 layers"},
       {"tiny-gemma4-q8_0.gguf", "gemma4.attention.sliding_window_pattern", u32s({1, 1, 0, 1, 1, 0}), "bools"},
       {"tiny-gemma4-q8_0.gguf", "gemma4.attention.sliding_window_pattern", std::nullopt, "missing"},
+      {"tiny-gemma4-q8_0.gguf", "gemma4.attention.sliding_window_pattern", u32(3), "array of one bool per layer"},
       {"tiny-gemma4-q8_0.gguf", "gemma4.attention.sliding_window", std::nullopt, "missing"},
       {"tiny-gemma4-q8_0.gguf", "gemma4.attention.key_length_swa", u32(31), "even"},
       {"tiny-gemma4-q8_0.gguf", "gemma4.attention.value_length_swa", u32(16), "differs from attention.key_length_swa"},
