@@ -5,7 +5,8 @@
 // its dequantized_rows bit for bit, and, dequantized whole to F32, the float tolerance with a free
 // greedy run. Its per-layer plan and RoPE frequencies equal those the golden of its source folder
 // (../shared/testdata/golden/gemma4/<source_hf_folder>.json) states, llama.cpp's KV-sharing rule
-// giving the same sources there.
+// giving the same sources there. Split prefills and batched decode steps through the KV cache agree
+// with a full prefill and with decoding alone, and a decode step reads every stored matrix once.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -91,6 +92,56 @@ TEST_P(GgufGemma4, LayerPlanAndRopeEqualTheSourceGolden) {
   const ModelConfig c = gguf_config(GgufFile(test::gguf_path(p.file)));
   test::expect_layer_plan(c, g);
   test::expect_rope_check(c, g, 1e-30);
+}
+
+// Through the KV cache (sliding windows, the shared layers reading their sources' keys): the longest
+// case split at every third of it, the rest decoded a token at a time, ends where its full prefill
+// does, within the float tolerance (only the order of float rounding differs); and one decode step of
+// every case together has the same bits as each alone (what the server's batched steps rely on).
+TEST_P(GgufGemma4, SplitPrefillAndBatchedDecodeEqualAlone) {
+  const json e = test::read_json(GetParam().expectation);
+  const json& f = e["files"][GetParam().file];
+  auto m = Model::load(test::gguf_path(GetParam().file), {.threads = 2, .progress = {}});
+  std::vector<std::vector<int32_t>> prompts;
+  for (const auto& c : f["cases"]) prompts.push_back(c["ids"].get<std::vector<int32_t>>());
+  ASSERT_GE(prompts.size(), 2u);
+  const auto longest = std::max_element(prompts.begin(), prompts.end(), [](const auto& a, const auto& b) { return a.size() < b.size(); });
+  const std::vector<int32_t>& ids = *longest;
+  const json& longest_case = f["cases"][static_cast<size_t>(longest - prompts.begin())];
+  const double tol = 1e-3 + 1e-4 * longest_case["max_abs_logit"].get<double>();
+  int64_t total = 0;
+  for (const auto& p : prompts) total += 2 * (static_cast<int64_t>(p.size()) + 1);
+  auto cache = m->make_cache(total + 4 * static_cast<int64_t>(ids.size()));
+  std::vector<float> full;
+  {
+    KvSequence seq(*cache);
+    full = m->forward(seq, ids);
+  }
+  const size_t n = ids.size();
+  for (size_t split : {size_t{1}, n / 3, 2 * n / 3}) {
+    SCOPED_TRACE("split " + std::to_string(split));
+    KvSequence seq(*cache);
+    std::vector<float> logits = m->forward(seq, std::span<const int32_t>(ids.data(), split));
+    for (size_t p = split; p < n; ++p) logits = m->forward(seq, std::span<const int32_t>(&ids[p], 1));
+    EXPECT_LE(test::max_abs_diff(logits, full), tol);
+  }
+
+  std::vector<KvSequence> together, alone;
+  std::vector<std::vector<int32_t>> next;
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    together.emplace_back(*cache);
+    alone.emplace_back(*cache);
+  }
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    m->forward(alone[i], prompts[i]);
+    next.push_back({test::argmax(m->forward(together[i], prompts[i]))});
+  }
+  const int64_t V = m->config().vocab_size;
+  std::vector<std::vector<float>> batched(prompts.size(), std::vector<float>(static_cast<size_t>(V)));
+  std::vector<ForwardItem> items;
+  for (size_t i = 0; i < prompts.size(); ++i) items.push_back({&together[i], next[i], batched[i].data(), false});
+  m->forward(items);
+  for (size_t i = 0; i < prompts.size(); ++i) EXPECT_EQ(m->forward(alone[i], next[i]), batched[i]) << "case " << i;
 }
 
 // What a decode step reads of the weights (ember bench's bytes per token): every matrix the file
