@@ -20,6 +20,26 @@ const TensorNames kGgufGemmaNames = edited(kGgufNames, [](TensorNames& n) {
   n.post_mlp_norm = "post_ffw_norm";
 });
 
+// Gemma 4's pieces as llama.cpp names them. Its scalar tensors keep ".weight" (layer_output_scale),
+// given here in the stem, which these stems take with no suffix.
+const Gemma4Names kGgufGemma4Extra{
+    .ple_table = "per_layer_token_embd.weight",
+    .ple_projection = "per_layer_model_proj.weight",
+    .ple_norm = "per_layer_proj_norm.weight",
+    .ple_gate = "inp_gate",
+    .ple_layer_projection = "proj",
+    .ple_post_norm = "post_norm",
+    .layer_scalar = "layer_output_scale.weight",
+    .router_scale = "ffn_gate_inp.scale",
+    .expert_scale = "ffn_down_exps.scale",
+    .expert_norm = "pre_ffw_norm_2",
+    .dense_out_norm = "post_ffw_norm_1",
+    .experts_out_norm = "post_ffw_norm_2",
+    .expert_row_blocks = true,
+};
+
+const TensorNames kGgufGemma4Names = edited(kGgufGemmaNames, [](TensorNames& n) { n.gemma4 = &kGgufGemma4Extra; });
+
 // The router as stored, and each expert's slab of the stacked tensors under a name of its own
 // (blk.L.expert.E.ffn_gate_exps.weight: expert E's slab).
 const TensorNames kGgufMoeNames = edited(kGgufNames, [](TensorNames& n) {
@@ -80,6 +100,16 @@ const GgufArchitecture kGgufArchitectures[] = {
       a.windows = GgufWindows::kPattern;
       a.default_period = 6;
       a.wide_query_scale_blocks = 62;
+    }),
+    // Gemma 4: the per-layer plan of model/gguf_layer_plan.h; norms stored as they multiply (no 1 + w);
+    // every layer's window type from the pattern, which has no default. Its experts are refused
+    // (moe_model_type ""): no shared file carries them yet.
+    edited(kPlain, [](GgufArchitecture& a) {
+      a.arch = "gemma4";
+      a.model_type = "gemma4_text";
+      a.names = &kGgufGemma4Names;
+      a.activation = Activation::kGeluTanh;
+      a.windows = GgufWindows::kPattern;
     }),
     edited(kPlain, [](GgufArchitecture& a) {
       a.arch = a.model_type = "phi3";

@@ -43,7 +43,8 @@ struct GgufArchitecture {
   bool norms_stored_plus_one;
   Activation activation;
   GgufWindows windows;
-  int64_t default_period;  // kPattern only: the period when no pattern key is present
+  // kPattern only: the period when no pattern key is present; 0: the key is required, as an array.
+  int64_t default_period;
   // gemma: no key carries query_pre_attn_scalar; llama.cpp scales scores by 1/sqrt(key_length), and by
   // 1/sqrt(embedding_length / head_count) for files of exactly this many blocks (the 27B models); 0: never.
   int64_t wide_query_scale_blocks;

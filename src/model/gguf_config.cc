@@ -7,6 +7,8 @@
 
 #include "base/error.h"
 #include "model/gguf_architecture.h"
+#include "model/gguf_keys.h"
+#include "model/gguf_layer_plan.h"
 #include "model/rope_config.h"
 
 namespace ember::model {
@@ -14,20 +16,6 @@ namespace ember::model {
 bool is_gguf_path(const std::string& path) { return std::filesystem::path(path).extension() == ".gguf"; }
 
 namespace {
-
-// {arch}.<name> keys of one file, failing with the file and key named.
-struct ArchKeys {
-  const GgufFile& g;
-  std::string arch;
-
-  std::string key(const char* name) const { return arch + "." + name; }
-  int64_t positive(const char* name) const {
-    const int64_t v = g.get_int(key(name));
-    if (v <= 0) fail(g.path(), "metadata " + key(name) + " must be positive (got " + std::to_string(v) + ")");
-    return v;
-  }
-  int64_t positive_or(const char* name, int64_t dflt) const { return g.has(key(name)) ? positive(name) : dflt; }
-};
 
 // llama.cpp's YaRN (ggml's rope_yarn) is transformers' with truncate true (the ramp's ends floored
 // and ceiled; GGUF has no key for it) and the attention scaling 0.1 ln(factor) + 1. The keys that
@@ -141,7 +129,12 @@ void read_windows(const ArchKeys& k, const GgufArchitecture& ga, const Architect
     for (size_t l = 0; l < sliding.size(); ++l) sliding[l] = l % 2 == 0;
   if (ga.windows == GgufWindows::kPattern) {
     int64_t period = ga.default_period;
-    if (const GgufKv* kv = g.find(pattern_key); kv != nullptr && kv->type == GgufValueType::Array) {
+    const GgufKv* kv = g.find(pattern_key);
+    // (llama.cpp reads gemma4's as one value per layer, a scalar for every layer: no period form.)
+    if (period == 0 && (kv == nullptr || kv->type != GgufValueType::Array))
+      fail(g.path(), "metadata " + pattern_key + (kv == nullptr ? " is missing" : " must be an array of one bool per layer") +
+                         " (arch " + k.arch + " has no default pattern and no period)");
+    if (kv != nullptr && kv->type == GgufValueType::Array) {
       const nlohmann::json flags = g.get_json(pattern_key);  // one bool per layer, true: sliding
       if (flags.size() != sliding.size())
         fail(g.path(), "metadata " + pattern_key + " has " + std::to_string(flags.size()) + " entries for " +
@@ -176,19 +169,25 @@ void read_family_options(const ArchKeys& k, const GgufArchitecture& ga, const Ar
   c.activation = ga.activation;
   c.norm_plus_one = arch.gemma_norms && !ga.norms_stored_plus_one;
   c.post_norms = !ga.names->post_attn_norm.empty();
-  const char* softcaps[] = {"attn_logit_softcapping", "final_logit_softcapping"};
   if (arch.gemma_norms) {
     c.embed_scale = std::sqrt(static_cast<double>(c.hidden_size));
     const bool wide = c.num_hidden_layers == ga.wide_query_scale_blocks;
     c.query_pre_attn_scalar = static_cast<double>(wide ? c.hidden_size / c.num_attention_heads : c.head_dim);
-    double* caps[] = {&c.attn_softcap, &c.final_softcap};
-    for (size_t i = 0; i < 2; ++i) {
-      *caps[i] = g.get_float_or(k.key(softcaps[i]), 0.0);
-      if (!(*caps[i] >= 0) || !std::isfinite(*caps[i])) fail(g.path(), "metadata " + k.key(softcaps[i]) + " must be a positive number");
+  }
+  // Gemma 2 / 3 cap scores and logits; Gemma 4 (arch.layer_plan) the logits alone.
+  const struct {
+    const char* name;
+    double* cap;
+    bool supported;
+  } softcaps[] = {{"attn_logit_softcapping", &c.attn_softcap, arch.gemma_norms},
+                  {"final_logit_softcapping", &c.final_softcap, arch.gemma_norms || arch.layer_plan}};
+  for (const auto& s : softcaps) {
+    if (!s.supported) {
+      if (g.has(k.key(s.name))) fail(g.path(), "metadata " + k.key(s.name) + " is not supported for arch " + k.arch);
+      continue;
     }
-  } else {
-    for (const char* name : softcaps)
-      if (g.has(k.key(name))) fail(g.path(), "metadata " + k.key(name) + " is not supported for arch " + k.arch);
+    *s.cap = g.get_float_or(k.key(s.name), 0.0);
+    if (!(*s.cap >= 0) || !std::isfinite(*s.cap)) fail(g.path(), "metadata " + k.key(s.name) + " must be a positive number");
   }
   if (ga.no_rope_interval > 0)
     for (size_t l = 0; l < c.layers.size(); ++l)
@@ -219,7 +218,8 @@ const Architecture& resolve_model_type(const ArchKeys& k, const GgufArchitecture
   c.model_type = std::string(experts > 0 ? ga.moe_model_type : ga.model_type);
   const Architecture* arch = find_architecture(c.model_type);
   if (arch == nullptr) fail(k.g.path(), "GGUF arch " + k.arch + " names model_type " + c.model_type + ", which the table lacks");
-  if (arch->moe != MoeRule::kNone && experts == 0)
+  // (Gemma 4's experts are optional: its dense models have none.)
+  if (arch->moe != MoeRule::kNone && arch->moe != MoeRule::kGemma4 && experts == 0)
     fail(k.g.path(), "metadata " + count_key + " is missing or 0, but arch " + k.arch + " is a mixture of experts");
   return *arch;
 }
@@ -236,10 +236,15 @@ ModelConfig gguf_config(const GgufFile& g) {
   const Architecture* arch = &resolve_model_type(k, ga, experts, c);
 
   c.hidden_size = k.positive("embedding_length");
-  c.intermediate_size = k.positive("feed_forward_length");
   c.num_hidden_layers = k.positive("block_count");
+  check_dimensions(c, where);  // before anything is sized by the layer count
   c.num_attention_heads = k.positive("attention.head_count");
-  c.num_key_value_heads = k.positive_or("attention.head_count_kv", c.num_attention_heads);
+  // llama.cpp's arrays of one value per layer (Gemma 4's); read_gguf_layer_plan gives each layer its own.
+  for (const char* name : {"feed_forward_length", "attention.head_count_kv"})
+    if (k.is_array(name) && !arch->layer_plan)
+      fail(where, "metadata " + k.key(name) + " is an array per layer, which arch " + k.arch + " does not have");
+  c.intermediate_size = k.per_layer("feed_forward_length", c.num_hidden_layers)[0];
+  c.num_key_value_heads = k.per_layer_or("attention.head_count_kv", c.num_hidden_layers, c.num_attention_heads)[0];
   c.head_dim = k.positive_or("attention.key_length", c.hidden_size / c.num_attention_heads);
   if (k.positive_or("attention.value_length", c.head_dim) != c.head_dim)
     fail(where, "metadata " + k.key("attention.value_length") + " differs from attention.key_length (not supported)");
@@ -271,6 +276,7 @@ ModelConfig gguf_config(const GgufFile& g) {
   read_windows(k, ga, *arch, c);
   read_family_options(k, ga, *arch, c);
   read_experts(k, ga, experts, c);
+  if (arch->layer_plan) read_gguf_layer_plan(k, ga, c);
   check_dimensions(c, where);
 
   c.bos_token_id = static_cast<int32_t>(g.get_int_or("tokenizer.ggml.bos_token_id", -1));

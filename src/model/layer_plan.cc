@@ -18,15 +18,18 @@ int64_t integer_null_is_zero(const ConfigFields& r, const char* key, int64_t dfl
 }
 }  // namespace
 
-void parse_layer_plan(const ConfigFields& r, ModelConfig& c) {
-  // Plain-weight norms (no 1 + w), embeddings times sqrt(hidden), unscaled scores, values normed.
+void set_layer_plan_math(ModelConfig& c) {
   c.norm_plus_one = false;
   c.embed_scale = std::sqrt(static_cast<double>(c.hidden_size));
   c.query_pre_attn_scalar = 1.0;  // the scores' scale is 1^-0.5
-  c.final_softcap = r.number_or("final_logit_softcapping", 0.0);
-  if (c.final_softcap < 0) r.bad("final_logit_softcapping", "must be positive or null");
   c.value_norm = true;
   c.layer_scalar = true;
+}
+
+void parse_layer_plan(const ConfigFields& r, ModelConfig& c) {
+  set_layer_plan_math(c);
+  c.final_softcap = r.number_or("final_logit_softcapping", 0.0);
+  if (c.final_softcap < 0) r.bad("final_logit_softcapping", "must be positive or null");
 
   const int64_t sliding_dim = r.integer_or("head_dim", kSlidingHeadDim);
   const int64_t full_dim = r.integer_or("global_head_dim", kFullHeadDim);

@@ -7,6 +7,10 @@
 
 namespace ember::model {
 
+// Gemma 4's math beside the plan, whatever format it is read from: plain-weight norms (no 1 + w),
+// embeddings times sqrt(hidden), unscaled scores, a weightless value norm, each layer's layer_scalar.
+void set_layer_plan_math(ModelConfig& c);
+
 // Fills c.layers' shapes and c's Gemma 4 options from the text config `r`; c.layers already holds
 // each layer's window (sliding_window > 0: a sliding layer) and rope. Throws ember::Error naming the
 // field for a plan that cannot be run (a shared layer whose type no unshared layer has).

@@ -328,8 +328,8 @@ void Model::pack_weights(std::optional<DType> to) {
 
 int64_t Model::decode_weight_bytes() const {
   int64_t total = kernels::weight_bytes(lm_head_);
-  if (!ple_.empty())  // the projection, and one row of the per-layer table per token
-    total += kernels::weight_bytes(ple_.projection) + ple_.table.cols * static_cast<int64_t>(dtype_size(ple_.table.dtype));
+  if (!ple_.empty())  // the projection, and one row of the per-layer table per token (in its blocks, a GGUF's Q8_0)
+    total += kernels::weight_bytes(ple_.projection) + kernels::weight_bytes(ple_.table) / ple_.table.rows;
   for (const Layer& L : layers_) {
     for (const WeightMatrix& w : L.w) total += kernels::weight_bytes(w);
     total += kernels::weight_bytes(L.router);

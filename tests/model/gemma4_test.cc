@@ -11,6 +11,7 @@
 
 #include "base/mapped_file.h"
 #include "config_testing.h"
+#include "gemma4_plan_check.h"
 #include "model/model.h"
 
 namespace ember::model {
@@ -38,21 +39,7 @@ TEST(Gemma4, LayerPlanEqualsTheGoldens) {
   for (const json& g : all) {
     SCOPED_TRACE(g["model"].get<std::string>());
     const ModelConfig c = load_config(test::model_dir(g["model"].get<std::string>()));
-    ASSERT_EQ(c.layers.size(), g["layer_plan"].size());
-    for (const json& p : g["layer_plan"]) {
-      const auto l = p["layer"].get<size_t>();
-      SCOPED_TRACE("layer " + std::to_string(l));
-      const LayerSpec& s = c.layers[l];
-      EXPECT_EQ(s.sliding_window > 0, p["type"] == "sliding_attention");
-      EXPECT_EQ(s.sliding_window, p["window"].is_null() ? 0 : p["window"].get<int64_t>());
-      EXPECT_EQ(c.head_dim_of(l), p["head_dim"].get<int64_t>());
-      EXPECT_EQ(c.kv_heads_of(l), p["kv_heads"].get<int64_t>());
-      EXPECT_EQ(s.k_eq_v, p["k_eq_v"].get<bool>());
-      EXPECT_EQ(s.kv_source >= 0, p["kv_shared"].get<bool>());
-      EXPECT_EQ(c.kv_layer_of(l), p["kv_from_layer"].get<int64_t>());
-      EXPECT_EQ(c.mlp_width_of(l), p["mlp_width"].get<int64_t>());
-      EXPECT_EQ(s.rope, s.sliding_window > 0 ? LayerRope::kLocal : LayerRope::kGlobal);
-    }
+    test::expect_layer_plan(c, g);
   }
 }
 
@@ -60,18 +47,7 @@ TEST(Gemma4, RopeCheckEqualsEachLayerTypesFrequencies) {
   for (const json& g : goldens()) {
     SCOPED_TRACE(g["model"].get<std::string>());
     const ModelConfig c = load_config(test::model_dir(g["model"].get<std::string>()));
-    ASSERT_FALSE(g["rope_check"].empty());
-    for (const auto& [type, check] : g["rope_check"].items()) {
-      SCOPED_TRACE(type);
-      ASSERT_TRUE(type == "full_attention" || type == "sliding_attention");
-      const RopeConfig& rope = type == "full_attention" ? c.rope : c.rope_local;
-      EXPECT_EQ(rope.head_dim, check["head_dim"].get<int64_t>());
-      EXPECT_EQ(rope.attention_factor, check["attention_scaling"].get<double>());
-      const std::vector<double> got = rope_inv_freq(c, rope, 1);
-      const json& want = check["inv_freq"];
-      ASSERT_EQ(got.size(), want.size());
-      for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i].get<double>(), 1e-13 * want[i].get<double>()) << i;
-    }
+    test::expect_rope_check(c, g);
   }
 }
 

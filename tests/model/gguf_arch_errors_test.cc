@@ -1,7 +1,8 @@
 // The GGUF architectures beyond llama / qwen2 / qwen3, fuzzed: copies of the shared family files with a
 // metadata key dropped, mistyped or out of range, or a tensor dropped or re-shaped, each refused with an
 // ember::Error naming the file and the key or tensor. And the forms of gemma3's window pattern that no
-// shared file has (a uint32 period, no key).
+// shared file has (a uint32 period, no key). Gemma 4: its per-layer arrays, pattern, KV sharing and
+// per-layer embeddings; a file without attn_v using the keys as values.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -28,6 +29,8 @@ using test::GgufValue;
 GgufValue u32(int64_t v) { return {4, 0, v}; }
 GgufValue i32(int64_t v) { return {5, 0, v}; }
 GgufValue f32(double v) { return {6, 0, v}; }
+GgufValue u32s(std::vector<int64_t> v) { return {9, 4, v}; }
+GgufValue bools(std::vector<bool> v) { return {9, 7, v}; }
 
 class GgufArchErrors : public ::testing::Test {
  protected:
@@ -60,7 +63,7 @@ class GgufArchErrors : public ::testing::Test {
 };
 
 TEST_F(GgufArchErrors, UneditedCopiesLoad) {
-  for (const char* file : {"tiny-kq-gemma3-bf16.gguf", "tiny-kq-phi3-bf16.gguf", "tiny-kq-qwen3moe-bf16.gguf"}) {
+  for (const char* file : {"tiny-kq-gemma3-bf16.gguf", "tiny-kq-phi3-bf16.gguf", "tiny-kq-qwen3moe-bf16.gguf", "tiny-gemma4-q8_0.gguf"}) {
     SCOPED_TRACE(file);
     EXPECT_EQ(load_error(file, {}), "no error");
   }
@@ -97,12 +100,56 @@ TEST_F(GgufArchErrors, MetadataNamesTheKey) {
       {"tiny-kq-gemma3-bf16.gguf", "gemma3.rope.freq_base_swa", f32(-1), "positive"},
       {"tiny-kq-gemma3-bf16.gguf", "gemma3.embedding_length", std::nullopt, "missing"},
       {"tiny-kq-smollm3-bf16.gguf", "general.architecture", GgufValue{8, 0, "smollm4"}, supported.c_str()},
+      {"tiny-qwen3-bf16.gguf", "qwen3.feed_forward_length", u32s({96, 96}), "array per layer"},
+      // gemma4's own keys: the per-layer arrays, the pattern, the sliding head size, KV sharing by
+      // llama.cpp's rule, the per-layer embeddings' width.
+      {"tiny-gemma4-q8_0.gguf", "gemma4.feed_forward_length", u32s({128, 128, 128, 256, 256}), "5 entries for 6 layers"},
+      {"tiny-gemma4-q8_0.gguf", "gemma4.feed_forward_length", u32s({128, 128, 0, 256, 256, 256}), "positive"},
+      {"tiny-gemma4-q8_0.gguf", "gemma4.feed_forward_length", std::nullopt, "missing"},
+      {"tiny-gemma4-q8_0.gguf", "gemma4.attention.head_count_kv", u32s({1, 1, 1, 1}), "4 entries for 6 layers"},
+      {"tiny-gemma4-q8_0.gguf", "gemma4.attention.head_count_kv", u32s({1, 1, 3, 1, 1, 1}), "not a divisor of attention.head_count 4"},
+      {"tiny-gemma4-q8_0.gguf", "gemma4.attention.sliding_window_pattern", bools({true, true, false, true, true}), "5 entries for 6 layers"},
+      {"tiny-gemma4-q8_0.gguf", "gemma4.attention.sliding_window_pattern", u32s({1, 1, 0, 1, 1, 0}), "bools"},
+      {"tiny-gemma4-q8_0.gguf", "gemma4.attention.sliding_window_pattern", std::nullopt, "missing"},
+      {"tiny-gemma4-q8_0.gguf", "gemma4.attention.sliding_window_pattern", u32(3), "array of one bool per layer"},
+      {"tiny-gemma4-q8_0.gguf", "gemma4.attention.sliding_window", std::nullopt, "missing"},
+      {"tiny-gemma4-q8_0.gguf", "gemma4.attention.key_length_swa", u32(31), "even"},
+      {"tiny-gemma4-q8_0.gguf", "gemma4.attention.value_length_swa", u32(16), "differs from attention.key_length_swa"},
+      {"tiny-gemma4-q8_0.gguf", "gemma4.rope.dimension_count_swa", u32(16), "partial rotary"},
+      {"tiny-gemma4-q8_0.gguf", "gemma4.attention.shared_kv_layers", u32(6), "must be in [0, block_count 6)"},
+      {"tiny-gemma4-q8_0.gguf", "gemma4.attention.shared_kv_layers", u32(4), "another attention shape"},
+      {"tiny-gemma4-q8_0.gguf", "gemma4.attention.shared_kv_layers", u32(5), "does not exist"},
+      {"tiny-gemma4-q8_0.gguf", "gemma4.embedding_length_per_layer_input", std::nullopt, "per_layer_token_embd.weight is present"},
+      {"tiny-gemma4-q8_0.gguf", "gemma4.expert_count", u32(4), "no mixture-of-experts form"},
+      {"tiny-gemma4-q8_0.gguf", "gemma4.attn_logit_softcapping", f32(50), "not supported for arch gemma4"},
+      {"tiny-gemma4-q8_0.gguf", "gemma4.final_logit_softcapping", f32(-30), "positive"},
   };
   for (const Case& c : cases) {
     GgufEdits edits;
     edits.keys[c.key] = c.value;
     expect_refused(c.file, edits, c.key, c.says);
   }
+}
+
+// llama.cpp reads a layer without attn_v as using its keys as values (Gemma 4's attention_k_eq_v),
+// and so do the shared layers reading it; a file that drops it loads so.
+TEST_F(GgufArchErrors, Gemma4WithoutAttnVUsesKeysAsValues) {
+  const std::string file = "tiny-gemma4-q8_0.gguf";
+  const ModelConfig as_stored = gguf_config(GgufFile(test::gguf_path(file)));
+  const int64_t source = as_stored.kv_layer_of(as_stored.layers.size() - 1);
+  GgufEdits edits;
+  edits.tensors["blk." + std::to_string(source) + ".attn_v.weight"] = std::nullopt;
+  const std::string path = copy(file, edits);
+  const ModelConfig c = gguf_config(GgufFile(path));
+  for (size_t l = 0; l < c.layers.size(); ++l) {
+    EXPECT_FALSE(as_stored.layers[l].k_eq_v) << l;
+    EXPECT_EQ(c.layers[l].k_eq_v, c.kv_layer_of(l) == source) << l;
+  }
+  auto m = Model::load(path, {.threads = 1, .progress = {}});
+  auto cache = m->make_cache(8);
+  KvSequence seq(*cache);
+  const std::vector<int32_t> ids = {1, 80, 147};
+  EXPECT_EQ(m->forward(seq, ids).size(), static_cast<size_t>(c.vocab_size));
 }
 
 TEST_F(GgufArchErrors, TensorTableNamesTheTensor) {
@@ -124,6 +171,20 @@ TEST_F(GgufArchErrors, TensorTableNamesTheTensor) {
       {"tiny-kq-mixtral-bf16.gguf", "blk.0.ffn_down_exps.weight", std::vector<uint64_t>{128, 256, 4}, "expected [256, 256, 4]"},
       {"tiny-kq-gemma2-bf16.gguf", "blk.0.post_ffw_norm.weight", std::nullopt, "missing"},
       {"tiny-kq-gemma3-bf16.gguf", "blk.1.attn_k_norm.weight", std::vector<uint64_t>{32}, "expected [64]"},
+      // gemma4's: the per-layer embeddings' (the table read by the key's width), the scalars, the
+      // widths and head sizes the arrays give, rope_freqs' length.
+      {"tiny-gemma4-q8_0.gguf", "per_layer_token_embd.weight", std::nullopt, "missing"},
+      {"tiny-gemma4-q8_0.gguf", "per_layer_token_embd.weight", std::vector<uint64_t>{64, 2048}, "expected [2048, 96]"},
+      {"tiny-gemma4-q8_0.gguf", "per_layer_model_proj.weight", std::nullopt, "missing"},
+      {"tiny-gemma4-q8_0.gguf", "per_layer_proj_norm.weight", std::vector<uint64_t>{8}, "expected [16]"},
+      {"tiny-gemma4-q8_0.gguf", "blk.0.inp_gate.weight", std::nullopt, "missing"},
+      {"tiny-gemma4-q8_0.gguf", "blk.4.proj.weight", std::nullopt, "missing"},
+      {"tiny-gemma4-q8_0.gguf", "blk.5.post_norm.weight", std::nullopt, "missing"},
+      {"tiny-gemma4-q8_0.gguf", "blk.2.layer_output_scale.weight", std::nullopt, "missing"},
+      {"tiny-gemma4-q8_0.gguf", "blk.3.ffn_up.weight", std::vector<uint64_t>{64, 128}, "expected [256, 64]"},
+      {"tiny-gemma4-q8_0.gguf", "blk.2.attn_k.weight", std::vector<uint64_t>{64, 32}, "expected [64, 64]"},
+      {"tiny-gemma4-q8_0.gguf", "blk.1.attn_k_norm.weight", std::nullopt, "missing"},
+      {"tiny-gemma4-q8_0.gguf", "rope_freqs.weight", std::vector<uint64_t>{16}, "32 float values"},
   };
   for (const Case& c : cases) {
     GgufEdits edits;

@@ -3,20 +3,57 @@
 // each case's last-position logits and the greedy continuation of the short prompt, measured here and
 // judged by the caller (the README's tolerance rule is tolerance()).
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
+#include "kernels/gguf_quants.h"
+#include "model/gguf.h"
 #include "model/model.h"
+#include "test_paths.h"
 
 namespace ember::test {
 
 inline nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
   return nlohmann::json::parse(in);
+}
+
+// One file entry of an expectation file.
+struct GgufCase {
+  std::string expectation;  // path of the JSON
+  std::string file;         // a key of its "files"
+};
+
+// Every file entry of every JSON in ../shared/testdata/<folder>, in sorted order (every file, so that
+// new ones are picked up).
+inline std::vector<GgufCase> gguf_cases(const std::string& folder) {
+  std::vector<std::string> jsons;
+  for (const auto& e : std::filesystem::directory_iterator(testdata(folder)))
+    if (e.path().extension() == ".json") jsons.push_back(e.path().string());
+  std::sort(jsons.begin(), jsons.end());
+  std::vector<GgufCase> out;
+  for (const std::string& j : jsons) {
+    const nlohmann::json e = read_json(j);  // (a temporary would end before the loop over it)
+    for (const auto& [file, entry] : e["files"].items()) out.push_back({j, file});
+  }
+  return out;
+}
+
+// The test name of a case (INSTANTIATE_TEST_SUITE_P's): its file's name without .gguf, other
+// characters than letters and digits as _.
+inline std::string gguf_case_name(const ::testing::TestParamInfo<GgufCase>& info) {
+  std::string s = info.param.file.substr(0, info.param.file.rfind(".gguf"));
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
 }
 
 // Whether a file's tensor_types are all plain floats (F32, F16, BF16).
@@ -49,6 +86,31 @@ struct CaseResult {
   size_t vocab = 0, expected_vocab = 0;
   double diff = 0, tolerance = 0;
 };
+
+// The rows of each block type in `file_entry`'s dequantized_rows (a value of the expectation's
+// "files"), dequantized from `g`, equal gguf-py's float32 values bit for bit (the reference rounds
+// to float32 after every operation, as dequantize_row does). Returns how many block types it checked.
+inline size_t check_dequantized_rows(const model::GgufFile& g, const nlohmann::json& file_entry) {
+  size_t checked = 0;
+  if (!file_entry.contains("dequantized_rows")) return checked;
+  for (const auto& [type_name, ref] : file_entry["dequantized_rows"].items()) {
+    SCOPED_TRACE(type_name);
+    const model::GgufTensor& t = g.tensor(ref["tensor"].get<std::string>());
+    EXPECT_STREQ(kernels::ggml_type_name(t.type), type_name.c_str());
+    const nlohmann::json& rows = ref["rows"];
+    EXPECT_LE(static_cast<int64_t>(rows.size()), t.rows());
+    std::vector<float> out(static_cast<size_t>(t.row_length()));
+    for (size_t r = 0; r < rows.size() && static_cast<int64_t>(r) < t.rows(); ++r) {
+      const auto expected = rows[r].get<std::vector<float>>();
+      EXPECT_EQ(static_cast<int64_t>(expected.size()), t.row_length()) << "row " << r;
+      if (static_cast<int64_t>(expected.size()) != t.row_length()) continue;
+      kernels::dequantize_row(t.type, t.data + r * t.row_bytes(), t.row_length(), out.data());
+      EXPECT_EQ(out, expected) << "row " << r;
+    }
+    ++checked;
+  }
+  return checked;
+}
 
 // How greedy_short_16 is checked.
 enum class Greedy {

@@ -1,7 +1,7 @@
 #pragma once
 // A copy of a GGUF file with some metadata keys replaced, dropped or added and some tensors dropped or
 // re-shaped (their bytes cut or zero-padded to the new size): crafted variants of the shared files for
-// tests of what a reader does with a wrong key or tensor table.
+// tests of what a reader does with a wrong key or tensor table; or the whole file as F32.
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -25,6 +25,9 @@ struct GgufValue {
 struct GgufEdits {
   std::map<std::string, std::optional<GgufValue>> keys;  // nullopt: dropped; else replaced or added
   std::map<std::string, std::optional<std::vector<uint64_t>>> tensors;  // nullopt: dropped; else new dims
+  // Every tensor of another type dequantized to F32 (gguf-py's reference values): the file's exact
+  // math run on Ember's float path.
+  bool to_f32 = false;
 };
 
 // The bytes of one value of GGUF type `type` (arrays of scalars and strings only).
@@ -66,6 +69,14 @@ inline std::string rewrite_gguf(const model::GgufFile& g, const GgufEdits& edits
   for (const model::GgufTensor& t : g.tensors()) {
     std::vector<uint64_t> dims(t.dims.begin(), t.dims.end());
     std::string data(reinterpret_cast<const char*>(t.data), t.size_bytes);
+    uint32_t type = static_cast<uint32_t>(t.type);
+    if (edits.to_f32 && t.type != kernels::GgmlType::F32) {
+      std::vector<float> f(static_cast<size_t>(t.numel()));
+      for (int64_t r = 0; r < t.rows(); ++r)
+        kernels::dequantize_row(t.type, t.data + static_cast<size_t>(r) * t.row_bytes(), t.row_length(), f.data() + r * t.row_length());
+      data.assign(reinterpret_cast<const char*>(f.data()), f.size() * sizeof(float));
+      type = static_cast<uint32_t>(kernels::GgmlType::F32);
+    }
     if (const auto e = edits.tensors.find(t.name); e != edits.tensors.end()) {
       if (!e->second) continue;
       dims = *e->second;
@@ -74,7 +85,7 @@ inline std::string rewrite_gguf(const model::GgufFile& g, const GgufEdits& edits
       const auto row = static_cast<uint64_t>(kernels::ggml_row_bytes(t.type, static_cast<int64_t>(dims.at(0))));
       data.resize(static_cast<size_t>(row * rows), '\0');
     }
-    w.tensor(t.name, dims, static_cast<uint32_t>(t.type), data);
+    w.tensor(t.name, dims, type, data);
   }
   return w.bytes();
 }
