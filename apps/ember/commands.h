@@ -18,6 +18,7 @@ Run add_detokenize_command(CLI::App& app);
 Run add_template_command(CLI::App& app);
 Run add_bench_command(CLI::App& app);
 Run add_embed_command(CLI::App& app);
+Run add_perplexity_command(CLI::App& app);
 
 
 }  // namespace ember::app

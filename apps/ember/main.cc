@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   add(ember::app::add_template_command);
   add(ember::app::add_bench_command);
   add(ember::app::add_embed_command);
+  add(ember::app::add_perplexity_command);
 
   CLI11_PARSE(app, argc, argv);
   try {
