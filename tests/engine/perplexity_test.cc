@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "base/error.h"
 #include "engine/perplexity.h"
 #include "run_command.h"
 #include "test_paths.h"
@@ -65,7 +66,7 @@ TEST(Perplexity, ScoresTheSecondHalfOfEachWindowAsPrefixPassesDo) {
   EXPECT_NEAR(r.ppl, std::exp(nll / static_cast<double>(r.scored)), 1e-3 * r.ppl);
   EXPECT_GT(r.ppl_error, 0);
   EXPECT_LT(r.ppl, 50) << "a trained model on its own greedy text";
-  EXPECT_THROW(perplexity(*m, std::vector<int32_t>(tokens.begin(), tokens.begin() + kCtx - 1), kCtx, bos), Error);
+  EXPECT_THROW(perplexity(*m, std::vector<int32_t>(tokens.begin(), tokens.begin() + kCtx - 1), kCtx, bos), ember::Error);
 }
 
 TEST(Perplexity, CommandPrintsProgressAndAJsonSummary) {
