@@ -24,24 +24,10 @@
 namespace ember::model {
 namespace {
 
-struct FamilyFile {
-  std::string expectation;  // path of the JSON
-  std::string file;         // a key of its "files"
-};
+using FamilyFile = test::ExpectedFile;
 
 // Every file entry of every JSON in ../shared/testdata/gguf/families, in sorted order.
-std::vector<FamilyFile> family_files() {
-  std::vector<std::string> jsons;
-  for (const auto& e : std::filesystem::directory_iterator(test::testdata("gguf/families")))
-    if (e.path().extension() == ".json") jsons.push_back(e.path().string());
-  std::sort(jsons.begin(), jsons.end());
-  std::vector<FamilyFile> out;
-  for (const std::string& j : jsons) {
-    const nlohmann::json e = test::read_json(j);
-    for (const auto& [file, entry] : e["files"].items()) out.push_back({j, file});
-  }
-  return out;
-}
+std::vector<FamilyFile> family_files() { return test::expected_files(test::testdata("gguf/families")); }
 
 // The block types among the file's tensors that Ember cannot read at all, comma-separated.
 std::string unreadable_types(const GgufFile& g) {
@@ -84,21 +70,10 @@ TEST_P(GgufFamilies, MatchesItsGolden) {
   // run as stored.
   if (!m->load_note().empty() && !(r.within_tolerance() && r.greedy_ok()))
     GTEST_SKIP() << p.file << ": " << m->load_note() << "; meanwhile " << r.worst_ratio() << " of the tolerance";
-  for (const test::CaseResult& c : r.cases) {
-    SCOPED_TRACE(c.prompt);
-    ASSERT_EQ(c.vocab, c.expected_vocab);
-    EXPECT_LE(c.diff, c.tolerance);
-  }
-  EXPECT_EQ(r.greedy, r.expected_greedy);         // float files
-  EXPECT_LE(r.greedy_worst_gap, r.greedy_bound);  // quantized files
+  test::expect_golden(r);
 }
 
-std::string test_name(const ::testing::TestParamInfo<FamilyFile>& info) {
-  std::string s = info.param.file.substr(0, info.param.file.rfind(".gguf"));
-  for (char& ch : s)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return s;
-}
+std::string test_name(const ::testing::TestParamInfo<FamilyFile>& info) { return test::file_test_name(info.param.file); }
 
 INSTANTIATE_TEST_SUITE_P(Files, GgufFamilies, ::testing::ValuesIn(family_files()), test_name);
 

@@ -2,11 +2,16 @@
 // One GGUF file against its entry in an expectation file of ../shared/testdata/gguf (README there):
 // each case's last-position logits and the greedy continuation of the short prompt, measured here and
 // judged by the caller (the README's tolerance rule is tolerance()).
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cctype>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -17,6 +22,36 @@ namespace ember::test {
 inline nlohmann::json read_json(const std::string& path) {
   std::ifstream in(path);
   return nlohmann::json::parse(in);
+}
+
+struct ExpectedFile {
+  std::string expectation;  // path of the JSON
+  std::string file;         // a key of its "files"
+};
+
+// gtest's name for a parameter (instead of its bytes).
+inline void PrintTo(const ExpectedFile& f, std::ostream* os) { *os << f.file; }
+
+// Every file entry of every JSON in `folder` (a capability's folder of ../shared/testdata/gguf), sorted.
+inline std::vector<ExpectedFile> expected_files(const std::string& folder) {
+  std::vector<std::string> jsons;
+  for (const auto& e : std::filesystem::directory_iterator(folder))
+    if (e.path().extension() == ".json") jsons.push_back(e.path().string());
+  std::sort(jsons.begin(), jsons.end());
+  std::vector<ExpectedFile> out;
+  for (const std::string& j : jsons) {
+    const nlohmann::json e = read_json(j);
+    for (const auto& [file, entry] : e["files"].items()) out.push_back({j, file});
+  }
+  return out;
+}
+
+// A test name from a file name: its stem with every other character than letters and digits as '_'.
+inline std::string file_test_name(const std::string& file) {
+  std::string s = file.substr(0, file.rfind(".gguf"));
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
 }
 
 // Whether a file's tensor_types are all plain floats (F32, F16, BF16).
@@ -128,6 +163,17 @@ inline GoldenResult run_golden(model::Model& m, const nlohmann::json& expectatio
     std::printf("  greedy_short_16 along the golden path: %zu/%zu argmax agree, worst gap %.3g (bound %.3g)\n",
                 r.greedy_agreeing, golden.size(), r.greedy_worst_gap, r.greedy_bound);
   return r;
+}
+
+// Every case within its tolerance, and the greedy path as run_golden checked it.
+inline void expect_golden(const GoldenResult& r) {
+  for (const CaseResult& c : r.cases) {
+    SCOPED_TRACE(c.prompt);
+    ASSERT_EQ(c.vocab, c.expected_vocab);
+    EXPECT_LE(c.diff, c.tolerance);
+  }
+  EXPECT_EQ(r.greedy, r.expected_greedy);         // Greedy::kExact
+  EXPECT_LE(r.greedy_worst_gap, r.greedy_bound);  // Greedy::kForced
 }
 
 }  // namespace ember::test
