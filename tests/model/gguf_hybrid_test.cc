@@ -3,7 +3,8 @@
 // stored, gives its golden logits within the README's tolerance and its greedy_short_16 (exactly for
 // float files, along the golden path within the tolerance for quantized ones), and its
 // dequantized_rows. Beside it: the long prompt fed in chunks carries the state to the same logits, and
-// the configuration the metadata gives is the one of the Hugging Face folder the file was written from.
+// the configuration the metadata gives is the one of the Hugging Face folder the file was written from;
+// a chat's second turn restarts from the deepest state snapshot.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -14,10 +15,12 @@
 
 #include "gguf_fixtures.h"
 #include "gguf_golden.h"
+#include "engine/session.h"
 #include "kernels/gguf_quants.h"
 #include "model/config.h"
 #include "model/gguf.h"
 #include "model/gguf_config.h"
+#include "model/load_tokenizer.h"
 #include "model/model.h"
 #include "test_paths.h"
 
@@ -121,6 +124,33 @@ TEST_P(GgufHybrid, ConfigMatchesTheFolder) {
   }
   EXPECT_FALSE(g.norm_plus_one);  // stored as 1 + w
   EXPECT_TRUE(hf.norm_plus_one);
+}
+
+// A chat's next turn on a hybrid GGUF file: the snapshots of the recurrent state work from GGUF as from
+// a folder. The second prompt shares all but the last 7 tokens of the first (a template re-rendering
+// the reply), so it re-evaluates only what follows the deepest snapshot at or below the shared length;
+// without snapshots the state cannot be cut back and the whole prompt runs again.
+TEST(GgufHybridSession, SecondTurnRestartsFromTheDeepestSnapshot) {
+  const std::string path = test::gguf_path("tiny-qwen35-q8_0.gguf");
+  auto model = Model::load(path, {.threads = 2, .progress = {}});
+  const tokenizer::Tokenizer tok = load_tokenizer(path);
+  const auto vocab = static_cast<int32_t>(model->config().vocab_size);
+  std::vector<int32_t> first, second;
+  for (int i = 0; i < 1000; ++i) first.push_back(3 + (i * 29) % (vocab - 3));
+  second.assign(first.begin(), first.end() - 7);
+  const auto shared = static_cast<int64_t>(second.size());
+  for (int i = 0; i < 500; ++i) second.push_back(3 + (i * 13) % (vocab - 3));
+  for (const int64_t snapshots : {int64_t{-1}, int64_t{0}}) {
+    engine::Session s(*model, tok, 4096);
+    if (snapshots == 0) s.set_state_snapshots(0);
+    EXPECT_EQ(s.prefill(first), static_cast<int64_t>(first.size()));
+    const int64_t block = KvCache::kDefaultBlock;
+    const int64_t expected = static_cast<int64_t>(second.size()) - (snapshots == 0 ? 0 : shared / block * block);
+    const int64_t prefilled = s.prefill(second);
+    EXPECT_EQ(prefilled, expected) << (snapshots == 0 ? "without snapshots" : "with snapshots");
+    std::printf("turn 2 (%zu tokens): %lld prefilled %s state snapshots\n", second.size(),
+                static_cast<long long>(prefilled), snapshots == 0 ? "without" : "with");
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, GgufHybrid, ::testing::ValuesIn(hybrid_files()),
