@@ -72,6 +72,15 @@ struct LayerSpec {
 struct LinearAttentionConfig {
   int64_t conv_kernel = 0;  // 0: no linear-attention layers
   int64_t key_heads = 0, key_dim = 0, value_heads = 0, value_dim = 0;
+  // How the projections are stored where a file differs from its architecture's LinearRule (a GGUF
+  // file: model/gguf_architecture.h); kNone: the architecture's.
+  LinearRule layout = LinearRule::kNone;
+  // Value head h reads key head h % key_heads (llama.cpp's qwen35 files store the value heads tiled)
+  // instead of Hugging Face's h / (value_heads / key_heads).
+  bool tiled_value_heads = false;
+  int64_t key_head_of(int64_t value_head) const {
+    return tiled_value_heads ? value_head % key_heads : value_head / (value_heads / key_heads);
+  }
   int64_t key_width() const { return key_heads * key_dim; }
   int64_t value_width() const { return value_heads * value_dim; }
   int64_t conv_channels() const { return 2 * key_width() + value_width(); }  // [q; k; v]

@@ -113,7 +113,7 @@ void GatedDeltaNet::forward(const DeltaNetWeights& w, int64_t layer, const float
                             std::span<const DeltaNetItem> items, float* out, kernels::ThreadPool& pool) {
   const LinearAttentionConfig& a = c_.linear;
   const int64_t K = a.key_width(), V = a.value_width(), nk = a.key_heads, nv = a.value_heads, dk = a.key_dim,
-                dv = a.value_dim, C = a.conv_channels(), r = nv / nk;
+                dv = a.value_dim, C = a.conv_channels();
   project(w, x, n, pool);
   conv_.resize(static_cast<size_t>(n * C));
   for (const DeltaNetItem& it : items) convolve(w, layer, it);
@@ -147,8 +147,8 @@ void GatedDeltaNet::forward(const DeltaNetWeights& w, int64_t layer, const float
           if ((snap = it.seq->state().snapshot_at(it.first_pos + stop, layer)) != nullptr || stop == it.count) break;
         const int64_t t0 = it.row + done;
         kernels::DeltaRuleHead in;
-        in.q = conv_.data() + t0 * C + (h / r) * dk;
-        in.k = conv_.data() + t0 * C + K + (h / r) * dk;
+        in.q = conv_.data() + t0 * C + a.key_head_of(h) * dk;
+        in.k = conv_.data() + t0 * C + K + a.key_head_of(h) * dk;
         in.qk_stride = C;
         in.v = conv_.data() + t0 * C + 2 * K + h * dv;
         in.v_stride = C;

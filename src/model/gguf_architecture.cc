@@ -48,6 +48,27 @@ const TensorNames kGgufMoeNames = edited(kGgufNames, [](TensorNames& n) {
   n.expert_matrices = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
 });
 
+// The hybrids: the pre-MLP norm is post_attention_norm; attn_qkv rows [all q; all k; all v], attn_gate
+// (z), ssm_beta / ssm_alpha (Qwen3-Next's ssm_ba is split into parts of these names), ssm_a (-exp(A_log),
+// stored back as A_log under ssm_a_log at load), and the shared expert's ffn_*_shexp under
+// shexp.<expert matrix> with the stored ffn_gate_inp_shexp as its gate.
+const TensorNames kGgufHybridNames = edited(kGgufMoeNames, [](TensorNames& n) {
+  n.mlp_norm = "post_attention_norm";
+  n.linear = {.qkvz = "",
+              .ba = "",
+              .qkv = "attn_qkv",
+              .z = "attn_gate",
+              .b = "ssm_beta",
+              .a = "ssm_alpha",
+              .conv = "ssm_conv1d",
+              .dt_bias = "ssm_dt.bias",
+              .a_log = "ssm_a_log",
+              .norm = "ssm_norm",
+              .out = "ssm_out"};
+  n.shared_expert = "shexp";
+  n.shared_expert_gate = "ffn_gate_inp_shexp";
+});
+
 constexpr GgufArchitecture kPlain{.arch = "",
                                   .model_type = "",
                                   .moe_model_type = "",
@@ -121,6 +142,26 @@ const GgufArchitecture kGgufArchitectures[] = {
       a.arch = a.model_type = "smollm3";
       a.permuted_qk = true;
       a.no_rope_interval = 4;
+    }),
+    // Qwen3-Next: every layer a mixture of experts with a shared expert; value heads in Hugging Face's order.
+    edited(kPlain, [](GgufArchitecture& a) {
+      a.arch = "qwen3next";
+      a.model_type = a.moe_model_type = "qwen3_next";
+      a.names = &kGgufHybridNames;
+      a.norms_stored_plus_one = true;
+      a.stacked_experts = true;
+      a.expert_width_key = "expert_feed_forward_length";
+      a.linear_layout = LinearRule::kSeparate;
+      a.fused_ba = "ssm_ba";
+    }),
+    // Qwen3.5 (dense): value heads stored tiled.
+    edited(kPlain, [](GgufArchitecture& a) {
+      a.arch = "qwen35";
+      a.model_type = "qwen3_5";
+      a.names = &kGgufHybridNames;
+      a.norms_stored_plus_one = true;
+      a.linear_layout = LinearRule::kSeparate;
+      a.tiled_value_heads = true;
     }),
 };
 

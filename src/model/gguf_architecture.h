@@ -59,6 +59,14 @@ struct GgufArchitecture {
   // The key of the expert width: "expert_feed_forward_length" (qwen3moe), or "feed_forward_length"
   // for Mixtral's llama files, which have no expert width key.
   std::string_view expert_width_key;
+  // The hybrids (Gated DeltaNet beside gated attention): how the linear-attention projections are
+  // stored (kNone: no such layers), the stem of b and a stored in one tensor with Hugging Face's
+  // grouped rows [b (r), a (r)] per key head, gathered at load ("": apart), and whether the value
+  // heads are stored tiled (value head j of key head g at j * key_heads + g; run as stored, see
+  // LinearAttentionConfig::tiled_value_heads).
+  LinearRule linear_layout = LinearRule::kNone;
+  std::string_view fused_ba = "";
+  bool tiled_value_heads = false;
 };
 
 // The row of `arch`, or nullptr.

@@ -209,6 +209,73 @@ void read_experts(const ArchKeys& k, const GgufArchitecture& ga, int64_t experts
   for (LayerSpec& l : c.layers) l.sparse_mlp = true;
 }
 
+// The keys only the hybrids have; an arch without linear-attention layers refuses them.
+constexpr const char* kHybridKeys[] = {"ssm.conv_kernel",        "ssm.state_size",          "ssm.group_count",
+                                       "ssm.time_step_rank",     "ssm.inner_size",          "attention.recurrent_layers",
+                                       "full_attention_interval", "rope.dimension_sections",
+                                       "expert_shared_feed_forward_length"};
+
+// Which layers are Gated DeltaNet: attention.recurrent_layers (one bool per layer, true: linear), else
+// every full_attention_interval-th layer attends (llama.cpp's default 4); both present must agree.
+void read_layer_kinds(const ArchKeys& k, ModelConfig& c) {
+  const GgufFile& g = k.g;
+  const std::string flags_key = k.key("attention.recurrent_layers"), interval_key = k.key("full_attention_interval");
+  const int64_t interval = k.positive_or("full_attention_interval", 4);
+  for (size_t l = 0; l < c.layers.size(); ++l)
+    if ((static_cast<int64_t>(l) + 1) % interval != 0) c.layers[l].kind = LayerKind::kLinear;
+  if (!g.has(flags_key)) return;
+  const GgufKv* kv = g.find(flags_key);
+  const nlohmann::json flags = g.get_json(flags_key);
+  if (kv->type != GgufValueType::Array || flags.size() != c.layers.size())
+    fail(g.path(), "metadata " + flags_key + " must be an array of one bool per layer (" + std::to_string(c.layers.size()) + ")");
+  for (size_t l = 0; l < c.layers.size(); ++l) {
+    if (!flags[l].is_boolean()) fail(g.path(), "metadata " + flags_key + " must be an array of bools");
+    const LayerKind kind = flags[l].get<bool>() ? LayerKind::kLinear : LayerKind::kAttention;
+    if (g.has(interval_key) && kind != c.layers[l].kind)
+      fail(g.path(), "metadata " + interval_key + " (" + std::to_string(interval) + ") disagrees with " + flags_key +
+                         " at layer " + std::to_string(l));
+    c.layers[l].kind = kind;
+  }
+}
+
+// The Gated DeltaNet layers' shape from the ssm.* keys (conv_kernel K, state_size the key head dim,
+// group_count the key heads, time_step_rank the value heads, inner_size their total width), the
+// gated attention, the norms as stored, and the shared expert's width.
+void read_hybrid(const ArchKeys& k, const GgufArchitecture& ga, const Architecture& arch, ModelConfig& c) {
+  const GgufFile& g = k.g;
+  if (ga.linear_layout == LinearRule::kNone || arch.linear == LinearRule::kNone) {
+    for (const char* name : kHybridKeys)
+      if (g.has(k.key(name))) fail(g.path(), "metadata " + k.key(name) + " is not supported for arch " + k.arch);
+    return;
+  }
+  read_layer_kinds(k, c);
+  LinearAttentionConfig& a = c.linear;
+  a.conv_kernel = k.positive("ssm.conv_kernel");
+  a.key_dim = k.positive("ssm.state_size");
+  a.key_heads = k.positive("ssm.group_count");
+  a.value_heads = k.positive("ssm.time_step_rank");
+  const int64_t inner = k.positive("ssm.inner_size");
+  if (a.value_heads % a.key_heads != 0)
+    fail(g.path(), "metadata " + k.key("ssm.time_step_rank") + " (value heads) must be a multiple of " + k.key("ssm.group_count"));
+  if (inner % a.value_heads != 0)
+    fail(g.path(), "metadata " + k.key("ssm.inner_size") + " must be a multiple of " + k.key("ssm.time_step_rank"));
+  a.value_dim = inner / a.value_heads;
+  a.layout = ga.linear_layout;
+  a.tiled_value_heads = ga.tiled_value_heads;
+  c.attn_output_gate = true;
+  c.norm_plus_one = !ga.norms_stored_plus_one;
+  // M-RoPE's sections: text positions give every section the same angle, so plain RoPE; checked for shape.
+  if (const std::string key = k.key("rope.dimension_sections"); g.has(key)) {
+    const nlohmann::json s = g.get_json(key);
+    if (!s.is_array() || std::any_of(s.begin(), s.end(), [](const nlohmann::json& v) { return !v.is_number_integer() || v.get<int64_t>() < 0; }))
+      fail(g.path(), "metadata " + key + " must be an array of non-negative integers");
+  }
+  if (!ga.names->shared_expert.empty() && c.moe.num_experts > 0)
+    c.moe.shared_intermediate_size = k.positive("expert_shared_feed_forward_length");
+  else if (g.has(k.key("expert_shared_feed_forward_length")))
+    fail(g.path(), "metadata " + k.key("expert_shared_feed_forward_length") + " is not supported for arch " + k.arch);
+}
+
 // The model_type the file runs as: its row's, or the row's mixture-of-experts model_type when the
 // file has experts; refused when the two disagree.
 const Architecture& resolve_model_type(const ArchKeys& k, const GgufArchitecture& ga, int64_t experts, ModelConfig& c) {
@@ -277,6 +344,7 @@ ModelConfig gguf_config(const GgufFile& g) {
   read_family_options(k, ga, *arch, c);
   read_experts(k, ga, experts, c);
   if (arch->layer_plan) read_gguf_layer_plan(k, ga, c);
+  read_hybrid(k, ga, *arch, c);
   check_dimensions(c, where);
 
   c.bos_token_id = static_cast<int32_t>(g.get_int_or("tokenizer.ggml.bos_token_id", -1));

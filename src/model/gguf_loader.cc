@@ -65,7 +65,8 @@ std::unique_ptr<Model> Model::load_gguf(const std::string& path, const LoadOptio
   const GgufArchitecture& arch = gguf_architecture(*file);
   if (options.progress) options.progress("converting GGUF tensors");
   // Fused projections and stacked experts as the matrices they hold, each a view of the file.
-  const std::vector<GgufTensor> tensors = gguf_bound_tensors(*file, arch, c);
+  // (The parts that cannot be views keep their bytes in memory_.data.)
+  const std::vector<GgufTensor> tensors = gguf_bound_tensors(*file, arch, c, m->memory_.data);
 
   // Tensors by GGUF name with Hugging Face shapes; converted bytes live in memory_ (freed once packed),
   // block-quantized matrices in quantized_.
@@ -74,6 +75,7 @@ std::unique_ptr<Model> Model::load_gguf(const std::string& path, const LoadOptio
   m->quantized_.reserve(tensors.size());
   for (const GgufTensor& t : tensors) {
     TensorInfo info{t.name, DType::F32, t.shape, t.data, t.size_bytes, path};
+    const bool in_file = !m->memory_.data.contains(t.name);  // else a part gguf_bound_tensors made
     std::vector<uint8_t> permuted;
     if (permuted_in_file(arch, t.name)) permuted = unpermute_rows(t, c.head_dim);
     const uint8_t* bytes = permuted.empty() ? t.data : permuted.data();
@@ -107,7 +109,7 @@ std::unique_ptr<Model> Model::load_gguf(const std::string& path, const LoadOptio
       continue;  // bind_weights names any tensor it needs that is missing here
     }
     // A converted tensor's mapped pages are not read again: drop them now, not after the whole file.
-    if (!plain_dtype(t.type)) release_pages(t.data, t.size_bytes);
+    if (!plain_dtype(t.type) && in_file) release_pages(t.data, t.size_bytes);
     m->memory_.tensors.emplace(t.name, std::move(info));
   }
   for (const std::string& type : requantized)

@@ -121,6 +121,13 @@ struct Model::Batch {
 
 namespace {
 
+// How the linear-attention layers are stored: as the file says where it differs from the table (GGUF).
+LinearRule linear_rule(const ModelConfig& c) {
+  if (c.linear.layout != LinearRule::kNone) return c.linear.layout;
+  const Architecture* a = find_architecture(c.model_type);
+  return a == nullptr ? LinearRule::kNone : a->linear;
+}
+
 WeightMatrix matrix(const TensorInfo& t) {
   return WeightMatrix{t.data, t.dtype, t.shape[0], t.shape.size() > 1 ? t.shape[1] : 1};
 }
@@ -188,8 +195,8 @@ Model::Model(std::string dir, ModelConfig config, Checkpoint checkpoint, const L
       tuner_(pool_.size()),
       kv_dtype_(options.kv_dtype), scratch_(std::make_unique<Scratch>()), rope_(config_),
       rope_local_(config_, config_.rope_local) {
-  if (const Architecture* a = find_architecture(config_.model_type); a != nullptr && a->linear != LinearRule::kNone)
-    deltanet_ = std::make_unique<GatedDeltaNet>(config_, a->linear);
+  if (const LinearRule rule = linear_rule(config_); rule != LinearRule::kNone)
+    deltanet_ = std::make_unique<GatedDeltaNet>(config_, rule);
   kernels::kv_row_bytes(kv_dtype_, config_.head_dim);  // refuses a KV type this head size cannot use
 }
 
@@ -402,7 +409,7 @@ void Model::bind_weights(const Source& cp, const TensorNames& names, LoadOptions
     }
     bind_layer_matrices(cp, names, l, L);
     if (spec.kind == LayerKind::kLinear) {
-      L.delta = bind_deltanet(c, find_architecture(c.model_type)->linear, names, l, cp.require, bind);
+      L.delta = bind_deltanet(c, linear_rule(c), names, l, cp.require, bind);
       continue;  // no attention: no q/k norms, no KV
     }
     const int64_t D = c.head_dim_of(static_cast<size_t>(l));

@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -59,25 +61,47 @@ class GgufArchErrors : public ::testing::Test {
     EXPECT_HAS(m, says);
     std::printf("  %s\n", m.substr(m.find(": ") + 2).c_str());
   }
+  // A key dropped (nullopt) or given another value; a tensor dropped (nullopt) or given other GGUF dims.
+  struct KeyCase {
+    const char* file;
+    std::string key;
+    std::optional<GgufValue> value;
+    const char* says;  // besides the key
+  };
+  struct TensorCase {
+    const char* file;
+    std::string tensor;
+    std::optional<std::vector<uint64_t>> dims;
+    const char* says;
+  };
+  void refuse_keys(std::span<const KeyCase> cases) const {
+    for (const KeyCase& c : cases) {
+      GgufEdits edits;
+      edits.keys[c.key] = c.value;
+      expect_refused(c.file, edits, c.key, c.says);
+    }
+  }
+  void refuse_tensors(std::span<const TensorCase> cases) const {
+    for (const TensorCase& c : cases) {
+      GgufEdits edits;
+      edits.tensors[c.tensor] = c.dims;
+      expect_refused(c.file, edits, c.tensor, c.says);
+    }
+  }
   test::TempFolder dir_;
 };
 
 TEST_F(GgufArchErrors, UneditedCopiesLoad) {
-  for (const char* file : {"tiny-kq-gemma3-bf16.gguf", "tiny-kq-phi3-bf16.gguf", "tiny-kq-qwen3moe-bf16.gguf", "tiny-gemma4-q8_0.gguf"}) {
+  for (const char* file : {"tiny-kq-gemma3-bf16.gguf", "tiny-kq-phi3-bf16.gguf", "tiny-kq-qwen3moe-bf16.gguf",
+                           "tiny-gemma4-q8_0.gguf", "tiny-qwen3next-q8_0.gguf", "tiny-qwen35-q8_0.gguf"}) {
     SCOPED_TRACE(file);
     EXPECT_EQ(load_error(file, {}), "no error");
   }
 }
 
 TEST_F(GgufArchErrors, MetadataNamesTheKey) {
-  struct Case {
-    const char* file;
-    std::string key;
-    std::optional<GgufValue> value;  // nullopt: the key dropped
-    const char* says;                // besides the key
-  };
   const std::string supported = supported_gguf_architectures();
-  const Case cases[] = {
+  const KeyCase cases[] = {
       {"tiny-kq-qwen3moe-bf16.gguf", "qwen3moe.expert_count", std::nullopt, "mixture of experts"},
       {"tiny-kq-qwen3moe-bf16.gguf", "qwen3moe.expert_used_count", std::nullopt, "missing"},
       {"tiny-kq-qwen3moe-bf16.gguf", "qwen3moe.expert_used_count", u32(5), "more than"},
@@ -124,11 +148,7 @@ TEST_F(GgufArchErrors, MetadataNamesTheKey) {
       {"tiny-gemma4-q8_0.gguf", "gemma4.attn_logit_softcapping", f32(50), "not supported for arch gemma4"},
       {"tiny-gemma4-q8_0.gguf", "gemma4.final_logit_softcapping", f32(-30), "positive"},
   };
-  for (const Case& c : cases) {
-    GgufEdits edits;
-    edits.keys[c.key] = c.value;
-    expect_refused(c.file, edits, c.key, c.says);
-  }
+  refuse_keys(cases);
 }
 
 // llama.cpp reads a layer without attn_v as using its keys as values (Gemma 4's attention_k_eq_v),
@@ -153,13 +173,7 @@ TEST_F(GgufArchErrors, Gemma4WithoutAttnVUsesKeysAsValues) {
 }
 
 TEST_F(GgufArchErrors, TensorTableNamesTheTensor) {
-  struct Case {
-    const char* file;
-    std::string tensor;
-    std::optional<std::vector<uint64_t>> dims;  // GGUF order; nullopt: the tensor dropped
-    const char* says;
-  };
-  const Case cases[] = {
+  const TensorCase cases[] = {
       {"tiny-kq-phi3-bf16.gguf", "blk.0.attn_qkv.weight", std::vector<uint64_t>{256, 500}, "expected [256, 512]"},
       {"tiny-kq-phi3-bf16.gguf", "blk.1.ffn_up.weight", std::nullopt, "missing"},
       {"tiny-kq-phi3-bf16.gguf", "blk.1.ffn_up.weight", std::vector<uint64_t>{256, 512}, "gate and up"},
@@ -186,10 +200,75 @@ TEST_F(GgufArchErrors, TensorTableNamesTheTensor) {
       {"tiny-gemma4-q8_0.gguf", "blk.1.attn_k_norm.weight", std::nullopt, "missing"},
       {"tiny-gemma4-q8_0.gguf", "rope_freqs.weight", std::vector<uint64_t>{16}, "32 float values"},
   };
-  for (const Case& c : cases) {
-    GgufEdits edits;
-    edits.tensors[c.tensor] = c.dims;
-    expect_refused(c.file, edits, c.tensor, c.says);
+  refuse_tensors(cases);
+}
+
+// The hybrids' own keys and tensors (qwen3next, qwen35), each refused naming it.
+TEST_F(GgufArchErrors, HybridMetadataNamesTheKey) {
+  const KeyCase cases[] = {
+      {"tiny-qwen3next-f32.gguf", "qwen3next.ssm.conv_kernel", std::nullopt, "missing"},
+      {"tiny-qwen3next-f32.gguf", "qwen3next.ssm.state_size", std::nullopt, "missing"},
+      {"tiny-qwen35-f32.gguf", "qwen35.ssm.group_count", u32(0), "positive"},
+      {"tiny-qwen35-f32.gguf", "qwen35.ssm.time_step_rank", u32(3), "multiple of qwen35.ssm.group_count"},
+      {"tiny-qwen35-f32.gguf", "qwen35.ssm.inner_size", u32(66), "multiple of qwen35.ssm.time_step_rank"},
+      {"tiny-qwen35-f32.gguf", "qwen35.ssm.inner_size", std::nullopt, "missing"},
+      {"tiny-qwen3next-f32.gguf", "qwen3next.full_attention_interval", u32(0), "positive"},
+      {"tiny-qwen3next-f32.gguf", "qwen3next.full_attention_interval", u32(2), "disagrees with qwen3next.attention.recurrent_layers"},
+      {"tiny-qwen35-f32.gguf", "qwen35.attention.recurrent_layers", GgufValue{9, 7, {true, true, false}}, "one bool per layer"},
+      {"tiny-qwen35-f32.gguf", "qwen35.attention.recurrent_layers", GgufValue{9, 4, {1, 1, 1, 0}}, "bools"},
+      {"tiny-qwen35-f32.gguf", "qwen35.rope.dimension_sections", GgufValue{9, 5, {3, -3, 2, 0}}, "non-negative"},
+      {"tiny-qwen35-f32.gguf", "qwen35.rope.dimension_count", u32(80), "at most the head dimension"},
+      {"tiny-qwen3next-f32.gguf", "qwen3next.expert_shared_feed_forward_length", std::nullopt, "missing"},
+      {"tiny-qwen3next-f32.gguf", "qwen3next.expert_count", std::nullopt, "mixture of experts"},
+      {"tiny-qwen35-f32.gguf", "qwen35.expert_shared_feed_forward_length", u32(64), "not supported for arch qwen35"},
+      {"tiny-kq-qwen3moe-bf16.gguf", "qwen3moe.ssm.conv_kernel", u32(4), "not supported for arch qwen3moe"},
+  };
+  refuse_keys(cases);
+}
+
+TEST_F(GgufArchErrors, HybridTensorTableNamesTheTensor) {
+  const TensorCase cases[] = {
+      {"tiny-qwen3next-f32.gguf", "blk.0.ssm_conv1d.weight", std::vector<uint64_t>{3, 128}, "expected [4, 128]"},
+      {"tiny-qwen35-f32.gguf", "blk.1.ssm_conv1d.weight", std::vector<uint64_t>{4, 120}, "expected [4, 128]"},
+      {"tiny-qwen35-f32.gguf", "blk.2.ssm_conv1d.weight", std::nullopt, "missing"},
+      {"tiny-qwen3next-f32.gguf", "blk.1.ssm_ba.weight", std::vector<uint64_t>{64, 4}, "expected [64, 8]"},
+      {"tiny-qwen3next-q8_0.gguf", "blk.2.ssm_ba.weight", std::nullopt, "missing"},
+      {"tiny-qwen35-q8_0.gguf", "blk.0.ssm_beta.weight", std::nullopt, "missing"},
+      {"tiny-qwen35-f32.gguf", "blk.0.ssm_alpha.weight", std::vector<uint64_t>{64, 2}, "expected [4, 64]"},
+      {"tiny-qwen35-f32.gguf", "blk.0.ssm_a", std::vector<uint64_t>{3}, "expected [4]"},
+      {"tiny-qwen3next-f32.gguf", "blk.2.ssm_a", std::nullopt, "missing"},
+      {"tiny-qwen35-f32.gguf", "blk.1.ssm_dt.bias", std::nullopt, "missing"},
+      {"tiny-qwen35-f32.gguf", "blk.0.attn_qkv.weight", std::vector<uint64_t>{64, 96}, "expected [128, 64]"},
+      {"tiny-qwen35-f32.gguf", "blk.0.attn_gate.weight", std::nullopt, "missing"},
+      {"tiny-qwen35-f32.gguf", "blk.1.ssm_norm.weight", std::vector<uint64_t>{32}, "expected [16]"},
+      {"tiny-qwen3next-f32.gguf", "blk.0.ssm_out.weight", std::nullopt, "missing"},
+      {"tiny-qwen3next-f32.gguf", "blk.3.attn_q.weight", std::vector<uint64_t>{64, 128}, "expected [256, 64]"},
+      {"tiny-qwen3next-f32.gguf", "blk.1.ffn_up_shexp.weight", std::vector<uint64_t>{64, 32}, "expected [64, 64]"},
+      {"tiny-qwen3next-f32.gguf", "blk.0.ffn_gate_inp_shexp.weight", std::nullopt, "missing"},
+      {"tiny-qwen3next-f32.gguf", "blk.3.ffn_down_exps.weight", std::vector<uint64_t>{32, 64, 7}, "one expert per slab"},
+  };
+  refuse_tensors(cases);
+}
+
+// ssm_a holds -exp(A_log): a value that is not negative has no A_log.
+TEST_F(GgufArchErrors, HybridPositiveSsmAIsRefused) {
+  const GgufFile g(test::gguf_path("tiny-qwen35-f32.gguf"));
+  std::string bytes = test::rewrite_gguf(g, {});
+  const GgufTensor& a = g.tensor("blk.1.ssm_a");
+  std::vector<float> v(static_cast<size_t>(a.numel()));
+  std::memcpy(v.data(), a.data, v.size() * sizeof(float));
+  const std::string stored(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  const size_t at = bytes.find(stored);
+  ASSERT_NE(at, std::string::npos);
+  const float positive = 0.5f;
+  bytes.replace(at, sizeof(float), reinterpret_cast<const char*>(&positive), sizeof(float));
+  const std::string path = dir_.write("positive-ssm-a.gguf", bytes);
+  try {
+    Model::load(path, {.threads = 1, .progress = {}});
+    ADD_FAILURE() << "loaded";
+  } catch (const Error& e) {
+    EXPECT_HAS(std::string(e.what()), "blk.1.ssm_a");
+    EXPECT_HAS(std::string(e.what()), "not negative");
   }
 }
 

@@ -1,6 +1,6 @@
 // The GGUF architecture table: every row runs as a model_type of the architecture table, and what the
 // row says about the file agrees with what that model_type needs (experts stacked where it has
-// experts, fused projections split where it binds them apart, Gemma's norms stored as 1 + w).
+// experts, fused projections split where it binds them apart, (1 + w) norms stored as 1 + w, the hybrids' linear layers in a layout of their own).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -37,7 +37,11 @@ TEST(GgufArchitectureTable, RowsAgreeWithTheirModelTypes) {
       if (type.empty()) continue;
       const Architecture* a = find_architecture(type);
       ASSERT_NE(a, nullptr) << type;
-      EXPECT_EQ(g->norms_stored_plus_one, a->gemma_norms) << type;
+      // The (1 + w) norms (Gemma's, the hybrids') are stored as 1 + w.
+      EXPECT_EQ(g->norms_stored_plus_one, a->gemma_norms || a->linear != LinearRule::kNone) << type;
+      // A hybrid's linear-attention layers are bound in the layout the row names, with its shared expert.
+      EXPECT_EQ(g->linear_layout == LinearRule::kNone, a->linear == LinearRule::kNone) << type;
+      EXPECT_EQ(a->names->shared_expert.empty(), g->names->shared_expert.empty() || g->moe_model_type.empty()) << type;
       // A default period only where a pattern may be absent (0 there: the pattern key is required).
       if (g->windows != GgufWindows::kPattern) {
         EXPECT_EQ(g->default_period, 0);

@@ -87,6 +87,21 @@ TEST(GgufCli, Gemma4LogitsAndGenerate) {
   }
 }
 
+// The hybrids from GGUF: logits over the whole vocabulary and a continuation, every matrix held as stored.
+TEST(GgufCli, HybridLogitsAndGenerate) {
+  for (const char* file : {"tiny-qwen3next-q8_0.gguf", "tiny-kq-qwen35-q4_k_m.gguf"}) {
+    SCOPED_TRACE(file);
+    const test::Output o = test::run_command("echo '{\"ids\": [1, 80, 147, 201, 282]}' | " +
+                                             ember("logits -m " + gguf(file) + " --jsonl -t 2"));
+    ASSERT_EQ(o.status, 0) << o.out;
+    EXPECT_EQ(nlohmann::json::parse(o.out)["logits"].size(), 2048u);  // the tiny hybrids' vocabulary
+    const test::Output g = test::run_command(ember("generate -m " + gguf(file) + " -p 'Once upon a time' -n 8 -t 2 2>&1"));
+    ASSERT_EQ(g.status, 0) << g.out;
+    EXPECT_GT(g.out.size(), std::string("Once upon a time").size()) << g.out;
+    EXPECT_EQ(g.out.find("requantized"), std::string::npos) << g.out;
+  }
+}
+
 TEST(GgufCli, TokenizeAndTemplate) {
   // The same ids as Hugging Face's qwen3 tokenizer folder.
   const std::string line = "echo '{\"text\": \"Hello world<|im_end|>\", \"add_special_tokens\": false}' | ";

@@ -70,13 +70,7 @@ TEST_P(GgufFamilies, MatchesItsGolden) {
   // run as stored.
   if (!m->load_note().empty() && !(r.within_tolerance() && r.greedy_ok()))
     GTEST_SKIP() << p.file << ": " << m->load_note() << "; meanwhile " << r.worst_ratio() << " of the tolerance";
-  for (const test::CaseResult& c : r.cases) {
-    SCOPED_TRACE(c.prompt);
-    ASSERT_EQ(c.vocab, c.expected_vocab);
-    EXPECT_LE(c.diff, c.tolerance);
-  }
-  EXPECT_EQ(r.greedy, r.expected_greedy);         // float files
-  EXPECT_LE(r.greedy_worst_gap, r.greedy_bound);  // quantized files
+  test::expect_golden(r);
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, GgufFamilies, ::testing::ValuesIn(family_files()), test::gguf_case_name);

@@ -2,13 +2,18 @@
 // One GGUF file against its entry in an expectation file of ../shared/testdata/gguf (README there):
 // each case's last-position logits and the greedy continuation of the short prompt, measured here and
 // judged by the caller (the README's tolerance rule is tolerance()).
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <cctype>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -31,6 +36,9 @@ struct GgufCase {
   std::string expectation;  // path of the JSON
   std::string file;         // a key of its "files"
 };
+
+// gtest's name for a parameter (instead of its bytes).
+inline void PrintTo(const GgufCase& f, std::ostream* os) { *os << f.file; }
 
 // Every file entry of every JSON in ../shared/testdata/<folder>, in sorted order (every file, so that
 // new ones are picked up).
@@ -190,6 +198,17 @@ inline GoldenResult run_golden(model::Model& m, const nlohmann::json& expectatio
     std::printf("  greedy_short_16 along the golden path: %zu/%zu argmax agree, worst gap %.3g (bound %.3g)\n",
                 r.greedy_agreeing, golden.size(), r.greedy_worst_gap, r.greedy_bound);
   return r;
+}
+
+// Every case within its tolerance, and the greedy path as run_golden checked it.
+inline void expect_golden(const GoldenResult& r) {
+  for (const CaseResult& c : r.cases) {
+    SCOPED_TRACE(c.prompt);
+    ASSERT_EQ(c.vocab, c.expected_vocab);
+    EXPECT_LE(c.diff, c.tolerance);
+  }
+  EXPECT_EQ(r.greedy, r.expected_greedy);         // Greedy::kExact
+  EXPECT_LE(r.greedy_worst_gap, r.greedy_bound);  // Greedy::kForced
 }
 
 }  // namespace ember::test
