@@ -122,9 +122,68 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
   matmul_fused(outs, x, n_tokens, pool, best_isa());
 }
 
+namespace {
+
+void matmul_fused_int8(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool, Isa isa);
+
+// MXFP4's weights are exact small values (E2M1 with a power-of-two scale), and the checkpoints that
+// store them (gpt-oss) are meant to run with unrounded activations: one int8 pass would add the
+// activations' rounding (~0.4%) to every expert, and logits would stray some 20 times further from the
+// unrounded model's than float32 rounding does. So these products take x in kActPasses int8 passes,
+// each token kActPasses times in one call (the weights still stream once): x, then each pass's rounding
+// residual scaled by kResidualScale (an exact power of two, so that its blocks' float16 scales stay
+// normal), and y sums the passes' products scaled back: activations at about 8 bits a pass. Each
+// token's sums remain its own, so results do not depend on how many tokens share the call.
+constexpr int64_t kActPasses = 3;
+constexpr float kResidualScale = 256.0f;
+
+void matmul_passes(std::span<const MatmulOut> outs, const float* x, int64_t n, ThreadPool& pool, Isa isa) {
+  const int64_t cols = outs[0].w->cols;
+  std::vector<float> xs(static_cast<size_t>(kActPasses * n * cols));
+  std::copy_n(x, n * cols, xs.begin());
+  QuantizedActs q;
+  for (int64_t p = 1; p < kActPasses; ++p) {
+    const float* prev = xs.data() + (p - 1) * n * cols;
+    float* residual = xs.data() + p * n * cols;
+    quantize_acts(prev, n, cols, q, pool);
+    pool.parallel_for(n, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t i = t0 * cols; i < t1 * cols; ++i)
+        residual[i] = (prev[i] - static_cast<float>(q.q[static_cast<size_t>(i)]) * q.d[static_cast<size_t>(i / kQBlock)]) *
+                      kResidualScale;
+    });
+  }
+  std::vector<std::vector<float>> ys(outs.size());
+  std::vector<MatmulOut> passes(outs.begin(), outs.end());
+  for (size_t i = 0; i < outs.size(); ++i) {
+    ys[i].resize(static_cast<size_t>(kActPasses * n * outs[i].w->rows));
+    passes[i].y = ys[i].data();
+  }
+  matmul_fused_int8(passes, xs.data(), kActPasses * n, pool, isa);
+  for (size_t i = 0; i < outs.size(); ++i) {
+    const int64_t m = n * outs[i].w->rows;
+    for (int64_t j = 0; j < m; ++j) {
+      float sum = 0.0f;  // the smallest pass first
+      for (int64_t p = kActPasses - 1; p >= 0; --p) sum = sum / kResidualScale + ys[i][static_cast<size_t>(p * m + j)];
+      outs[i].y[j] = sum;
+    }
+  }
+}
+
+}  // namespace
+
 void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool, Isa isa) {
   require_isa(isa, "matmul");
   if (n_tokens <= 0 || outs.empty()) return;
+  std::vector<MatmulOut> mx, rest;
+  for (const MatmulOut& o : outs) (o.w->qtype == QType::MXFP4 ? mx : rest).push_back(o);
+  if (mx.empty()) return matmul_fused_int8(outs, x, n_tokens, pool, isa);
+  if (!rest.empty()) matmul_fused_int8(rest, x, n_tokens, pool, isa);
+  matmul_passes(mx, x, n_tokens, pool, isa);
+}
+
+namespace {
+
+void matmul_fused_int8(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool, Isa isa) {
   const int64_t cols = outs[0].w->cols;
   // Work units are 16-row ranges (one quantized group or one panel), numbered across all outputs; in
   // the AVX-512 panel kernel's prefill, whole register tiles of panels, so that no thread's chunk
@@ -172,7 +231,13 @@ void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tok
   });
 }
 
+}  // namespace
+
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y) {
+  if (w.qtype == QType::MXFP4) {  // its passes (matmul_passes), each row's sums in scalar order
+    ThreadPool caller(1);
+    return matmul(w, x, n_tokens, y, caller, Isa::Scalar);
+  }
   MatmulActs a;
   const WeightMatrix* ws[] = {&w};
   ThreadPool caller(1);

@@ -9,18 +9,18 @@
 
 namespace ember::kernels {
 
-// Block quantization of a weight matrix (the 32-weight blocks Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL:
-// quant.h; the 256-weight K-quants and IQ4_XS: kquant.h); None: plain dtype storage.
-enum class QType : uint8_t { None, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, IQ4_XS, IQ3_S };
-inline constexpr int kQTypes = 14;  // values of QType
+// Block quantization of a weight matrix (the 32-weight blocks Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL,
+// MXFP4: quant.h; the 256-weight K-quants and IQ4_XS: kquant.h); None: plain dtype storage.
+enum class QType : uint8_t { None, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, IQ4_XS, IQ3_S, MXFP4 };
+inline constexpr int kQTypes = 15;  // values of QType
 
 // How plain weights are stored: Rows, row-major as in a checkpoint; Panels, packed for the matmul
 // (pack.h).
 enum class Layout : uint8_t { Rows, Panels };
 
 // A weight matrix [rows][cols]; rows are output features. Plain: `dtype` values in `layout`.
-// Quantized (qtype != None): data points to the blocks and scales to their float16 scales (layout in
-// quant.h; K-quants keep their scales in their super-blocks, kquant.h); dtype and layout are unused.
+// Quantized (qtype != None): data points to the blocks and scales to their float16 scales (MXFP4: E8M0
+// bytes; layout in quant.h; K-quants keep their scales in their super-blocks, kquant.h); dtype and layout are unused.
 struct WeightMatrix {
   const void* data = nullptr;
   DType dtype = DType::F32;

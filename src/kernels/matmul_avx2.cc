@@ -194,9 +194,26 @@ void prefill_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, i
 // Tokens per quantized tile: 2 x 2 float and integer accumulators.
 constexpr int kQuantTileTokens = 2;
 
+// Rows 8h..8h+7's scales of a block as float32: float16, or MXFP4's E8M0 bytes as e8m0_half_to_f32
+// computes them (2^(e - 128): exponent e - 1, or a subnormal for e < 2).
+template <QType Q>
+inline __m256 block_scales(const uint16_t* sc, int h) {
+  if constexpr (qhas_e8m0_scale(Q)) {
+    int64_t bytes;
+    std::memcpy(&bytes, reinterpret_cast<const uint8_t*>(sc) + h * kLanes, sizeof bytes);
+    const __m256i e = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i tiny = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+    const __m256i small = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, tiny, small));
+  } else {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + h * kLanes)));
+  }
+}
+
 // One 16-row group x NT tokens over all blocks. Each 64-byte unit row holds 4 weights of all 16
 // rows: its two 32-byte halves (rows 0-7, 8-15) feed two accumulators, so a group streams through
-// once. maddubs needs an unsigned operand: Q8_0 and IQ4_NL (its table looked up, signed: unsigned it
+// once. maddubs needs an unsigned operand: Q8_0, IQ4_NL and MXFP4 (their table looked up, signed: unsigned it
 // would saturate maddubs's 16-bit pairs) use the sign trick (|w| times x with w's sign); the other
 // nibble types multiply their unsigned nibbles (with Q5's fifth bits) and correct by -offset * (sum of
 // the block's activation quants); Q4_1 / Q5_1 add min * that sum, scaled, after the block.
@@ -237,8 +254,9 @@ template <QType Q, int NT>
     auto signed_dot = [&](__m256i w, __m256i xv) {
       return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xv, w)), ones);
     };
-    if constexpr (Q == QType::IQ4_NL) {
-      const __m256i table = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4Values)));
+    if constexpr (qhas_table(Q)) {
+      const __m256i table = _mm256_broadcastsi128_si256(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(Q == QType::MXFP4 ? kMxfp4Values : kIq4Values)));
       for (int64_t j = 0; j < kQ4Half / kQUnit; ++j) {
         const __m256i v0 = unit(j, 0), v1 = unit(j, 1);
         const __m256i lo0 = _mm256_shuffle_epi8(table, _mm256_and_si256(v0, low4));
@@ -289,12 +307,11 @@ template <QType Q, int NT>
       }
     }
     const uint16_t* sc = scales + b * qscale_stride(Q);
-    const __m256 sw0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
-    const __m256 sw1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + kLanes)));
+    const __m256 sw0 = block_scales<Q>(sc, 0), sw1 = block_scales<Q>(sc, 1);
     #pragma GCC unroll 2
     for (int t = 0; t < NT; ++t) {
       const int64_t tb = (t0 + t) * nb + b;
-      if constexpr (Q != QType::Q8_0 && Q != QType::IQ4_NL && quant_offset(Q) != 0) {
+      if constexpr (Q != QType::Q8_0 && !qhas_table(Q) && quant_offset(Q) != 0) {
         const __m256i corr = _mm256_set1_epi32(quant_offset(Q) * a.s[tb]);
         isum[0][t] = _mm256_sub_epi32(isum[0][t], corr);
         isum[1][t] = _mm256_sub_epi32(isum[1][t], corr);

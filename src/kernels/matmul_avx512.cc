@@ -26,18 +26,33 @@ constexpr int kUnitsPerBlock = kQBlock / kQUnit;
 // (types with a min: the sum itself, which the min multiplies), then the activation scale's float bits.
 constexpr int64_t kPackedPerToken = kUnitsPerBlock + 2;  // int32s per token and block
 
-// IQ4_NL's values + 128 (unsigned) in each 128-bit lane, for vpshufb (one load: GCC 12's
+// A table type's values + 128 (unsigned) in each 128-bit lane, for vpshufb (one load: GCC 12's
 // _mm512_broadcast_i32x4 warns of its own undefined operand).
-inline __m512i iq4_table512() {
+template <QType Q>
+inline __m512i table512() {
   alignas(64) uint8_t t[64];
-  for (int i = 0; i < 64; ++i) t[i] = static_cast<uint8_t>(kIq4Values[i % 16] + 128);
+  for (int i = 0; i < 64; ++i) t[i] = static_cast<uint8_t>(qtable_value(Q, i % 16) + 128);
   return _mm512_load_si512(t);
+}
+
+// The 16 rows' scales of a block as float32: float16, or MXFP4's E8M0 bytes as e8m0_half_to_f32
+// computes them (2^(e - 128): exponent e - 1, or a subnormal for e < 2).
+template <QType Q>
+inline __m512 block_scales512(const uint16_t* sc) {
+  if constexpr (qhas_e8m0_scale(Q)) {
+    const __m512i e = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc)));
+    const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+    const __m512i tiny = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+    return _mm512_castsi512_ps(_mm512_mask_blend_epi32(_mm512_cmpgt_epi32_mask(_mm512_set1_epi32(2), e), normal, tiny));
+  } else {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc)));
+  }
 }
 
 // Unit j of a block's weights, unsigned: v + quant_offset (Q8_0: by flipping the sign bit; the
 // nibble types: a byte's low nibbles are units [0, 4), its high nibbles units [4, 8), with Q5_0 /
 // Q5_1's fifth bits (bit j of their block, shifted to bit 4 in 16-bit lanes: what crosses into the
-// other byte is masked off); IQ4_NL: its table looked up).
+// other byte is masked off); IQ4_NL, MXFP4: their table looked up).
 template <QType Q>
 inline __m512i weight_unit(const uint8_t* tile, int j, __m512i table) {
   if constexpr (Q == QType::Q8_0) {
@@ -51,7 +66,7 @@ inline __m512i weight_unit(const uint8_t* tile, int j, __m512i table) {
       const __m512i at4 = j <= 4 ? _mm512_slli_epi16(h, static_cast<unsigned>(4 - j)) : _mm512_srli_epi16(h, static_cast<unsigned>(j - 4));
       q = _mm512_or_si512(q, _mm512_and_si512(at4, _mm512_set1_epi8(0x10)));
     }
-    if constexpr (Q == QType::IQ4_NL) q = _mm512_shuffle_epi8(table, q);
+    if constexpr (qhas_table(Q)) q = _mm512_shuffle_epi8(table, q);
     return q;
   }
 }
@@ -68,7 +83,7 @@ void quant_tile512(const uint8_t* tiles, const uint16_t* scales, int64_t nb, con
   __m512 acc[NT];
   #pragma GCC unroll 16
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-  const __m512i table = Q == QType::IQ4_NL ? iq4_table512() : _mm512_setzero_si512();
+  const __m512i table = qhas_table(Q) ? table512<Q>() : _mm512_setzero_si512();
   for (int64_t b = 0; b < nb; ++b, xp += NT * kPackedPerToken) {
     const uint8_t* tile = tiles + b * qblock_bytes(Q);
     // Decode streams the weights from memory once: one core keeps too few reads in flight to reach
@@ -87,7 +102,7 @@ void quant_tile512(const uint8_t* tiles, const uint16_t* scales, int64_t nb, con
       for (int t = 0; t < NT; ++t) s[t] = _mm512_dpbusd_epi32(s[t], wv, _mm512_set1_epi32(xp[t * kUnitsPerBlock + j]));
     }
     const uint16_t* sc = scales + b * qscale_stride(Q);
-    const __m512 sw = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc)));
+    const __m512 sw = block_scales512<Q>(sc);
     const auto* xd = reinterpret_cast<const float*>(xp + (kUnitsPerBlock + 1) * NT);
     #pragma GCC unroll 16
     for (int t = 0; t < NT; ++t)

@@ -129,11 +129,11 @@ void for_each_group(const WeightMatrix& w, const QuantizedActs& a, int64_t g0, i
 
 // Offset subtracted from the unsigned form of a 32-weight block's value v (quant.h) that the
 // unsigned-by-signed dot products take: Q8_0 values are stored signed and flipped to v + 128, Q4_0
-// nibbles hold v + 8, Q5_0's 5 bits v + 16, IQ4_NL's table is looked up as v + 128; Q4_1 and Q5_1
-// hold v itself.
+// nibbles hold v + 8, Q5_0's 5 bits v + 16, IQ4_NL's and MXFP4's tables are looked up as v + 128;
+// Q4_1 and Q5_1 hold v itself.
 constexpr int32_t quant_offset(QType q) {
   switch (q) {
-    case QType::Q8_0: case QType::IQ4_NL: return 128;
+    case QType::Q8_0: case QType::IQ4_NL: case QType::MXFP4: return 128;
     case QType::Q4_0: return 8;
     case QType::Q5_0: return 16;
     default: return 0;
@@ -149,6 +149,7 @@ void with_block32_type(QType q, F&& f) {
     case QType::Q5_0: f.template operator()<QType::Q5_0>(); break;
     case QType::Q5_1: f.template operator()<QType::Q5_1>(); break;
     case QType::IQ4_NL: f.template operator()<QType::IQ4_NL>(); break;
+    case QType::MXFP4: f.template operator()<QType::MXFP4>(); break;
     default: f.template operator()<QType::Q4_0>(); break;
   }
 }

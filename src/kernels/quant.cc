@@ -29,6 +29,7 @@ const char* qtype_name(QType q) {
     case QType::Q3_K: return "q3_k";
     case QType::IQ4_XS: return "iq4_xs";
     case QType::IQ3_S: return "iq3_s";
+    case QType::MXFP4: return "mxfp4";
   }
   return "?";
 }
@@ -143,6 +144,7 @@ QType stored_qtype(GgmlType type) {
     case GgmlType::Q5_0: return QType::Q5_0;
     case GgmlType::Q5_1: return QType::Q5_1;
     case GgmlType::IQ4_NL: return QType::IQ4_NL;
+    case GgmlType::MXFP4: return QType::MXFP4;
     default: return kquant_of(type);
   }
 }
@@ -152,9 +154,10 @@ namespace {
 // One ggml block of a 32-weight type (gguf_quants.cc's layouts) into row i of its tile (zeroed) and
 // its scale (and min) slots.
 void repack_block32(QType q, const uint8_t* blk, uint8_t* tile, uint16_t* scales, int64_t i) {
-  std::memcpy(&scales[i], blk, 2);
+  if (qhas_e8m0_scale(q)) reinterpret_cast<uint8_t*>(scales)[i] = blk[0];
+  else std::memcpy(&scales[i], blk, 2);
   if (qhas_min(q)) std::memcpy(&scales[kQGroupRows + i], blk + 2, 2);
-  const int64_t head = qhas_min(q) ? 4 : 2;  // float16 d (and m)
+  const int64_t head = qhas_e8m0_scale(q) ? 1 : qhas_min(q) ? 4 : 2;  // E8M0 e, or float16 d (and m)
   if (q == QType::Q8_0) {
     for (int64_t k = 0; k < kQBlock; ++k) tile[unit_offset(i, k)] = blk[head + k];
     return;
@@ -187,8 +190,8 @@ QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, 
   const QType q = stored_qtype(type);
   if (q == QType::None)
     fail("from_ggml_blocks", std::string("cannot repack ") + ggml_type_name(type) +
-                                 " (supported: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, "
-                                 "IQ4_XS, IQ3_S)");
+                                 " (supported: Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, Q2_K, Q3_K, Q4_K, Q5_K, "
+                                 "Q6_K, IQ4_XS, IQ3_S)");
   if (!quantizable(cols))
     fail("from_ggml_blocks", std::string(ggml_type_name(type)) + " rows of " + std::to_string(cols) +
                                  " columns are not whole blocks of 32");
@@ -226,14 +229,16 @@ int quant_at(const WeightMatrix& w, int64_t r, int64_t c) {
   switch (w.qtype) {
     case QType::Q4_0: return v - 8;
     case QType::Q5_0: return v - 16;
-    case QType::IQ4_NL: return kIq4Values[v];
+    case QType::IQ4_NL: case QType::MXFP4: return qtable_value(w.qtype, v);
     default: return v;  // Q4_1, Q5_1: the min is added
   }
 }
 
 float scale_at(const WeightMatrix& w, int64_t r, int64_t block) {
   const int64_t nb = w.cols / kQBlock;
-  return f16_to_f32(w.scales[((r / kQGroupRows) * nb + block) * qscale_stride(w.qtype) + r % kQGroupRows]);
+  const uint16_t* slots = w.scales + ((r / kQGroupRows) * nb + block) * qscale_stride(w.qtype);
+  if (qhas_e8m0_scale(w.qtype)) return e8m0_half_to_f32(reinterpret_cast<const uint8_t*>(slots)[r % kQGroupRows]);
+  return f16_to_f32(slots[r % kQGroupRows]);
 }
 
 float min_at(const WeightMatrix& w, int64_t r, int64_t block) {

@@ -1,19 +1,23 @@
 #pragma once
 // Block-quantized weights of 32 weights per block and float16 scale (llama.cpp's Q8_0 / Q4_0, which
-// Ember also quantizes to, and Q4_1, Q5_0, Q5_1, IQ4_NL, kept as a GGUF file stores them) in a layout
+// Ember also quantizes to, and Q4_1, Q5_0, Q5_1, IQ4_NL, kept as a GGUF file stores them; MXFP4, whose
+// scale is an E8M0 exponent byte, from GGUF or gpt-oss's safetensors) in a layout
 // made for int8 dot products, and int8 quantized activations.
 //
 // Layout: rows are padded to groups of 16. For group g and block b (columns 32b..32b+31), the
 // quants of the 16 rows are interleaved in 4-byte units so that one 64-byte vector holds 4
 // consecutive weights of each of the 16 rows (qblock_bytes per group and block):
 //   Q8_0: 512 bytes; byte (j*16 + i)*4 + m = q[16g+i][32b+4j+m] (signed, -127..127), j < 8.
-//   Q4_0, Q4_1, IQ4_NL: 256 bytes; byte (j*16 + i)*4 + m holds the nibble of q[16g+i][32b+4j+m] in its
+//   Q4_0, Q4_1, IQ4_NL, MXFP4: 256 bytes; byte (j*16 + i)*4 + m holds the nibble of q[16g+i][32b+4j+m] in its
 //         low 4 bits and that of q[16g+i][32b+16+4j+m] in its high 4 bits, j < 4 (ggml's nibbles).
 //   Q5_0, Q5_1: those 256 bytes, then 64 bytes of fifth bits: bit j of byte i*4 + m is the fifth bit
 //         of q[16g+i][32b+4j+m], j < 8 (unit j's).
-// Scales: float16 at (g * n_blocks + b) * qscale_stride + i; Q4_1 / Q5_1's mins 16 further on.
+// Scales: float16 at (g * n_blocks + b) * qscale_stride + i; Q4_1 / Q5_1's mins 16 further on. MXFP4
+// keeps its E8M0 bytes as stored: byte i of the uint16 slots at (g * n_blocks + b) * qscale_stride
+// (one byte a row, as in the file), the scale being e8m0_half_to_f32 of it.
 // The weight is scale * v (+ min), v: q (Q8_0), nibble - 8 (Q4_0), nibble (Q4_1), q5 - 16 (Q5_0), q5
-// (Q5_1), kIq4Values[nibble] (IQ4_NL): ggml's definitions, so a repacked file loses nothing.
+// (Q5_1), kIq4Values[nibble] (IQ4_NL), kMxfp4Values[nibble] (MXFP4): ggml's definitions, so a repacked
+// file loses nothing.
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -47,8 +51,12 @@ inline bool quantizable(int64_t cols, QType q) {
 // The 32-weight block types of this layout.
 constexpr bool is_block32(QType q) {
   return q == QType::Q8_0 || q == QType::Q4_0 || q == QType::Q4_1 || q == QType::Q5_0 || q == QType::Q5_1 ||
-         q == QType::IQ4_NL;
+         q == QType::IQ4_NL || q == QType::MXFP4;
 }
+// Nibbles that index a table of signed values (IQ4_NL's, MXFP4's) rather than being the value.
+constexpr bool qhas_table(QType q) { return q == QType::IQ4_NL || q == QType::MXFP4; }
+// The scale is an E8M0 exponent byte (MXFP4), not a float16.
+constexpr bool qhas_e8m0_scale(QType q) { return q == QType::MXFP4; }
 // Blocks with a min (weight = scale * v + min), and with fifth bits.
 constexpr bool qhas_min(QType q) { return q == QType::Q4_1 || q == QType::Q5_1; }
 constexpr bool qhas_fifth_bits(QType q) { return q == QType::Q5_0 || q == QType::Q5_1; }
@@ -57,8 +65,13 @@ constexpr int64_t kQNibbleBytes = kQ4Half * kQGroupRows;  // where Q5_0 / Q5_1's
 constexpr int64_t qblock_bytes(QType q) {
   return q == QType::Q8_0 ? kQBlock * kQGroupRows : kQNibbleBytes + (qhas_fifth_bits(q) ? kQUnitRowBytes : 0);
 }
-// float16 values per (group, block): the 16 rows' scales, then (Q4_1, Q5_1) their mins.
-constexpr int64_t qscale_stride(QType q) { return qhas_min(q) ? 2 * kQGroupRows : kQGroupRows; }
+// uint16 slots per (group, block): the 16 rows' float16 scales, then (Q4_1, Q5_1) their mins; MXFP4's
+// 16 E8M0 bytes fill half as many.
+constexpr int64_t qscale_stride(QType q) {
+  return qhas_e8m0_scale(q) ? kQGroupRows / 2 : qhas_min(q) ? 2 * kQGroupRows : kQGroupRows;
+}
+// The signed value of nibble v of a table type.
+constexpr int qtable_value(QType q, int v) { return q == QType::MXFP4 ? kMxfp4Values[v] : kIq4Values[v]; }
 // Bytes a quantized matrix occupies (quants and scales).
 int64_t quantized_bytes(QType q, int64_t rows, int64_t cols);
 
@@ -89,9 +102,9 @@ QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool);
 QType stored_qtype(GgmlType type);
 inline bool has_stored_kernel(GgmlType type) { return stored_qtype(type) != QType::None; }
 
-// ggml Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL rows (`rows` rows of `cols` weights, ggml's blocks)
+// ggml Q8_0 / Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL / MXFP4 rows (`rows` rows of `cols` weights, ggml's blocks)
 // repacked into this layout, and Q4_K / Q5_K / Q6_K rows into kquant.h's. Lossless: the same quants
-// and float16 scales (and mins), so every weight dequantizes to the bits dequantize_row gives. Throws
+// and scales (and mins), so every weight dequantizes to the bits dequantize_row gives. Throws
 // ember::Error naming the type for a type without a kernel or cols not a multiple of the block size.
 QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, int64_t cols, ThreadPool& pool);
 

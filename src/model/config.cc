@@ -332,13 +332,16 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
   }
   if (!j.is_object()) fail(where, "expected a JSON object");
   const Reader top{j, where, ""};
-  // Weights quantized by the checkpoint (gpt-oss's MXFP4 experts) need kernels for their format;
-  // without them the tensors would be missing or misread, so the folder is refused up front.
+  // Weights quantized by the checkpoint need kernels for their format: Ember has them for gpt-oss's
+  // MXFP4 experts; any other method would leave tensors missing or misread, so it is refused up front.
+  bool mxfp4 = false;
   if (const json* q = top.find("quantization_config")) {
     const json* method = q->is_object() && q->contains("quant_method") ? &(*q)["quant_method"] : nullptr;
-    fail(where, "quantization_config.quant_method " + (method != nullptr ? method->dump() : std::string("(none)")) +
-                    " is not supported: Ember loads unquantized checkpoints (F32, F16, BF16; MXFP4 experts are "
-                    "not implemented yet), or quantizes them itself with --quantize");
+    mxfp4 = method != nullptr && *method == "mxfp4";
+    if (!mxfp4)
+      fail(where, "quantization_config.quant_method " + (method != nullptr ? method->dump() : std::string("(none)")) +
+                      " is not supported: Ember loads unquantized checkpoints (F32, F16, BF16) and gpt-oss's MXFP4 "
+                      "experts, or quantizes them itself with --quantize");
   }
   ModelConfig c;
   const json* mt = top.find("model_type");
@@ -347,6 +350,10 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
   const Architecture* arch = find_architecture(c.model_type);
   if (arch == nullptr)
     fail(where, "unknown model_type \"" + c.model_type + "\" (supported: " + supported_architectures() + ")");
+  if (mxfp4 && !arch->names->fused_experts)
+    fail(where, "quantization_config.quant_method \"mxfp4\" is only read for gpt-oss's experts, not for model_type \"" +
+                    c.model_type + "\"");
+  c.moe.mxfp4 = mxfp4;
   // The text model's fields: the top level, or the object the architecture keeps them in.
   const std::string text_key(arch->text_config);
   const json* text_json = text_key.empty() ? &j : top.find(text_key.c_str());

@@ -99,6 +99,9 @@ struct MoeConfig {
   // gate = min(gate, limit), up = clamp(up, -limit, limit), out = (up + 1) * gate * sigmoid(1.702 gate).
   bool biases = false;
   double swiglu_limit = 0;  // 0: the plain SwiGLU
+  // gpt-oss's published checkpoints: the experts stored as MXFP4 *_blocks / *_scales (U8), kept so in
+  // memory (quantization_config.quant_method "mxfp4").
+  bool mxfp4 = false;
   // Gemma 4: the experts run beside the dense MLP (each output normed before their sum), route on
   // the weightless norm of the residual times router.scale, and each weight is scaled per expert.
   bool beside_dense = false;

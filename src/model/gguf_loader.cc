@@ -71,7 +71,7 @@ std::unique_ptr<Model> Model::load_gguf(const std::string& path, const LoadOptio
   // Tensors by GGUF name with Hugging Face shapes; converted bytes live in memory_ (freed once packed),
   // block-quantized matrices in quantized_.
   std::map<std::string, WeightMatrix> stored;
-  std::vector<std::string> requantized;  // block types without a kernel met (MXFP4 for now)
+  std::vector<std::string> requantized;  // block types without a kernel met (Q8_K)
   m->quantized_.reserve(tensors.size());
   for (const GgufTensor& t : tensors) {
     TensorInfo info{t.name, DType::F32, t.shape, t.data, t.size_bytes, path};

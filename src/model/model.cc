@@ -12,6 +12,7 @@
 #include "model/gated_deltanet.h"
 #include "model/gguf_config.h"
 #include "model/model_path.h"
+#include "model/mxfp4_checkpoint.h"
 #include "model/router.h"
 
 namespace ember::model {
@@ -128,12 +129,19 @@ LinearRule linear_rule(const ModelConfig& c) {
   return a == nullptr ? LinearRule::kNone : a->linear;
 }
 
+// A U8 tensor holds blocks of a format only its own reader knows (MXFP4): never numbers.
+void require_numbers(const TensorInfo& t) {
+  if (t.u8) fail(t.file, "tensor \"" + t.name + "\" is U8 (quantized blocks), where F32, F16 or BF16 values are expected");
+}
+
 WeightMatrix matrix(const TensorInfo& t) {
+  require_numbers(t);
   return WeightMatrix{t.data, t.dtype, t.shape[0], t.shape.size() > 1 ? t.shape[1] : 1};
 }
 
 // Small vectors (norm weights, biases) are converted to float32 once; matrices stay as stored.
 std::vector<float> vec(const TensorInfo& t) {
+  require_numbers(t);
   std::vector<float> out(static_cast<size_t>(t.numel()));
   kernels::copy_row(WeightMatrix{t.data, t.dtype, 1, t.numel()}, 0, out.data());
   return out;
@@ -534,10 +542,19 @@ void Model::bind_fused_experts(const Source& cp, const TensorNames& names, int64
   const int64_t H = c.hidden_size, E = c.moe.num_experts, I = c.moe.intermediate_size;
   const std::string gate_up = names.layer(l, std::string(names.expert_prefix) + std::string(names.expert_matrices[0]), "");
   const std::string down = names.layer(l, std::string(names.expert_prefix) + std::string(names.expert_matrices[2]), "");
-  const TensorInfo& gu = cp.require(gate_up, {E, H, 2 * I});
-  const TensorInfo& dn = cp.require(down, {E, I, H});
   const std::vector<float> gu_bias = vec(cp.require(gate_up + "_bias", {E, 2 * I}));
   const std::vector<float> dn_bias = vec(cp.require(down + "_bias", {E, H}));
+  for (int64_t e = 0; e < E; ++e) {
+    auto& b = L.expert_bias[static_cast<size_t>(e)];
+    for (int64_t i = 0; i < I; ++i) {
+      b[0].push_back(gu_bias[static_cast<size_t>(e * 2 * I + 2 * i)]);
+      b[1].push_back(gu_bias[static_cast<size_t>(e * 2 * I + 2 * i + 1)]);
+    }
+    b[2].assign(dn_bias.begin() + e * H, dn_bias.begin() + (e + 1) * H);
+  }
+  if (c.moe.mxfp4) return bind_mxfp4_experts(cp, gate_up, down, L);
+  const TensorInfo& gu = cp.require(gate_up, {E, H, 2 * I});
+  const TensorInfo& dn = cp.require(down, {E, I, H});
   for (const TensorInfo* t : {&gu, &dn})
     if ((cp.converted && cp.converted(t->name) != nullptr) || (dtype_size(t->dtype) != 2 && dtype_size(t->dtype) != 4))
       fail(t->name, "fused experts must be stored as F32, F16 or BF16 to be split");
@@ -554,12 +571,47 @@ void Model::bind_fused_experts(const Source& cp, const TensorNames& names, int64
     w[0] = keep(gather(g, elem, I, H, 2, 2 * I, pool_), gu.dtype, I, H);
     w[1] = keep(gather(g + elem, elem, I, H, 2, 2 * I, pool_), gu.dtype, I, H);
     w[2] = keep(gather(d, dtype_size(dn.dtype), H, I, 1, H, pool_), dn.dtype, H, I);
-    auto& b = L.expert_bias[static_cast<size_t>(e)];
-    for (int64_t i = 0; i < I; ++i) {
-      b[0].push_back(gu_bias[static_cast<size_t>(e * 2 * I + 2 * i)]);
-      b[1].push_back(gu_bias[static_cast<size_t>(e * 2 * I + 2 * i + 1)]);
-    }
-    b[2].assign(dn_bias.begin() + e * H, dn_bias.begin() + (e + 1) * H);
+  }
+}
+
+// gpt-oss's published experts: *_blocks [E][out][in/32][16] and *_scales [E][out][in/32] (U8), the
+// fused gate_up's rows interleaved (row 2j gate unit j, 2j + 1 up unit j). Each expert's matrices are
+// rewritten as ggml MXFP4 rows (mxfp4_checkpoint.h) and kept in that form (kernels/quant.h), at the
+// file's 17 bytes per 32 weights.
+void Model::bind_mxfp4_experts(const Source& cp, const std::string& gate_up, const std::string& down, Layer& L) {
+  const ModelConfig& c = config_;
+  const int64_t H = c.hidden_size, E = c.moe.num_experts, I = c.moe.intermediate_size;
+  constexpr int64_t kBlock = 32;
+  for (const int64_t in : {H, I})
+    if (in % kBlock != 0) fail(gate_up, "MXFP4 experts need input widths that are whole blocks of 32 (got " + std::to_string(in) + ")");
+  auto part = [&](const std::string& stem, int64_t out, int64_t in) {
+    const TensorInfo& blocks = cp.require(stem + "_blocks", {E, out, in / kBlock, kMxfp4PairBytes});
+    const TensorInfo& scales = cp.require(stem + "_scales", {E, out, in / kBlock});
+    for (const TensorInfo* t : {&blocks, &scales})
+      if (!t->u8) fail(t->file, "tensor \"" + t->name + "\" must be U8 (MXFP4 blocks and scales)");
+    return std::pair{static_cast<const uint8_t*>(blocks.data), static_cast<const uint8_t*>(scales.data)};
+  };
+  const auto [gu_blocks, gu_scales] = part(gate_up, 2 * I, H);
+  const auto [dn_blocks, dn_scales] = part(down, H, I);
+  // Rows first + k * step (k < rows) of expert e's [out][in] matrix as ggml MXFP4 rows.
+  auto to_ggml = [&](const uint8_t* blocks, const uint8_t* scales, int64_t out, int64_t in, int64_t e, int64_t first,
+                     int64_t step, int64_t rows) {
+    const int64_t nb = in / kBlock;
+    std::vector<uint8_t> g(static_cast<size_t>(rows * nb * kMxfp4GgmlBytes));
+    pool_.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
+      for (int64_t k = r0; k < r1; ++k) {
+        const int64_t row = e * out + first + k * step;
+        mxfp4_row_to_ggml(blocks + row * nb * kMxfp4PairBytes, scales + row * nb, nb, g.data() + k * nb * kMxfp4GgmlBytes);
+      }
+    });
+    quantized_.push_back(kernels::from_ggml_blocks(kernels::GgmlType::MXFP4, g.data(), rows, in, pool_));
+    return quantized_.back().view();
+  };
+  for (int64_t e = 0; e < E; ++e) {
+    auto& w = L.experts[static_cast<size_t>(e)];
+    w[0] = to_ggml(gu_blocks, gu_scales, 2 * I, H, e, 0, 2, I);
+    w[1] = to_ggml(gu_blocks, gu_scales, 2 * I, H, e, 1, 2, I);
+    w[2] = to_ggml(dn_blocks, dn_scales, H, I, e, 0, 1, H);
   }
 }
 

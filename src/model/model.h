@@ -157,6 +157,7 @@ class Model {
   void bind_weights(const Source& src, const TensorNames& names, LoadOptions::LmHead lm_head);
   void bind_layer_matrices(const Source& src, const TensorNames& names, int64_t layer, Layer& L);
   void bind_fused_experts(const Source& src, const TensorNames& names, int64_t layer, Layer& L);
+  void bind_mxfp4_experts(const Source& src, const std::string& gate_up, const std::string& down, Layer& L);
   void bind_gemma4_parts(const Source& src, const TensorNames& names, int64_t layer, Layer& L);
   // The forward pass proper, for a batch whose positions are reserved.
   void compute(std::span<ForwardItem> items, const Batch& b);

@@ -62,8 +62,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
     auto dt = t.find("dtype");
     if (dt == t.end() || !dt->is_string()) fail(where, "missing dtype");
     const auto dtype = parse_dtype(dt->get<std::string>());
-    if (!dtype) fail(where, "unsupported dtype " + dt->dump() + " (supported: F32, F16, BF16)");
-    info.dtype = *dtype;
+    info.u8 = !dtype && dt->get<std::string>() == "U8";
+    if (!dtype && !info.u8) fail(where, "unsupported dtype " + dt->dump() + " (supported: F32, F16, BF16, U8)");
+    if (dtype) info.dtype = *dtype;
     auto sh = t.find("shape");
     if (sh == t.end() || !sh->is_array()) fail(where, "missing shape");
     uint64_t numel = 1;
@@ -83,9 +84,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
     if (end > data_size)
       fail(where, "byte range [" + std::to_string(begin) + ", " + std::to_string(end) + ") lies outside the file's " +
                       std::to_string(data_size) + " data bytes");
-    const uint64_t expected = numel * dtype_size(info.dtype);
+    const uint64_t expected = numel * (info.u8 ? 1 : dtype_size(info.dtype));
     if (end - begin != expected)
-      fail(where, "shape " + shape_string(info.shape) + " of " + dtype_name(info.dtype) + " needs " +
+      fail(where, "shape " + shape_string(info.shape) + " of " + (info.u8 ? "U8" : dtype_name(info.dtype)) + " needs " +
                       std::to_string(expected) + " bytes but the byte range holds " + std::to_string(end - begin));
     info.data = file_.data() + data_start + begin;
     info.size_bytes = end - begin;

@@ -19,6 +19,9 @@ struct TensorInfo {
   const void* data = nullptr;  // inside the mapping
   size_t size_bytes = 0;
   std::string file;            // for error messages
+  // U8: raw bytes (gpt-oss's MXFP4 blocks and scales), read only by code that knows their format;
+  // dtype is then meaningless, and binding it as a matrix or a vector is an error.
+  bool u8 = false;
 
   int64_t numel() const;
 };

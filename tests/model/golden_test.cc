@@ -96,30 +96,13 @@ void expect_reference_chunks(Model& m, const json& g, const json& checks) {
   }
 }
 
-// Why a golden's model folder cannot be run yet ("" if it can): one whose config.json names a
-// quantization_config with MXFP4 (gpt-oss's published experts), which has no kernels yet.
-std::string out_of_scope(const json& g) {
-  const json c = read_json(test::model_dir(g["model"].get<std::string>()) + "/config.json");
-  if (c.contains("quantization_config") && c["quantization_config"].value("quant_method", "") == "mxfp4")
-    return g["model"].get<std::string>() + " stores MXFP4 weights (quantization_config.quant_method mxfp4), "
-           "which Ember does not load yet";
-  return "";
-}
-
 class Golden : public ::testing::TestWithParam<std::string> {
  protected:
-  // The golden file of this parameter; the test is skipped, saying why, for a folder out of scope.
-  json golden() {
-    json g = read_json(test::testdata("golden/" + GetParam() + ".json"));
-    skip_reason_ = out_of_scope(g);
-    return g;
-  }
-  std::string skip_reason_;
+  json golden() { return read_json(test::testdata("golden/" + GetParam() + ".json")); }
 };
 
 TEST_P(Golden, LogitsAndGreedyIdsMatch) {
   const json g = golden();
-  if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
   const Tolerance tol{g["tolerance"]["logits_abs"].get<double>(), g["tolerance"]["logits_rel_to_max"].get<double>()};
   auto m = Model::load(test::model_dir(g["model"].get<std::string>()), {.threads = 2, .progress = {}});
   ASSERT_FALSE(g["cases"].empty());
@@ -155,7 +138,6 @@ TEST_P(Golden, LogitsAndGreedyIdsMatch) {
 // follow the whole pass's length, a prefill of that prefix alone. And the golden's own chunks.
 TEST_P(Golden, SplitPrefillMatchesFullPrefill) {
   const json g = golden();
-  if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
   auto m = Model::load(test::model_dir(g["model"].get<std::string>()), {.threads = 2, .progress = {}});
   const json* longest = nullptr;
   for (const auto& cs : g["cases"])
@@ -198,7 +180,6 @@ TEST_P(Golden, SplitPrefillMatchesFullPrefill) {
 // prompt, prefilled alone, then one decode step of all of them together.
 TEST_P(Golden, BatchedDecodeStepEqualsDecodingAlone) {
   const json g = golden();
-  if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
   auto m = Model::load(test::model_dir(g["model"].get<std::string>()), {.threads = 2, .progress = {}});
   const int64_t V = m->config().vocab_size;
   std::vector<std::vector<int32_t>> prompts, next;
@@ -233,7 +214,6 @@ TEST_P(Golden, BatchedDecodeStepEqualsDecodingAlone) {
 // (greedy) on every case whose text the tokenizer turns into its ids.
 TEST_P(Golden, CommandLineLogitsAndGenerate) {
   const json g = golden();
-  if (!skip_reason_.empty()) GTEST_SKIP() << skip_reason_;
   const Tolerance tol{g["tolerance"]["logits_abs"].get<double>(), g["tolerance"]["logits_rel_to_max"].get<double>()};
   const std::string dir = test::model_dir(g["model"].get<std::string>());
   const std::string input =

@@ -1,5 +1,5 @@
 // gpt-oss's options beyond its golden: how config.json becomes layers and experts, the values that
-// are refused (each named), and the MXFP4 folder refused by its quantization_config.
+// are refused (each named), and the MXFP4 experts of the published folders as the kernels keep them.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,7 +8,10 @@
 
 #include "config_testing.h"
 #include "error_of.h"
+#include "gguf_golden.h"
+#include "kernels/quant.h"
 #include "model/model.h"
+#include "model/mxfp4_checkpoint.h"
 #include "test_paths.h"
 
 namespace ember::model {
@@ -101,12 +104,74 @@ TEST(GptOss, SplitExpertsConvertAndQuantize) {
   EXPECT_GT(qw / std::sqrt(qq * ww), 0.99);
 }
 
-// The published gpt-oss folders store their experts as MXFP4 blocks and scales: refused by name
-// until Ember has kernels for them, rather than failing on a missing tensor.
-TEST(GptOssErrors, Mxfp4FolderIsRefusedByItsQuantizationConfig) {
-  const std::string e = test::error_of([] { Model::load(test::model_dir("tiny-gptoss-mxfp4")); });
+// quantization_config: "mxfp4" marks gpt-oss's MXFP4 experts; any other method, or mxfp4 on a family
+// whose tensors Ember does not read as MXFP4, is refused by name rather than misread.
+TEST(GptOss, Mxfp4QuantizationConfigIsReadAndOthersRefused) {
+  const json j = model_config("tiny-gptoss-mxfp4");
+  EXPECT_TRUE(parse_config(j.dump(), "config.json").moe.mxfp4);
+  EXPECT_FALSE(parse_config(model_config("tiny-gptoss-bf16").dump(), "config.json").moe.mxfp4);
+  json gptq = j;
+  gptq["quantization_config"]["quant_method"] = "gptq";
+  const std::string e = config_error(gptq);
   EXPECT_MENTIONS(e, "quantization_config");
-  EXPECT_MENTIONS(e, "mxfp4");
+  EXPECT_MENTIONS(e, "gptq");
+  json llama = model_config("tiny-llama-f32");
+  llama["quantization_config"] = j["quantization_config"];
+  EXPECT_MENTIONS(config_error(llama), "mxfp4");
+}
+
+// The golden's mxfp4_check: the stored bytes it quotes, and rows of an expert that the checkpoint's
+// blocks give once rewritten as ggml's (dequantize_row) and once repacked for the kernels (copy_row):
+// both exactly the reference's values.
+TEST(GptOss, Mxfp4ExpertRowsDequantizeToTheGoldensValues) {
+  const json g = test::read_json(test::testdata("golden/gpt-oss/tiny-gptoss-mxfp4.json"));
+  const json& check = g["mxfp4_check"];
+  const std::string tensor = check["tensor"];  // "<stem>_blocks / _scales"
+  const std::string stem = tensor.substr(0, tensor.find("_blocks"));
+  const SafetensorsFile file(test::model_dir("tiny-gptoss-mxfp4") + "/model.safetensors");
+  const TensorInfo& blocks = file.tensors().at(stem + "_blocks");
+  const TensorInfo& scales = file.tensors().at(stem + "_scales");
+  ASSERT_TRUE(blocks.u8 && scales.u8);
+  ASSERT_EQ(blocks.shape.size(), 4u);
+  const int64_t out = blocks.shape[1], nb = blocks.shape[2], cols = nb * 32;
+  const int64_t e = check["expert"].get<int64_t>();
+  const auto* b8 = static_cast<const uint8_t*>(blocks.data) + e * out * nb * kMxfp4PairBytes;
+  const auto* s8 = static_cast<const uint8_t*>(scales.data) + e * out * nb;
+  const auto first8 = check["blocks_row0_first8"].get<std::vector<int>>();
+  for (size_t i = 0; i < first8.size(); ++i) EXPECT_EQ(b8[i], first8[i]) << i;
+  const auto scales0 = check["scales_row0"].get<std::vector<int>>();
+  for (size_t i = 0; i < scales0.size(); ++i) EXPECT_EQ(s8[i], scales0[i]) << i;
+
+  const json& rows = check["rows"];
+  const auto n = static_cast<int64_t>(rows.size());
+  std::vector<uint8_t> ggml(static_cast<size_t>(n * nb * kMxfp4GgmlBytes));
+  for (int64_t r = 0; r < n; ++r)
+    mxfp4_row_to_ggml(b8 + r * nb * kMxfp4PairBytes, s8 + r * nb, nb, ggml.data() + r * nb * kMxfp4GgmlBytes);
+  kernels::ThreadPool pool(1);
+  const kernels::QuantizedMatrix q = kernels::from_ggml_blocks(kernels::GgmlType::MXFP4, ggml.data(), n, cols, pool);
+  std::vector<float> deq(static_cast<size_t>(cols)), kept(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < n; ++r) {
+    const auto want = rows[static_cast<size_t>(r)].get<std::vector<double>>();
+    ASSERT_EQ(static_cast<int64_t>(want.size()), cols);
+    kernels::dequantize_row(kernels::GgmlType::MXFP4, ggml.data() + r * nb * kMxfp4GgmlBytes, cols, deq.data());
+    kernels::copy_row(q.view(), r, kept.data());
+    for (int64_t c = 0; c < cols; ++c) {
+      EXPECT_EQ(deq[static_cast<size_t>(c)], want[static_cast<size_t>(c)]) << r << "," << c;
+      EXPECT_EQ(kept[static_cast<size_t>(c)], want[static_cast<size_t>(c)]) << r << "," << c;
+    }
+  }
+}
+
+// Held as stored: each expert matrix takes the file's 17 bytes per 32 weights (against BF16's 64),
+// which is all that changes between the two folders' bytes read per token.
+TEST(GptOss, Mxfp4ExpertsAreKeptAtTheFilesSize) {
+  auto m = Model::load(test::model_dir("tiny-gptoss-mxfp4"), {.threads = 2, .progress = {}});
+  auto b = Model::load(test::model_dir("tiny-gptoss-bf16"), {.threads = 2, .progress = {}});
+  const ModelConfig& c = m->config();
+  const int64_t per_token = c.moe.experts_per_tok * 3 * c.hidden_size * c.moe.intermediate_size;  // gate, up, down
+  const auto layers = static_cast<int64_t>(c.layers.size());
+  EXPECT_EQ(b->decode_weight_bytes() - m->decode_weight_bytes(), layers * per_token * (64 - 17) / 32);
+  EXPECT_NE(m->weight_type().find("mxfp4"), std::string::npos) << m->weight_type();
 }
 
 }  // namespace
