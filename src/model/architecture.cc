@@ -176,12 +176,12 @@ std::string TensorNames::layer(int64_t index, std::string_view stem, std::string
   return s;
 }
 
-std::string TensorNames::expert(int64_t index, int64_t e, size_t which) const {
+std::string TensorNames::expert(int64_t index, int64_t e, size_t which, std::string_view suffix) const {
   std::string stem(expert_prefix);
   stem += std::to_string(e);
   stem += '.';
   stem += expert_matrices[which];
-  return layer(index, stem);
+  return layer(index, stem, suffix);
 }
 
 namespace {

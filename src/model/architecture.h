@@ -71,8 +71,8 @@ struct TensorNames {
   std::string matrix(int64_t index, LayerMatrix m, std::string_view suffix = ".weight") const {
     return layer(index, matrices[static_cast<size_t>(m)], suffix);
   }
-  // Expert `e`'s matrix `which` (0 gate, 1 up, 2 down) of layer `index`.
-  std::string expert(int64_t index, int64_t e, size_t which) const;
+  // Expert `e`'s matrix `which` (0 gate, 1 up, 2 down) of layer `index` (suffix ".bias": its bias).
+  std::string expert(int64_t index, int64_t e, size_t which, std::string_view suffix = ".weight") const;
   // `name` as a checkpoint of the base model alone stores it (base_prefix dropped).
   std::string_view without_base_prefix(std::string_view name) const {
     return !base_prefix.empty() && name.starts_with(base_prefix) ? name.substr(base_prefix.size()) : name;

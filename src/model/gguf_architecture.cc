@@ -69,6 +69,13 @@ const TensorNames kGgufHybridNames = edited(kGgufMoeNames, [](TensorNames& n) {
   n.shared_expert_gate = "ffn_gate_inp_shexp";
 });
 
+// gpt-oss: the pre-MLP norm is post_attention_norm, a sink logit per head in attn_sinks, and the
+// experts' biases stacked as their matrices are (split into expert.E.<matrix>.bias).
+const TensorNames kGgufGptOssNames = edited(kGgufMoeNames, [](TensorNames& n) {
+  n.mlp_norm = "post_attention_norm";
+  n.sinks = "attn_sinks.weight";
+});
+
 constexpr GgufArchitecture kPlain{.arch = "",
                                   .model_type = "",
                                   .moe_model_type = "",
@@ -153,6 +160,16 @@ const GgufArchitecture kGgufArchitectures[] = {
       a.expert_width_key = "expert_feed_forward_length";
       a.linear_layout = LinearRule::kSeparate;
       a.fused_ba = "ssm_ba";
+    }),
+    // gpt-oss: llama.cpp's arch gpt-oss (openai-moe); every even layer slides, q/k in Hugging Face's
+    // row order (NEOX RoPE), experts stacked (MXFP4 kept as stored) with stacked biases.
+    edited(kPlain, [](GgufArchitecture& a) {
+      a.arch = "gpt-oss";
+      a.model_type = a.moe_model_type = "gpt_oss";
+      a.names = &kGgufGptOssNames;
+      a.windows = GgufWindows::kEvenLayers;
+      a.stacked_experts = true;
+      a.expert_width_key = "expert_feed_forward_length";
     }),
     // Qwen3.5 (dense): value heads stored tiled.
     edited(kPlain, [](GgufArchitecture& a) {

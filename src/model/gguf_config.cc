@@ -196,7 +196,7 @@ void read_family_options(const ArchKeys& k, const GgufArchitecture& ga, const Ar
 
 // Experts: every layer sparse, the top expert_used_count of the softmax renormalised (llama.cpp
 // always renormalises; no key carries norm_topk_prob).
-void read_experts(const ArchKeys& k, const GgufArchitecture& ga, int64_t experts, ModelConfig& c) {
+void read_experts(const ArchKeys& k, const GgufArchitecture& ga, const Architecture& arch, int64_t experts, ModelConfig& c) {
   if (experts == 0) return;
   MoeConfig& m = c.moe;
   m.num_experts = experts;
@@ -206,6 +206,10 @@ void read_experts(const ArchKeys& k, const GgufArchitecture& ga, int64_t experts
                          k.key("expert_count") + " " + std::to_string(experts));
   m.intermediate_size = k.positive(std::string(ga.expert_width_key).c_str());
   m.renormalize = true;
+  if (arch.moe == MoeRule::kGptOss) {  // biases on the router and experts; llama.cpp's fixed clamp (no key)
+    m.biases = true;
+    m.swiglu_limit = 7.0;
+  }
   for (LayerSpec& l : c.layers) l.sparse_mlp = true;
 }
 
@@ -340,9 +344,10 @@ ModelConfig gguf_config(const GgufFile& g) {
   c.o_bias = arch->bias == BiasRule::kAttentionBias && g.find_tensor("blk.0.attn_output.bias") != nullptr;
   c.mlp_bias = g.find_tensor("blk.0.ffn_up.bias") != nullptr;
   c.qk_norm = arch->qk_norm;
+  c.attention_sinks = !ga.names->sinks.empty();
   read_windows(k, ga, *arch, c);
   read_family_options(k, ga, *arch, c);
-  read_experts(k, ga, experts, c);
+  read_experts(k, ga, *arch, experts, c);
   if (arch->layer_plan) read_gguf_layer_plan(k, ga, c);
   read_hybrid(k, ga, *arch, c);
   check_dimensions(c, where);

@@ -153,6 +153,13 @@ std::vector<GgufTensor> gguf_bound_tensors(const GgufFile& g, const GgufArchitec
         const int64_t rows = which == 2 ? H : I, cols = which == 2 ? I : H;
         const GgufTensor& t = s.require(n.layer(l, n.expert_matrices[which]), {cols, rows, E}, "one expert per slab");
         for (int64_t e = 0; e < E; ++e) s.parts.push_back(row_range(t, e * rows, rows, n.expert(l, e, which)));
+        if (!c.moe.biases) continue;  // gpt-oss: each expert's bias, a row of the stacked [E][rows]
+        const GgufTensor& b = s.require(n.layer(l, n.expert_matrices[which], ".bias"), {rows, E}, "one expert's bias per row");
+        for (int64_t e = 0; e < E; ++e) {
+          GgufTensor part = row_range(b, e, 1, n.expert(l, e, which, ".bias"));
+          part.dims = part.shape = {rows};
+          s.parts.push_back(std::move(part));
+        }
       }
     }
   }

@@ -532,6 +532,8 @@ void Model::bind_layer_matrices(const Source& cp, const TensorNames& names, int6
     for (size_t which = 0; which < 3; ++which) {
       const std::vector<int64_t> shape = which == 2 ? std::vector<int64_t>{H, I} : std::vector<int64_t>{I, H};
       L.experts[static_cast<size_t>(e)][which] = bind(cp.require(names.expert(l, e, which), shape));
+      if (c.moe.biases)  // gpt-oss's GGUF form: each expert's bias split from the stacked ones
+        L.expert_bias[static_cast<size_t>(e)][which] = vec(cp.require(names.expert(l, e, which, ".bias"), {shape[0]}));
     }
 }
 
