@@ -615,6 +615,11 @@ void Model::bind_mxfp4_experts(const Source& cp, const std::string& gate_up, con
     w[1] = to_ggml(gu_blocks, gu_scales, 2 * I, H, e, 1, 2, I);
     w[2] = to_ggml(dn_blocks, dn_scales, H, I, e, 0, 1, H);
   }
+  // In-memory weights (a synthetic model): the source blocks are not needed again (a checkpoint's
+  // mapped pages are dropped once loading ends).
+  if (!memory_.tensors.empty())
+    for (const std::string& stem : {gate_up, down})
+      for (const char* part : {"_blocks", "_scales"}) memory_.data.erase(stem + part);
 }
 
 std::unique_ptr<KvCache> Model::make_cache(int64_t max_tokens, int64_t block_size) const {

@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <tuple>
 
 #include "base/error.h"
 #include "model/config.h"
@@ -68,6 +69,17 @@ constexpr ConfigShape kConfigShapes[] = {
       "rope_parameters": {"sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
                           "full_attention": {"rope_type": "proportional", "partial_rotary_factor": 0.25,
                                              "rope_theta": 1000000.0}}})"},
+    // gpt-oss-20b's published config at 2 of its 24 layers (one sliding, one full), with a small
+    // vocabulary as qwen3-30b-a3b-2l's: 32 experts of 2880 with MXFP4 weights, 4 per token, 64 query and
+    // 8 kv heads of 64, biases, sinks, YaRN.
+    {"gpt-oss-20b-2l", R"({"model_type": "gpt_oss", "hidden_size": 2880, "intermediate_size": 2880,
+      "num_hidden_layers": 2, "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64,
+      "num_local_experts": 32, "num_experts_per_tok": 4, "experts_per_token": 4, "vocab_size": 2048,
+      "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"], "attention_bias": true,
+      "rope_theta": 150000, "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+      "truncate": false, "original_max_position_embeddings": 4096}, "max_position_embeddings": 131072,
+      "rms_norm_eps": 1e-05, "swiglu_limit": 7.0, "tie_word_embeddings": false, "bos_token_id": 1, "eos_token_id": 2,
+      "quantization_config": {"quant_method": "mxfp4"}})"},
     {"qwen3.5-0.8b", R"({"model_type": "qwen3_5", "tie_word_embeddings": true, "text_config": {
        "hidden_size": 1024, "intermediate_size": 3584, "num_hidden_layers": 24, "num_attention_heads": 8,
        "num_key_value_heads": 2, "head_dim": 256, "vocab_size": 248320, "rms_norm_eps": 1e-6,
@@ -126,6 +138,54 @@ void add_tensor(InMemoryWeights& w, const std::string& name, std::vector<int64_t
   t.file = "synthetic";
   w.data[name] = std::move(bytes);
   w.tensors[name] = std::move(t);
+}
+
+// Random bytes in [lo, hi] as a U8 tensor (MXFP4 blocks and scales).
+void add_bytes(InMemoryWeights& w, const std::string& name, std::vector<int64_t> shape, int lo, int hi, uint64_t seed,
+               kernels::ThreadPool& pool) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<uint8_t> bytes(static_cast<size_t>(n));
+  constexpr int64_t kChunk = 1 << 16;
+  pool.parallel_for((n + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      uint64_t s = seed * 0x100000001B3ull + static_cast<uint64_t>(c);
+      for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i)
+        bytes[static_cast<size_t>(i)] = static_cast<uint8_t>(lo + static_cast<int>(mix(s) % static_cast<uint64_t>(hi - lo + 1)));
+    }
+  });
+  TensorInfo t;
+  t.name = name;
+  t.u8 = true;
+  t.shape = std::move(shape);
+  t.data = bytes.data();
+  t.size_bytes = bytes.size();
+  t.file = "synthetic";
+  w.data[name] = std::move(bytes);
+  w.tensors[name] = std::move(t);
+}
+
+// gpt-oss's experts as its checkpoints store them: fused gate_up [E][H][2I] and down [E][I][H] with
+// biases, or MXFP4 blocks and scales (scales 2^-8..2^-4: weights of at most 0.75).
+template <class Stacked, class Vec>
+void fused_expert_tensors(const ModelConfig& c, const TensorNames& names, int64_t l, Stacked& stacked, Vec& vec,
+                          InMemoryWeights& w, uint64_t& k, kernels::ThreadPool& pool) {
+  const int64_t H = c.hidden_size, E = c.moe.num_experts, I = c.moe.intermediate_size;
+  const std::string gate_up = names.layer(l, std::string(names.expert_prefix) + std::string(names.expert_matrices[0]), "");
+  const std::string down = names.layer(l, std::string(names.expert_prefix) + std::string(names.expert_matrices[2]), "");
+  vec(gate_up + "_bias", E * 2 * I, 0.1f);
+  vec(down + "_bias", E * H, 0.1f);
+  w.tensors[gate_up + "_bias"].shape = {E, 2 * I};
+  w.tensors[down + "_bias"].shape = {E, H};
+  if (!c.moe.mxfp4) {
+    stacked(gate_up, E, H, 2 * I);
+    stacked(down, E, I, H);
+    return;
+  }
+  for (const auto& [stem, out, in] : {std::tuple{gate_up, 2 * I, H}, std::tuple{down, H, I}}) {
+    add_bytes(w, stem + "_blocks", {E, out, in / 32, 16}, 0, 255, ++k, pool);
+    add_bytes(w, stem + "_scales", {E, out, in / 32}, 120, 124, ++k, pool);
+  }
 }
 
 // Gemma 4's per-layer embedding table, its projection and norm.
@@ -261,8 +321,13 @@ InMemoryWeights synthetic_weights(const ModelConfig& c, DType dtype, uint64_t se
       mat(names.matrix(l, m), rows, cols);
       if (c.has_bias(m)) vec(names.matrix(l, m, ".bias"), rows, 0.1f);
     }
+    if (c.attention_sinks) vec(names.layer(l, names.sinks, ""), c.num_attention_heads, 1.0f);
     if (names.gemma4 != nullptr) {
       gemma4_layer_tensors(c, *names.gemma4, names, l, mat, stacked, vec);
+    } else if (sparse && names.fused_experts) {
+      mat(names.layer(l, names.router), c.moe.num_experts, H);
+      vec(names.layer(l, names.router, ".bias"), c.moe.num_experts, 0.1f);
+      fused_expert_tensors(c, names, l, stacked, vec, w, k, pool);
     } else if (sparse) {
       const int64_t I = c.moe.intermediate_size;
       mat(names.layer(l, names.router), c.moe.num_experts, H);

@@ -97,5 +97,22 @@ TEST(BenchCli, GemmaFourShapesCountSharedKeysAsRead) {
   EXPECT_GT(j["decode_tok_s_median"].get<double>(), 0.0);
 }
 
+// gpt-oss-20b's shape at 2 layers with MXFP4 experts: a decode step reads the chosen experts at the
+// file's 17 bytes per 32 weights (4 of 32 per layer), which the JSON states.
+TEST(BenchCli, GptOssShapeReadsTheChosenMxfp4Experts) {
+  const ModelConfig c = synthetic_config("gpt-oss-20b-2l");
+  EXPECT_TRUE(c.moe.mxfp4 && c.attention_sinks);
+  const test::Output o = test::run_command("'" + test::ember_binary() +
+                                           "' bench --synthetic gpt-oss-20b-2l -p 4 -n 2 --reps 1 --no-warmup --json 2>/dev/null");
+  ASSERT_EQ(o.status, 0) << o.out;
+  const nlohmann::json j = nlohmann::json::parse(o.out);
+  EXPECT_EQ(j["experts"], c.moe.num_experts);
+  EXPECT_EQ(j["experts_per_token"], c.moe.experts_per_tok);
+  const int64_t H = c.hidden_size, I = c.moe.intermediate_size;
+  const int64_t experts_read = static_cast<int64_t>(c.layers.size()) * c.moe.experts_per_tok * 3 * H * I * 17 / 32;
+  EXPECT_GT(j["decode_bytes_per_token"].get<double>(), static_cast<double>(experts_read));
+  EXPECT_GT(j["decode_tok_s_median"].get<double>(), 0.0);
+}
+
 }  // namespace
 }  // namespace ember::model
