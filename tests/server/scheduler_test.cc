@@ -239,7 +239,8 @@ TEST_F(SchedulerTest, ChoicesShareThePromptAndEndTogetherWhenCancelled) {
   }
 }
 
-// The newer families, RoPE types and Gemma 4 (KV shared across layers) through the batched
+// The newer families, RoPE types, Gemma 4 (KV shared across layers) and gpt-oss (sinks, MXFP4
+// experts) through the batched
 // scheduler: every golden case's prompt in one
 // batch (prompts split over steps and interleaved with others' decoding, LongRoPE sequences crossing
 // their original context) gives that case's golden greedy ids, and a longer prompt that reuses a
@@ -247,7 +248,7 @@ TEST_F(SchedulerTest, ChoicesShareThePromptAndEndTogetherWhenCancelled) {
 TEST(SchedulerFamilies, BatchedGreedyEqualsGoldenAndPrefixReuseKeepsIt) {
   namespace fs = std::filesystem;
   std::vector<std::string> files;
-  for (const char* folder : {"golden/families", "golden/rope", "golden/gemma4"})
+  for (const char* folder : {"golden/families", "golden/rope", "golden/gemma4", "golden/gpt-oss"})
     for (const auto& e : fs::directory_iterator(test::testdata(folder)))
       if (e.path().extension() == ".json") files.push_back(e.path().string());
   std::sort(files.begin(), files.end());
