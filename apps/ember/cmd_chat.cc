@@ -62,6 +62,7 @@ class ChatApp {
         chat_(*m_.model, m_.tokenizer, o.model.dir, planned_context(*m_.model, o.model),
               read_chat_template(o.chat_template_file)) {
     options_.grammar = constraint_for(std::move(grammar), m_.tokenizer, o.grammar.source());
+    options_.structured = !o.grammar.json_schema_file.empty();
     if (o.think) options_.enable_thinking = true;
     if (o.no_think) options_.enable_thinking = false;
     options_.think_budget = o.think_budget;

@@ -17,6 +17,8 @@ namespace ember::chat {
 // What the thinking budget forces when a thought runs out: the analysis message ends and the final
 // one opens (as "</think>" closes a thought).
 inline constexpr std::string_view kHarmonyCloseThought = "<|end|><|start|>assistant<|channel|>final<|message|>";
+// The header of an answer, after "<|start|>assistant".
+inline constexpr std::string_view kHarmonyFinal = "<|channel|>final<|message|>";
 
 // True when a chat template renders harmony (gpt-oss's): it writes channels and messages.
 bool is_harmony_template(std::string_view template_source);

@@ -47,8 +47,10 @@ ChatPlan plan_chat(const ChatPromptBuilder& prompts, const nlohmann::ordered_jso
   using Mode = ToolChoice::Mode;
   ChatPlan plan;
   ChatPrompt prompt;
+  ChatOptions with_format = options;
+  with_format.structured = format.kind == OutputFormat::Kind::kJsonObject || format.kind == OutputFormat::Kind::kJsonSchema;
   try {
-    prompt = prompts.build(messages, options);
+    prompt = prompts.build(messages, with_format);
   } catch (const Error& e) {
     throw RequestError(std::string("the chat template failed: ") + e.what(), "messages", "invalid_value");
   }

@@ -51,6 +51,7 @@ std::string ChatPromptBuilder::render(const nlohmann::ordered_json& messages, co
 ChatPrompt ChatPromptBuilder::build(const nlohmann::ordered_json& messages, const ChatOptions& options) const {
   ChatPrompt p;
   p.text = render(messages, options, /*add_generation_prompt=*/true);
+  if (harmony_ && options.structured && p.text.ends_with("<|start|>assistant")) p.text += chat::kHarmonyFinal;
   p.ids = tokenizer_.encode(p.text, /*add_special_tokens=*/false);
   p.opens_reasoning = chat::prompt_opens_reasoning(p.text);
   p.thinking_off = options.enable_thinking == false;

@@ -23,6 +23,10 @@ struct ChatOptions {
   nlohmann::ordered_json extra_variables = nlohmann::ordered_json::object();  // chat_template_kwargs
   nlohmann::ordered_json tools;         // null: none
   std::optional<GrammarConstraint> grammar;  // the reply follows it (after the thought)
+  // The answer is structured (JSON of response_format or --json-schema), its grammar holding from
+  // the reply's first token: a harmony prompt then opens the final channel itself, so that the model
+  // writes the JSON where it writes answers (not in place of a channel's header).
+  bool structured = false;
 };
 
 struct ChatPrompt {

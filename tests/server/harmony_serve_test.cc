@@ -8,6 +8,7 @@
 #include <map>
 
 #include "base/mapped_file.h"
+#include "engine/chat_prompt.h"
 #include "http_helpers.h"
 #include "model/model.h"
 #include "test_paths.h"
@@ -133,6 +134,22 @@ TEST_F(HarmonyServeTest, EveryApisEffortReachesTheTemplate) {
     ASSERT_EQ(count->status, 200) << count->body;
     EXPECT_EQ(ordered_json::parse(count->body)["input_tokens"], tokens[effort]) << effort;
   }
+}
+
+// A structured answer (response_format, --json-schema) on a harmony template: the prompt opens the
+// final channel, so the JSON its grammar holds from the first token is the answer, streamed at once.
+TEST_F(HarmonyServeTest, AStructuredAnswerOpensTheFinalChannel) {
+  engine::ChatPromptBuilder prompts(loaded_->tokenizer, model_dir("tiny-gptoss-bf16"), loaded_->chat_template);
+  const ordered_json user = {{{"role", "user"}, {"content", "Hi!"}}};
+  engine::ChatOptions o;
+  const engine::ChatPrompt free = prompts.build(user, o);
+  EXPECT_TRUE(free.text.ends_with("<|start|>assistant")) << free.text;
+  o.structured = true;
+  engine::ChatPrompt json = prompts.build(user, o);
+  EXPECT_EQ(json.text, free.text + "<|channel|>final<|message|>");
+  EXPECT_EQ(json.ids, loaded_->tokenizer.encode(json.text, false));
+  ASSERT_TRUE(json.harmony);
+  EXPECT_EQ(json.harmony->push("\"yes\"").content, "\"yes\"");
 }
 
 // A template whose generation prompt opens the analysis (so that the random model's text is all

@@ -111,7 +111,7 @@ async function streamedCalls(stream) {
   return { calls, content, reasoning, finish };
 }
 
-await check("streamed tool calls from the commentary channel (forced, and after a thought)", async () => {
+await check("streamed tool calls from the commentary channel (forced, and after a thought), a structured answer", async () => {
   const { model: harmonyModel } = writeRandomQwen3(process.env.EMBER_SHARED_DIR, process.env.EMBER_WRITE_MODEL_FOLDER,
                                                    tmp, template, "harmony");
   const srv = await startServer(ember, harmonyModel, ["--ctx", "2048"]);
@@ -128,6 +128,12 @@ await check("streamed tool calls from the commentary channel (forced, and after 
     assert.equal(forced.calls[0].name, "get_weather");
     assert.ok(forced.calls[0].id);
     assert.ok(["Paris", "Oslo"].includes(JSON.parse(forced.calls[0].arguments).city), forced.calls[0].arguments);
+
+    // A structured answer: the prompt opens the final channel, and the JSON is the content.
+    const structured = await gc.chat.completions.create({ model: "m", messages: user, max_tokens: 100,
+      response_format: { type: "json_schema", json_schema: { name: "w", schema: tools[0].function.parameters } } });
+    assert.ok(["Paris", "Oslo"].includes(JSON.parse(structured.choices[0].message.content).city), JSON.stringify(structured));
+    assert.equal(structured.choices[0].message.reasoning_content, undefined);
 
     // tool_choice auto: the analysis, then a call in the channel header, as gpt-oss writes them.
     const call = "<|channel|>analysis<|message|>Need the weather.<|end|><|start|>assistant<|channel|>commentary " +
