@@ -153,8 +153,9 @@ await check("ember chat piped on the gpt-oss template: the answer, the thought w
   const g = path.join(tmp, "reply.gbnf");
   fs.writeFileSync(g, grammar);
   const args = ["chat", "-m", model, "--chat-template", template, "--grammar", g, "-q", "--reasoning-effort", "low"];
-  const hidden = execFileSync(ember, args, { input: "Hi\n", encoding: "utf8" });
-  assert.equal(hidden, `${answer}\n`);
+  // Two turns: the second renders the first reply back through the template.
+  const hidden = execFileSync(ember, args, { input: "Hi\nAgain\n", encoding: "utf8" });
+  assert.equal(hidden, `${answer}\n${answer}\n`);
   const shown = execFileSync(ember, [...args, "--show-think"], { input: "Hi\n", encoding: "utf8" });
   assert.equal(shown, `${thought}\n${answer}\n`);
   const msgs = path.join(tmp, "messages.json");
