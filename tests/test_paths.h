@@ -1,5 +1,5 @@
 #pragma once
-// Where tests find ../shared and the ember binary (set by tests/CMakeLists.txt).
+// Where tests find ../shared, the repository's fixtures and the ember binary (set by tests/CMakeLists.txt).
 #include <string>
 
 namespace ember::test {
@@ -14,4 +14,10 @@ inline std::string shared_path(const char* folder, const std::string& name) {
 inline std::string model_dir(const std::string& name) { return shared_path("models", name); }
 inline std::string testdata(const std::string& rel) { return shared_path("testdata", rel); }
 inline std::string ember_binary() { return EMBER_BINARY; }
+// A file of the repository (a test fixture), by its path from the repository's root.
+inline std::string source_path(const std::string& rel) {
+  std::string path = EMBER_SOURCE_DIR;
+  path.append("/").append(rel);
+  return path;
+}
 }  // namespace ember::test

@@ -37,7 +37,8 @@ struct ChatOpts {
   std::string system;
   bool think = false, no_think = false, show_think = false, json = false, verbose = false;
   int64_t think_budget = -1;
-  std::string messages_file;
+  std::string reasoning_effort;  // "": the template's default
+  std::string messages_file, chat_template_file;
 };
 
 // A conversation file (--messages, /load): a JSON array of {role, content} messages, checked as the
@@ -56,11 +57,17 @@ ordered_json read_messages(const std::string& path) {
 class ChatApp {
  public:
   ChatApp(const ChatOpts& o, std::shared_ptr<const grammar::Grammar> grammar)
-      : o_(o), m_(load_model(o.model, &o.sampling)), chat_(*m_.model, m_.tokenizer, o.model.dir, planned_context(*m_.model, o.model)) {
+      : o_(o),
+        m_(load_model(o.model, &o.sampling)),
+        chat_(*m_.model, m_.tokenizer, o.model.dir, planned_context(*m_.model, o.model),
+              read_chat_template(o.chat_template_file)) {
     options_.grammar = constraint_for(std::move(grammar), m_.tokenizer, o.grammar.source());
+    options_.structured = !o.grammar.json_schema_file.empty();
     if (o.think) options_.enable_thinking = true;
     if (o.no_think) options_.enable_thinking = false;
     options_.think_budget = o.think_budget;
+    // As the server's reasoning_effort: gpt-oss's template writes it into its system message.
+    if (!o.reasoning_effort.empty()) options_.extra_variables["reasoning_effort"] = o.reasoning_effort;
     if (!m_.params.max_new_tokens && !o.sampling.to_the_end) m_.params.max_new_tokens = 1024;
     reset();
   }
@@ -207,6 +214,10 @@ Run add_chat_command(CLI::App& app) {
   cmd->add_option("--think-budget", o->think_budget, "Force the thought closed after N thinking tokens (-1: no limit)")
       ->check(in_range<int64_t>(-1, int64_t{1} << 30));
   cmd->add_flag("--show-think", o->show_think, "Print the model's reasoning (dimmed on a terminal)");
+  cmd->add_option("--reasoning-effort", o->reasoning_effort,
+                  "How long the model reasons, for templates that read reasoning_effort (gpt-oss): low, medium, high")
+      ->check(CLI::IsMember({"low", "medium", "high"}));
+  add_chat_template_option(*cmd, o->chat_template_file);
   cmd->add_option("--messages", o->messages_file, "One-shot: reply to the conversation in FILE (JSON array)");
   cmd->add_flag("--json", o->json, "With --messages: print {\"content\", \"reasoning_content\"}");
   cmd->add_flag("-v,--verbose", o->verbose, "Print tokens prefilled and generated per turn to stderr");

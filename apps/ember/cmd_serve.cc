@@ -20,6 +20,7 @@ struct ServeOpts {
   ModelOptions model;
   server::ServerOptions server;
   engine::SchedulerOptions scheduler;
+  std::string chat_template_file;
 };
 
 int serve(ServeOpts& o) {
@@ -34,6 +35,7 @@ int serve(ServeOpts& o) {
 
   // An embedding folder may have no lm_head: it then serves /v1/embeddings only.
   o.model.lm_head = model::LoadOptions::LmHead::kIfStored;
+  o.server.chat_template = read_chat_template(o.chat_template_file);
   LoadedModel m = load_model(o.model);
   // The server keeps as many blocks again for reusing finished conversations' prefixes.
   o.scheduler.context = planned_context(*m.model, o.model, o.scheduler.max_parallel, engine::Scheduler::kPoolFactor);
@@ -91,6 +93,7 @@ Run add_serve_command(CLI::App& app) {
   cmd->add_option("--cors", o->server.cors_origins,
                   "Origins whose pages may call the API from a browser: ORIGIN[,ORIGIN...] or * (default: none)")
       ->delimiter(',');
+  add_chat_template_option(*cmd, o->chat_template_file);
   return [o] { return serve(*o); };
 }
 

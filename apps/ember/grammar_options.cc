@@ -19,7 +19,7 @@ std::shared_ptr<const grammar::Grammar> GrammarOptions::compile() const {
     // A schema's grammar as the server makes a response_format's (engine::format_gbnf).
     const std::string gbnf =
         !json_schema_file.empty()
-            ? *engine::format_gbnf({engine::OutputFormat::Kind::kJsonSchema, path, read_json_file(path)})
+            ? *engine::format_gbnf({engine::OutputFormat::Kind::kJsonSchema, path, read_json_file(path), {}})
             : read_file(path);
     return std::make_shared<const grammar::Grammar>(grammar::Grammar::from_gbnf(gbnf));
   } catch (const Error& e) {

@@ -3,6 +3,7 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/format.h"
+#include "base/mapped_file.h"
 #include "engine/generation.h"
 #include "engine/memory_plan.h"
 #include "kernels/quant.h"
@@ -123,6 +124,19 @@ LoadedModel load_model(const ModelOptions& model, const SamplingOptions* samplin
   LoadedModel m{model.load(), model::load_tokenizer(model.dir), {}};
   if (sampling) m.params = sampling->resolve(*m.model);
   return m;
+}
+
+void add_chat_template_option(CLI::App& cmd, std::string& file) {
+  cmd.add_option("--chat-template", file,
+                 "A Jinja chat template to use instead of the model's (e.g. one that renders gpt-oss's harmony format)")
+      ->check(CLI::ExistingFile);
+}
+
+std::string read_chat_template(const std::string& file) {
+  if (file.empty()) return {};
+  std::string source = read_file(file);
+  if (source.empty()) fail(file, "the chat template is empty");
+  return source;
 }
 
 int64_t parse_bytes(const std::string& text, const std::string& flag) {

@@ -50,6 +50,11 @@ struct LoadedModel {
 // sampling flags when given (serve takes them per request instead).
 LoadedModel load_model(const ModelOptions& model, const SamplingOptions* sampling = nullptr);
 
+// --chat-template FILE of chat and serve: a Jinja chat template used instead of the model's.
+void add_chat_template_option(CLI::App& cmd, std::string& file);
+// The template in `file` ("" for none); throws ember::Error naming the file when it cannot be read.
+std::string read_chat_template(const std::string& file);
+
 // The context per sequence that fits `sequences` sequences (engine::plan_memory, --ctx and --mem);
 // prints the plan's line unless quiet. pool_factor: KV blocks per context (2 for the server's reuse).
 int64_t planned_context(const model::Model& model, const ModelOptions& options, int64_t sequences = 1,

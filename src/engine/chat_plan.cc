@@ -12,6 +12,7 @@ std::optional<std::string> format_gbnf(const OutputFormat& format) {
     case OutputFormat::Kind::kText: return std::nullopt;
     case OutputFormat::Kind::kJsonObject: return grammar::json_object_gbnf();
     case OutputFormat::Kind::kJsonSchema: return grammar::json_schema_to_gbnf(format.schema);
+    case OutputFormat::Kind::kGbnf: return format.gbnf;
   }
   return std::nullopt;
 }
@@ -46,8 +47,10 @@ ChatPlan plan_chat(const ChatPromptBuilder& prompts, const nlohmann::ordered_jso
   using Mode = ToolChoice::Mode;
   ChatPlan plan;
   ChatPrompt prompt;
+  ChatOptions with_format = options;
+  with_format.structured = format.kind == OutputFormat::Kind::kJsonObject || format.kind == OutputFormat::Kind::kJsonSchema;
   try {
-    prompt = prompts.build(messages, options);
+    prompt = prompts.build(messages, with_format);
   } catch (const Error& e) {
     throw RequestError(std::string("the chat template failed: ") + e.what(), "messages", "invalid_value");
   }
@@ -62,7 +65,7 @@ ChatPlan plan_chat(const ChatPromptBuilder& prompts, const nlohmann::ordered_jso
   const bool forced = tool_choice.mode == Mode::kRequired || tool_choice.mode == Mode::kFunction;
   plan.gen = chat_request(std::move(prompt), std::move(params));
   // The grammar: a forced call's shapes (computed once: the reply's cut calls use them too), or the format's.
-  const char* param = forced ? "tool_choice" : "response_format";
+  const char* param = forced ? "tool_choice" : format.kind == OutputFormat::Kind::kGbnf ? "grammar" : "response_format";
   std::optional<std::string> gbnf;
   try {
     if (forced) {

@@ -26,11 +26,14 @@ struct ToolChoice {
   std::string function;  // kFunction's name
 };
 
-// The structure the reply's text must have: free text, any JSON object, or JSON of a schema.
+// The structure the reply's text must have: free text, any JSON object, JSON of a schema, or a GBNF
+// grammar of the request's own (llama-server's `grammar`; for a harmony reply it covers the channels'
+// markers too).
 struct OutputFormat {
-  enum class Kind { kText, kJsonObject, kJsonSchema } kind = Kind::kText;
+  enum class Kind { kText, kJsonObject, kJsonSchema, kGbnf } kind = Kind::kText;
   std::string name;
   nlohmann::ordered_json schema;  // kJsonSchema's
+  std::string gbnf;               // kGbnf's
 };
 
 // The GBNF of a format (none for free text). Throws ember::Error for a schema it cannot express.
@@ -62,7 +65,7 @@ struct ChatPlan {
 
 // The plan of a chat request. Throws RequestError naming the request's part at fault: "messages"
 // (the template failed), "tools" (the template's tool-call format is unknown), "tool_choice",
-// "response_format" (a schema the grammar engine cannot express).
+// "response_format" (a schema the grammar engine cannot express), "grammar" (GBNF that does not compile).
 ChatPlan plan_chat(const ChatPromptBuilder& prompts, const nlohmann::ordered_json& messages, const ChatOptions& options,
                    sampling::SamplingParams params, const ToolChoice& tool_choice, bool parallel_tool_calls,
                    const OutputFormat& format, GrammarCache& grammars);

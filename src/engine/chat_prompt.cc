@@ -6,10 +6,19 @@
 
 namespace ember::engine {
 
-ChatPromptBuilder::ChatPromptBuilder(const tokenizer::Tokenizer& tokenizer, const std::string& model_dir)
+ChatPromptBuilder::ChatPromptBuilder(const tokenizer::Tokenizer& tokenizer, const std::string& model_dir,
+                                     const std::string& template_source)
     : tokenizer_(tokenizer), special_tokens_(tokenizer::special_token_variables(tokenizer.config())) {
+  if (!template_source.empty()) {
+    template_.emplace(template_source);
+    tool_format_ = chat::detect_tool_call_format(template_source);
+    harmony_ = chat::is_harmony_template(template_source);
+    return;
+  }
   try {
-    template_.emplace(tokenizer::select_chat_template(tokenizer.config(), /*with_tools=*/false, model_dir));
+    const std::string& source = tokenizer::select_chat_template(tokenizer.config(), /*with_tools=*/false, model_dir);
+    template_.emplace(source);
+    harmony_ = chat::is_harmony_template(source);
   } catch (const Error& e) {
     no_template_ = e.what();
     return;
@@ -32,15 +41,28 @@ std::string ChatPromptBuilder::render(const nlohmann::ordered_json& messages, co
   for (auto it = options.extra_variables.begin(); it != options.extra_variables.end(); ++it)
     in.variables[it.key()] = it.value();
   if (options.enable_thinking) in.variables["enable_thinking"] = *options.enable_thinking;
+  // gpt-oss knows low, medium and high: an API's "none" or "minimal" asks for the least of them.
+  if (auto effort = in.variables.find("reasoning_effort");
+      harmony_ && effort != in.variables.end() && (*effort == "none" || *effort == "minimal"))
+    *effort = "low";
   return (tool_template_ && !options.tools.is_null() ? *tool_template_ : *template_).render(in);
 }
 
 ChatPrompt ChatPromptBuilder::build(const nlohmann::ordered_json& messages, const ChatOptions& options) const {
   ChatPrompt p;
   p.text = render(messages, options, /*add_generation_prompt=*/true);
+  if (harmony_ && options.structured && p.text.ends_with("<|start|>assistant")) p.text += chat::kHarmonyFinal;
   p.ids = tokenizer_.encode(p.text, /*add_special_tokens=*/false);
   p.opens_reasoning = chat::prompt_opens_reasoning(p.text);
   p.thinking_off = options.enable_thinking == false;
+  if (harmony_) {  // the channels tell the thought; the budget ends the analysis message
+    p.harmony = chat::HarmonyParser::after_prompt(p.text);
+    p.opens_reasoning = p.harmony->in_reasoning();
+    if (options.think_budget >= 0)
+      p.think_budget = chat::ThinkingBudget::of_parsed_thought(tokenizer_.encode(chat::kHarmonyCloseThought, false),
+                                                                options.think_budget);
+    return p;
+  }
 
   const auto open_id = tokenizer_.token_to_id(chat::kThinkOpen);
   if (options.think_budget >= 0 && open_id) {
@@ -64,6 +86,7 @@ GenerationRequest chat_request(ChatPrompt prompt, sampling::SamplingParams param
   g.starts_in_reasoning = prompt.opens_reasoning;
   g.may_open_thought = !prompt.thinking_off;
   g.think_budget = std::move(prompt.think_budget);
+  g.harmony = std::move(prompt.harmony);
   return g;
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "chat/chat_template.h"
+#include "chat/harmony.h"
 #include "chat/thinking_budget.h"
 #include "chat/tool_call_format.h"
 #include "engine/generation.h"
@@ -22,6 +23,10 @@ struct ChatOptions {
   nlohmann::ordered_json extra_variables = nlohmann::ordered_json::object();  // chat_template_kwargs
   nlohmann::ordered_json tools;         // null: none
   std::optional<GrammarConstraint> grammar;  // the reply follows it (after the thought)
+  // The answer is structured (JSON of response_format or --json-schema), its grammar holding from
+  // the reply's first token: a harmony prompt then opens the final channel itself, so that the model
+  // writes the JSON where it writes answers (not in place of a channel's header).
+  bool structured = false;
 };
 
 struct ChatPrompt {
@@ -30,6 +35,7 @@ struct ChatPrompt {
   bool opens_reasoning = false;
   bool thinking_off = false;  // the request turned thinking off (enable_thinking false)
   std::optional<chat::ThinkingBudget> think_budget;
+  std::optional<chat::HarmonyParser> harmony;  // set: the template is harmony (gpt-oss), the reply split by channel
 };
 
 // The generation request of a chat prompt: its ids, its thinking state and budget, the reasoning split.
@@ -38,7 +44,10 @@ GenerationRequest chat_request(ChatPrompt prompt, sampling::SamplingParams param
 class ChatPromptBuilder {
  public:
   // A folder without a chat template (an embedding model's) is no error until a prompt is asked of it.
-  ChatPromptBuilder(const tokenizer::Tokenizer& tokenizer, const std::string& model_dir);
+  // `template_source`, when not empty, is the chat template instead of the folder's (--chat-template),
+  // with or without tools.
+  ChatPromptBuilder(const tokenizer::Tokenizer& tokenizer, const std::string& model_dir,
+                    const std::string& template_source = "");
 
   // The rendered text alone. Throws ember::Error when the template fails (e.g. raise_exception on a
   // bad role order) or the folder has none.
@@ -55,6 +64,7 @@ class ChatPromptBuilder {
   std::string no_template_;  // why there is no template_
   std::optional<chat::ChatTemplate> tool_template_;  // a named list's "tool_use", for requests with tools
   std::optional<chat::ToolCallFormat> tool_format_;
+  bool harmony_ = false;  // the template renders harmony (gpt-oss): replies split by channel, not by <think>
   nlohmann::ordered_json special_tokens_;
 };
 

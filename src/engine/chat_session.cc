@@ -3,8 +3,8 @@
 namespace ember::engine {
 
 ChatSession::ChatSession(model::Model& model, const tokenizer::Tokenizer& tokenizer, const std::string& model_dir,
-                         int64_t context_tokens)
-    : tokenizer_(tokenizer), prompts_(tokenizer, model_dir), session_(model, tokenizer, context_tokens) {}
+                         int64_t context_tokens, const std::string& template_source)
+    : tokenizer_(tokenizer), prompts_(tokenizer, model_dir, template_source), session_(model, tokenizer, context_tokens) {}
 
 std::vector<int32_t> ChatSession::render_prompt(const nlohmann::ordered_json& messages, const ChatOptions& options,
                                                 std::string* rendered_text) const {

@@ -28,8 +28,9 @@ struct ChatCallbacks {
 
 class ChatSession {
  public:
+  // template_source: the chat template instead of the folder's when not empty (--chat-template).
   ChatSession(model::Model& model, const tokenizer::Tokenizer& tokenizer, const std::string& model_dir,
-              int64_t context_tokens = 0);
+              int64_t context_tokens = 0, const std::string& template_source = "");
 
   // The prompt ids for `messages` (a JSON array of {role, content, ...}) with the generation prompt.
   std::vector<int32_t> render_prompt(const nlohmann::ordered_json& messages, const ChatOptions& options,

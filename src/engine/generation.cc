@@ -164,7 +164,7 @@ Generation::Generation(const tokenizer::Tokenizer& tokenizer, GenerationRequest 
     matcher_.emplace(g->grammar, g->vocabulary, g->masks);
     check_grammar_start(request_, *matcher_);
     grammar_on_ = !(request_.split_reasoning && request_.starts_in_reasoning);
-    if (request_.split_reasoning && request_.may_open_thought && grammar_on_)
+    if (request_.split_reasoning && request_.may_open_thought && grammar_on_ && !request_.harmony)
       think_open_ = tokenizer.token_to_id(chat::kThinkOpen);
   }
 }
@@ -204,7 +204,7 @@ void Generation::route(std::string text, GenerationStep& out) {
     out.content += text;
     return;
   }
-  const chat::ReasoningDelta d = parser_.push(text);
+  const chat::ReasoningDelta d = request_.harmony ? request_.harmony->push(text) : parser_.push(text);
   out.content += d.content;
   out.reasoning += d.reasoning;
 }
@@ -216,7 +216,7 @@ void Generation::end(FinishReason reason, GenerationStep& out) {
   // After a stop string nothing more is shown; otherwise the text held back is final now.
   if (reason != FinishReason::kStopString) route(stops_.feed(decoder_.flush()).text + stops_.flush(), out);
   if (request_.split_reasoning) {
-    const chat::ReasoningDelta rest = parser_.flush();
+    const chat::ReasoningDelta rest = request_.harmony ? request_.harmony->flush() : parser_.flush();
     out.content += rest.content;
     out.reasoning += rest.reasoning;
   }
@@ -253,7 +253,10 @@ GenerationStep Generation::step(std::span<const float> logits) {
     throw Error("internal: the sampler chose token " + std::to_string(tok) + ", which the grammar forbids");
   const sampling::TokenLogprobs* lp = want_logprobs_ ? sampler_.last_logprobs() : nullptr;
   out.tokens.push_back({tok, lp ? std::optional<sampling::TokenLogprobs>(*lp) : std::nullopt});
-  if (request_.think_budget && !is_eos(tok))
+  // A harmony budget follows the parser: its forced tokens come once the token's text went through it.
+  // A grammar holds over a harmony reply's markers too, so the grammar decides where its thought ends.
+  const bool parsed_budget = request_.think_budget && request_.harmony && !matcher_;
+  if (request_.think_budget && !request_.harmony && !is_eos(tok))
     for (int32_t f : request_.think_budget->after_token(tok)) out.tokens.push_back({f, std::nullopt});
 
   std::string text;
@@ -276,9 +279,13 @@ GenerationStep Generation::step(std::span<const float> logits) {
       end(*why, out);
       return out;
     }
+    if (parsed_budget && i + 1 == out.tokens.size() && !is_eos(tok)) {
+      route(std::exchange(text, {}), out);
+      for (int32_t f : request_.think_budget->after_thought_token(in_reasoning())) out.tokens.push_back({f, std::nullopt});
+    }
   }
   route(std::move(text), out);
-  if (matcher_ && !grammar_on_ && !parser_.in_reasoning()) grammar_on_ = true;  // the thought is closed
+  if (matcher_ && !grammar_on_ && !in_reasoning()) grammar_on_ = true;  // the thought is closed
   // The cache holds every token but the ones to feed; those must fit too. A sequence at its length
   // limit ends now, so that no forward pass computes logits nobody samples.
   if (static_cast<int64_t>(context_.size()) >= context_limit_) end(FinishReason::kContext, out);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/error.h"
+#include "chat/harmony.h"
 #include "chat/reasoning.h"
 #include "chat/thinking_budget.h"
 #include "engine/grammar_constraint.h"
@@ -64,6 +65,10 @@ struct GenerationRequest {
   sampling::SamplingParams params;
   bool split_reasoning = false;      // route the text through a <think> parser
   bool starts_in_reasoning = false;  // the prompt leaves a <think> open
+  // With split_reasoning, a harmony (gpt-oss) reply: this parser, primed with the prompt's open
+  // message, splits it by channel instead, and a think_budget made by of_parsed_thought follows it
+  // (not under a grammar, which covers the channels' markers: it decides where the thought ends).
+  std::optional<chat::HarmonyParser> harmony;
   // Under a grammar, whether the reply's first token may open a thought before the grammar starts;
   // false when the request turned thinking off, so the grammar holds from the first token.
   bool may_open_thought = true;
@@ -129,6 +134,7 @@ class Generation {
   // The logits with every token the grammar forbids at -inf; false when it allows none.
   bool mask(std::span<const float> logits);
   void route(std::string text, GenerationStep& out);  // to content, or through the reasoning parser
+  bool in_reasoning() const { return request_.harmony ? request_.harmony->in_reasoning() : parser_.in_reasoning(); }
   void end(FinishReason reason, GenerationStep& out);
 
   GenerationRequest request_;
@@ -136,7 +142,7 @@ class Generation {
   sampling::Sampler sampler_;
   sampling::StopStringMatcher stops_;
   tokenizer::StreamDecoder decoder_;
-  chat::ReasoningParser parser_;
+  chat::ReasoningParser parser_;  // a <think> reply's; request_.harmony splits a harmony one
   std::vector<int32_t> context_;  // prompt + generated
   int64_t output_bytes_ = 0;      // of the text streamed so far
   std::optional<grammar::Matcher> matcher_;

@@ -62,7 +62,7 @@ constexpr std::string_view kCommonFields[] = {
 const Fields& chat_fields() {
   static const Fields f{
       {"messages", "top_logprobs", "reasoning_effort", "thinking_budget", "chat_template_kwargs", "tools", "tool_choice",
-       "parallel_tool_calls", "response_format"},
+       "parallel_tool_calls", "response_format", "grammar"},
       // Bookkeeping for OpenAI's platform, with no effect on the reply (prefixes are reused anyway).
       {"metadata", "service_tier", "safety_identifier", "prompt_cache_key", "prompt_cache_retention"},
       {"audio", "modalities", "prediction", "functions", "function_call", "web_search_options", "verbosity", "store"}};
@@ -296,9 +296,16 @@ ChatRequest parse_chat_request(const ordered_json& body, const sampling::Samplin
       bad("response_format", "must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or {\"type\": \"json_schema\", ...}");
     }
   }
+  if (const auto* g = field(body, "grammar")) {  // llama-server's: GBNF the whole reply follows
+    if (!g->is_string() || g->get_ref<const std::string&>().empty()) bad("grammar", "must be GBNF text");
+    if (r.response_format.kind != ResponseFormat::Kind::kText) bad("grammar", "cannot be combined with response_format");
+    r.response_format.kind = ResponseFormat::Kind::kGbnf;
+    r.response_format.gbnf = g->get<std::string>();
+  }
   if (r.response_format.kind != ResponseFormat::Kind::kText &&
       (r.tool_choice.mode == ToolChoice::Mode::kRequired || r.tool_choice.mode == ToolChoice::Mode::kFunction))
-    bad("response_format", "cannot be combined with a tool_choice that forces a call");
+    bad(r.response_format.kind == ResponseFormat::Kind::kGbnf ? "grammar" : "response_format",
+        "cannot be combined with a tool_choice that forces a call");
   return r;
 }
 

@@ -100,7 +100,7 @@ Server::Server(model::Model& model, const tokenizer::Tokenizer& tokenizer, engin
       options_(std::move(options)),
       defaults_(engine::default_params(model.dir(), model.config())),
       vocab_size_(static_cast<size_t>(model.config().vocab_size)),
-      prompts_(tokenizer, model.dir()),
+      prompts_(tokenizer, model.dir(), options_.chat_template),
       grammars_(tokenizer),
       created_(std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
                    .count()) {

@@ -46,6 +46,7 @@ struct ServerOptions {
   // often, so that clients with read timeouts keep waiting.
   double keep_alive_s = 5;
   std::string model_name;                // "": the model folder's name
+  std::string chat_template;             // not empty: the chat template instead of the model's (--chat-template)
   // Origins whose pages may call the API from a browser ("*": any); empty: none (same origin only).
   std::vector<std::string> cors_origins;
 };

@@ -35,21 +35,21 @@ TEST_F(ChatPlanTest, FreeTextHasNoGrammarAndThePromptOfTheTemplate) {
 
 TEST_F(ChatPlanTest, SchemasCompileOnceAndTheCacheKeepsTheMostRecent) {
   const OutputFormat person{OutputFormat::Kind::kJsonSchema, "p",
-                            ordered_json::parse(R"({"type": "object", "properties": {"name": {"type": "string"}}})")};
+                            ordered_json::parse(R"({"type": "object", "properties": {"name": {"type": "string"}}})"), {}};
   const ChatPlan a = plan({}, person), b = plan({}, person);
   ASSERT_TRUE(a.gen.grammar && b.gen.grammar);
   EXPECT_EQ(a.gen.grammar->grammar, b.gen.grammar->grammar) << "the same schema shares its compiled grammar";
   EXPECT_EQ(a.gen.grammar->masks, b.gen.grammar->masks);
   EXPECT_EQ(a.gen.grammar->source, "'response_format'");
   // Capacity 2: two other grammars push the first one out.
-  plan({}, {OutputFormat::Kind::kJsonObject, "", nullptr});
-  plan({}, {OutputFormat::Kind::kJsonSchema, "n", ordered_json::parse(R"({"type": "integer"})")});
+  plan({}, {OutputFormat::Kind::kJsonObject, "", nullptr, {}});
+  plan({}, {OutputFormat::Kind::kJsonSchema, "n", ordered_json::parse(R"({"type": "integer"})"), {}});
   EXPECT_NE(plan({}, person).gen.grammar->grammar, a.gen.grammar->grammar);
 }
 
 TEST_F(ChatPlanTest, ErrorsNameThePartOfTheRequest) {
   try {
-    plan({}, {OutputFormat::Kind::kJsonSchema, "bad", ordered_json::parse(R"({"type": "frobnicate"})")});
+    plan({}, {OutputFormat::Kind::kJsonSchema, "bad", ordered_json::parse(R"({"type": "frobnicate"})"), {}});
     ADD_FAILURE() << "an unknown schema type was accepted";
   } catch (const RequestError& e) {
     EXPECT_EQ(e.param, "response_format") << e.what();

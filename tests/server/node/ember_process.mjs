@@ -55,19 +55,20 @@ export function browserForTests() {
 }
 
 // A random-weight model with tiny-qwen3's shapes, the real Qwen3 tokenizer and Qwen3's chat template
-// (tool calls in Qwen's format), written under `dir` by bench/write_model_folder. Returns its folder
-// and the ids of the tokenizer's added tokens by text.
-export function writeRandomQwen3(shared, writer, dir) {
+// (tool calls in Qwen's format), or the chat template file `template`, written at `dir`/`name` by
+// bench/write_model_folder. Returns its folder and the ids of the tokenizer's added tokens by text.
+export function writeRandomQwen3(shared, writer, dir, template = path.join(shared, "chat_templates/qwen3.jinja"),
+                                 name = "model") {
   const config = JSON.parse(fs.readFileSync(path.join(shared, "models/tiny-qwen3-bf16/config.json"), "utf8"));
   const tok = JSON.parse(fs.readFileSync(path.join(shared, "tokenizers/qwen3/tokenizer.json"), "utf8"));
   const added = Object.fromEntries(tok.added_tokens.map((a) => [a.content, a.id]));
   config.vocab_size = [...Object.values(added), ...Object.values(tok.model.vocab)].reduce((a, b) => Math.max(a, b), 0) + 1;
   config.eos_token_id = added["<|im_end|>"];
-  fs.mkdirSync(path.join(dir, "src"), { recursive: true });
-  fs.writeFileSync(path.join(dir, "src/config.json"), JSON.stringify(config));
-  const model = path.join(dir, "model");
-  execFileSync(writer, [path.join(dir, "src"), path.join(shared, "tokenizers/qwen3/tokenizer.json"),
-    path.join(shared, "tokenizers/qwen3/tokenizer_config.json"), path.join(shared, "chat_templates/qwen3.jinja"), model],
-    { stdio: "ignore" });
+  const src = path.join(dir, `${name}-src`);
+  fs.mkdirSync(src, { recursive: true });
+  fs.writeFileSync(path.join(src, "config.json"), JSON.stringify(config));
+  const model = path.join(dir, name);
+  execFileSync(writer, [src, path.join(shared, "tokenizers/qwen3/tokenizer.json"),
+    path.join(shared, "tokenizers/qwen3/tokenizer_config.json"), template, model], { stdio: "ignore" });
   return { model, added };
 }
