@@ -1,0 +1,285 @@
+// ember convert: every folder of ../shared/models whose model_type convert writes (found by walking
+// the folder) is written as GGUF and read back by Ember: the same last-position logits as the folder
+// (within float rounding as stored, close as Q8_0), the same token ids from the GGUF's tokenizer, and
+// llama.cpp's logits on the file within testdata/gguf/README.md's float tolerance (skipped where
+// llama.cpp is not built). Refusals name what they refuse; a failed write leaves no file.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "base/error.h"
+#include "base/mapped_file.h"
+#include "fuzz_util.h"
+#include "kernels/gguf_quants.h"
+#include "model/gguf.h"
+#include "model/gguf_architecture.h"
+#include "model/gguf_convert.h"
+#include "model/gguf_writer.h"
+#include "model/load_tokenizer.h"
+#include "model/model.h"
+#include "run_command.h"
+#include "test_paths.h"
+
+namespace ember::model {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// Every model folder whose config.json's model_type convert writes, sorted.
+std::vector<std::string> convertible_folders() {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(test::model_dir(""))) {
+    const fs::path config = e.path() / "config.json";
+    if (!fs::exists(config)) continue;
+    const json c = json::parse(read_file(config.string()));
+    if (c.contains("model_type") && gguf_architecture_to_write(c["model_type"].get<std::string>()) != nullptr)
+      out.push_back(e.path().filename().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The message convert_to_gguf fails with, "" when it writes `out`.
+std::string convert_error(const std::string& folder, const std::string& out, const ConvertOptions& o = {}) {
+  try {
+    convert_to_gguf(test::model_dir(folder), out, o);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// Converts `folder` into `dir`; "" with `refusal` set when convert refuses it.
+std::string convert(const std::string& folder, const fuzz::TempDir& dir, const std::string& type, std::string& refusal) {
+  const std::string out = dir.path() + "/" + folder + "-" + (type.empty() ? "stored" : type) + ".gguf";
+  ConvertOptions o;
+  if (!type.empty()) o.type = parse_convert_type(type);
+  refusal = convert_error(folder, out, o);
+  return refusal.empty() ? out : "";
+}
+
+// A prompt of the folder's own tokenizer: 12 tokens at most, within every tiny model's window (16).
+std::vector<int32_t> prompt_ids(const std::string& folder) {
+  std::vector<int32_t> ids = load_tokenizer(test::model_dir(folder)).encode("Once upon a time, a little girl found a red ball.", true);
+  if (ids.size() > 12) ids.resize(12);
+  return ids;
+}
+
+std::vector<float> convert_logits(const std::string& path, const std::vector<int32_t>& ids,
+                                  kernels::QType quantize = kernels::QType::None) {
+  auto m = Model::load(path, {.threads = 2, .progress = {}, .quantize = quantize});
+  auto cache = m->make_cache(static_cast<int64_t>(ids.size()) + 1);
+  KvSequence seq(*cache);
+  return m->forward(seq, ids);
+}
+
+double max_abs(const std::vector<float>& v) {
+  double m = 0;
+  for (float x : v) m = std::max(m, static_cast<double>(std::fabs(x)));
+  return m;
+}
+
+double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, static_cast<double>(std::fabs(a[i] - b[i])));
+  return m;
+}
+
+// testdata/gguf/README.md's tolerance for float files.
+double float_tolerance(const std::vector<float>& expected) { return 1e-3 + 1e-4 * max_abs(expected); }
+
+// A refusal names the config.json field at fault.
+void expect_refused_by_field(const std::string& folder, const std::string& refusal) {
+  EXPECT_NE(refusal.find("config.json: "), std::string::npos) << folder << ": " << refusal;
+}
+
+// Each Q8_0 tensor of `quantized` against the same tensor of `plain` (a float file): the matrices
+// quantized, their blocks rounding each weight to the nearest step; the rest float.
+void expect_blocks_round_the_floats(const std::string& quantized, const std::string& plain) {
+  const GgufFile q(quantized), f(plain);
+  ASSERT_EQ(q.tensors().size(), f.tensors().size());
+  int64_t blocks = 0;
+  for (const GgufTensor& t : q.tensors()) {
+    const GgufTensor& ft = f.tensor(t.name);
+    ASSERT_EQ(t.dims, ft.dims) << t.name;
+    if (t.dims.size() == 1 || t.name == "token_embd.weight" || t.name.find("ffn_gate_inp") != std::string::npos) {
+      EXPECT_TRUE(t.type == kernels::GgmlType::F32 || t.type == ft.type) << t.name << " is not float";
+      continue;
+    }
+    if (t.type != kernels::GgmlType::Q8_0) {
+      EXPECT_NE(t.row_length() % 32, 0) << t.name << ": rows of whole blocks stay " << kernels::ggml_type_name(t.type);
+      continue;
+    }
+    std::vector<float> a(static_cast<size_t>(t.row_length())), b(a.size());
+    for (int64_t r = 0; r < t.rows(); ++r) {
+      kernels::dequantize_row(t.type, t.data + r * t.row_bytes(), t.row_length(), a.data());
+      kernels::dequantize_row(ft.type, ft.data + r * ft.row_bytes(), ft.row_length(), b.data());
+      for (int64_t k = 0; k < t.row_length(); k += 32, ++blocks) {
+        float amax = 0;
+        for (int64_t j = k; j < k + 32; ++j) amax = std::max(amax, std::fabs(b[static_cast<size_t>(j)]));
+        const float step = amax / 127.0f;
+        for (int64_t j = k; j < k + 32; ++j)
+          ASSERT_LE(std::fabs(a[static_cast<size_t>(j)] - b[static_cast<size_t>(j)]), 0.6f * step + 1e-30f)
+              << t.name << " row " << r << " column " << j;
+      }
+    }
+  }
+  EXPECT_GT(blocks, 0) << quantized << " has no Q8_0 blocks";
+}
+
+class GgufConvert : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GgufConvert, SameLogitsAsTheFolder) {
+  const std::string& folder = GetParam();
+  fuzz::TempDir dir;
+  std::string refusal;
+  const std::string stored = convert(folder, dir, "", refusal);
+  if (stored.empty()) {
+    expect_refused_by_field(folder, refusal);
+    GTEST_SKIP() << "convert refuses " << folder << ": " << refusal;
+  }
+  const std::vector<int32_t> ids = prompt_ids(folder);
+  const std::vector<float> want = convert_logits(test::model_dir(folder), ids);
+  const std::vector<float> got = convert_logits(stored, ids);
+  ASSERT_EQ(got.size(), want.size());
+  const double d = max_abs_diff(got, want), tol = float_tolerance(want);
+  std::printf("%-28s as stored: max|d| %.3g (tolerance %.3g)\n", folder.c_str(), d, tol);
+  EXPECT_LE(d, tol) << folder;
+
+  // Q8_0: every weight of every Q8_0 block within half a step (and the float16 scale's rounding) of
+  // the float file's; the embedding and 1-D tensors float; the logits close to the folder's: Q8_0 moves
+  // these deliberately peaked random models' logits by 1-10% of the largest (llama.cpp's own Q8_0 files
+  // by as much: up to 21% on the 4-layer smollm3, testdata/gguf/README.md).
+  const std::string q8 = convert(folder, dir, "q8_0", refusal);
+  ASSERT_FALSE(q8.empty()) << refusal;
+  expect_blocks_round_the_floats(q8, stored);
+  const std::vector<float> q = convert_logits(q8, ids);
+  const double dq = max_abs_diff(q, want), tolq = 1e-3 + 0.15 * max_abs(want);
+  std::printf("%-28s q8_0:      max|d| %.3g (%.1f%% of the largest logit)\n", folder.c_str(), dq, 100 * dq / max_abs(want));
+  EXPECT_LE(dq, tolq) << folder;
+}
+
+TEST_P(GgufConvert, TokenizerFromTheFileGivesTheFolderIds) {
+  const std::string& folder = GetParam();
+  fuzz::TempDir dir;
+  std::string refusal;
+  const std::string path = convert(folder, dir, "", refusal);
+  if (path.empty()) GTEST_SKIP() << "convert refuses " << folder << ": " << refusal;
+  const tokenizer::Tokenizer hf = load_tokenizer(test::model_dir(folder)), gguf = load_tokenizer(path);
+  for (const char* text : {"Once upon a time, there was a little girl named Lily.", "Hello world!\n\n  Tabs\tand 123 numbers",
+                           "caf\xC3\xA9 na\xC3\xAFve \xE2\x80\x94 emoji \xF0\x9F\x98\x80 done.", "  leading spaces", ""})
+    for (bool special : {true, false})
+      EXPECT_EQ(gguf.encode(text, special), hf.encode(text, special)) << folder << ": \"" << text << "\"";
+  EXPECT_EQ(gguf.config().bos_token, hf.config().bos_token);
+  EXPECT_EQ(gguf.config().eos_token, hf.config().eos_token);
+  EXPECT_EQ(gguf.config().chat_template, hf.config().chat_template);
+}
+
+INSTANTIATE_TEST_SUITE_P(Folders, GgufConvert, ::testing::ValuesIn(convertible_folders()),
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           std::string s = i.param;
+                           for (char& ch : s)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return s;
+                         });
+
+TEST(GgufConvertFolders, HasFolders) { EXPECT_FALSE(convertible_folders().empty()); }
+
+// llama.cpp's own logits on each converted file (all F32, so that llama.cpp's activation rounding
+// stays at float level) against Ember's on the same file.
+TEST(GgufConvertPeer, LlamaCppGivesTheSameLogits) {
+  const char* peer_env = std::getenv("EMBER_PEER");
+  const char* home = std::getenv("HOME");
+  const std::string peer = peer_env != nullptr ? peer_env : std::string(home != nullptr ? home : "") + "/.cache/ember-peer";
+  if (!fs::exists(peer + "/llama.cpp/build/bin/llama_logits"))
+    GTEST_SKIP() << "llama.cpp is not built here (" << peer << "/llama.cpp/build/bin/llama_logits is missing: run "
+                 << test::shared_dir() << "/peer/llama-peer.sh build)";
+  fuzz::TempDir dir;
+  int compared = 0;
+  for (const std::string& folder : convertible_folders()) {
+    std::string refusal;
+    const std::string path = convert(folder, dir, "f32", refusal);
+    if (path.empty()) continue;
+    const std::vector<int32_t> ids = prompt_ids(folder);
+    const std::vector<float> ember = convert_logits(path, ids);
+    std::string line = "{\"ids\": [";
+    for (size_t i = 0; i < ids.size(); ++i) line += (i ? ", " : "") + std::to_string(ids[i]);
+    line += "]}";
+    const std::string ids_file = dir.write(folder + ".jsonl", line + "\n");
+    const test::Output o = test::run_command("bash '" + test::shared_dir() + "/peer/llama-peer.sh' logits '" + path + "' < '" +
+                                             ids_file + "'");
+    ASSERT_EQ(o.status, 0) << folder << ": " << o.out;
+    const std::vector<float> llama = json::parse(o.out)["logits"].get<std::vector<float>>();
+    ASSERT_EQ(llama.size(), ember.size()) << folder;
+    const double d = max_abs_diff(llama, ember), tol = float_tolerance(ember);
+    std::printf("%-28s llama.cpp: max|d| %.3g (tolerance %.3g)\n", folder.c_str(), d, tol);
+    EXPECT_LE(d, tol) << folder;
+    ++compared;
+  }
+  EXPECT_GT(compared, 0);
+}
+
+TEST(GgufConvertErrors, RefusesAModelTypeItCannotWriteByName) {
+  fuzz::TempDir dir;
+  const std::string what = convert_error("tiny-gptoss-bf16", dir.path() + "/out.gguf");
+  EXPECT_NE(what.find("model_type \"gpt_oss\""), std::string::npos) << what;
+  EXPECT_NE(what.find(writable_model_types()), std::string::npos) << what;
+  EXPECT_TRUE(fs::is_empty(dir.path()));
+}
+
+TEST(GgufConvertErrors, UnwritableOutputNamesThePathAndLeavesNothing) {
+  fuzz::TempDir dir;
+  const std::string missing = dir.path() + "/no/such/folder/out.gguf";
+  const std::string what = convert_error("tiny-llama-f32", missing);
+  EXPECT_NE(what.find(missing), std::string::npos) << what;
+  // A tensor that cannot be made fails the write: no file, no temporary file.
+  GgufWriter w;
+  w.kv_string("general.architecture", "llama");
+  w.tensor("a", {4}, 0, 16, [] { return std::string(16, '\0'); });
+  w.tensor("b", {4}, 0, 16, []() -> std::string { throw Error("tensor b: made up failure"); });
+  const std::string out = dir.path() + "/out.gguf";
+  EXPECT_THROW(w.write(out), Error);
+  EXPECT_TRUE(fs::is_empty(dir.path()));
+}
+
+TEST(GgufConvertErrors, UnknownQuantizeTypeIsNamed) {
+  try {
+    parse_convert_type("q3_k");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("q3_k"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find(convert_type_names()), std::string::npos);
+  }
+}
+
+// The command: progress lines per tensor on stderr, the file loadable, an error exit on a refusal.
+TEST(GgufConvertCli, WritesWithProgressAndRefusesByName) {
+  fuzz::TempDir dir;
+  const std::string out = dir.path() + "/llama-q4_k.gguf";
+  const test::Output ok = test::run_command("'" + test::ember_binary() + "' convert -m '" + test::model_dir("tiny-llama-f32") +
+                                            "' -o '" + out + "' --quantize q4_k 2>&1");
+  ASSERT_EQ(ok.status, 0) << ok.out;
+  EXPECT_NE(ok.out.find("[1/"), std::string::npos) << ok.out;
+  const GgufFile g(out);
+  EXPECT_EQ(ok.out.find("[" + std::to_string(g.tensors().size()) + "/" + std::to_string(g.tensors().size()) + "]") == std::string::npos,
+            false)
+      << ok.out;
+  const test::Output bad = test::run_command("'" + test::ember_binary() + "' convert -m '" + test::model_dir("tiny-gptoss-bf16") +
+                                             "' -o '" + dir.path() + "/x.gguf' 2>&1");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.out.find("gpt_oss"), std::string::npos) << bad.out;
+  EXPECT_FALSE(fs::exists(dir.path() + "/x.gguf"));
+}
+
+}  // namespace
+}  // namespace ember::model
