@@ -209,158 +209,7 @@ class Converter {
     }
   }
 
-  // The tokenizer.json vocabulary as tokenizer.ggml.* (llama.cpp's conventions, testdata/gguf/README.md).
-  void write_tokenizer(GgufWriter& w) {
-    const std::string tok_path = dir_ + "/tokenizer.json", cfg_path = dir_ + "/tokenizer_config.json";
-    json tok, tcfg = json::object();
-    try {
-      tok = json::parse(read_file(tok_path));
-      if (std::filesystem::exists(cfg_path)) tcfg = json::parse(read_file(cfg_path));
-    } catch (const json::exception& e) {
-      fail(dir_, std::string("tokenizer files: invalid JSON: ") + e.what());
-    }
-    const json& model = tok["model"];
-    if (!model.is_object() || model.value("type", "") != "BPE")
-      fail(tok_path, "model.type must be \"BPE\" (GGUF's gpt2 and llama tokenizers are BPE)");
-    std::map<int64_t, std::string> by_id;
-    std::map<std::string, int64_t> ids;
-    for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) by_id[it.value().get<int64_t>()] = it.key();
-    std::set<int64_t> added, special;
-    for (const json& t : tok.value("added_tokens", json::array())) {
-      const int64_t id = t.at("id").get<int64_t>();
-      by_id[id] = t.at("content").get<std::string>();
-      added.insert(id);
-      if (t.value("special", false)) special.insert(id);
-    }
-    for (const auto& [id, s] : by_id) ids.emplace(s, id);
-    const int64_t n = c_.vocab_size;
-    if (!by_id.empty() && (by_id.begin()->first < 0 || by_id.rbegin()->first >= n))
-      fail(tok_path, "token id " + std::to_string(by_id.rbegin()->first) + " is outside the embedding's " + std::to_string(n) + " rows");
-    auto content = [](const json& v) -> std::optional<std::string> {
-      if (v.is_string()) return v.get<std::string>();
-      if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
-      return std::nullopt;
-    };
-    auto token_of = [&](const std::string& s) -> std::optional<int64_t> {
-      const auto it = ids.find(s);
-      return it == ids.end() ? std::nullopt : std::optional<int64_t>(it->second);
-    };
-    auto special_id = [&](const char* field) -> std::optional<int64_t> {
-      const auto s = tcfg.contains(field) ? content(tcfg[field]) : std::nullopt;
-      return s ? token_of(*s) : std::nullopt;
-    };
-    auto bos = special_id("bos_token"), eos = special_id("eos_token");
-    const auto unk = special_id("unk_token"), pad = special_id("pad_token");
-    for (const auto& id : {bos, eos, unk, pad})
-      if (id) special.insert(*id);
-
-    // Byte-level BPE (a ByteLevel pre-tokenizer or decoder): llama.cpp's gpt2; SentencePiece-style
-    // (byte fallback): its llama tokenizer, the merges ranked by score.
-    const std::string dump = tok["pre_tokenizer"].dump() + tok["decoder"].dump();
-    const bool byte_level = dump.find("\"ByteLevel\"") != std::string::npos;
-    const bool spm = !byte_level && model.value("byte_fallback", false);
-    if (!byte_level && !spm) fail(tok_path, "model: a BPE that is neither byte-level nor byte-fallback has no GGUF form");
-    std::vector<std::string> merges;
-    for (const json& m : model.value("merges", json::array())) {
-      if (m.is_string()) {
-        merges.push_back(m.get<std::string>());
-      } else {
-        const std::string a = m.at(0).get<std::string>(), b = m.at(1).get<std::string>();
-        if (a.find(' ') != std::string::npos || b.find(' ') != std::string::npos)
-          fail(tok_path, "model.merges: the merge of \"" + a + "\" and \"" + b + "\" holds a space, which GGUF's merge strings cannot");
-        merges.push_back(a + " " + b);
-      }
-    }
-    std::map<std::string, int64_t> rank;
-    for (size_t r = 0; r < merges.size(); ++r) {
-      const size_t space = merges[r].find(' ');
-      if (space == std::string::npos) fail(tok_path, "model.merges: \"" + merges[r] + "\" is not two tokens");
-      rank.emplace(merges[r].substr(0, space) + merges[r].substr(space + 1), static_cast<int64_t>(r));
-    }
-    static const std::regex byte_token("<0x[0-9A-Fa-f]{2}>");
-    std::vector<std::string> tokens;
-    std::vector<float> scores;
-    std::vector<int32_t> types;  // llama.cpp's token types: 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte
-    for (int64_t i = 0; i < n; ++i) {
-      const auto it = by_id.find(i);
-      if (it == by_id.end()) {
-        tokens.push_back("[PAD" + std::to_string(i) + "]");
-        scores.push_back(-1e4f);
-        types.push_back(5);
-        continue;
-      }
-      const std::string& s = it->second;
-      tokens.push_back(s);
-      float score = 0.0f;
-      int32_t type = 1;
-      if (special.contains(i)) {
-        type = unk && *unk == i ? 2 : 3;
-      } else if (spm && std::regex_match(s, byte_token)) {
-        type = 6;
-      } else if (added.contains(i)) {
-        type = 4;
-      } else {  // the merge that makes the piece ranks it; other pieces (characters) below every merge
-        const auto r = rank.find(s);
-        score = r != rank.end() ? -static_cast<float>(r->second) : -1000.0f - static_cast<float>(i) * 1e-3f;
-      }
-      scores.push_back(score);
-      types.push_back(type);
-    }
-    w.kv_string("tokenizer.ggml.model", spm ? "llama" : "gpt2");
-    if (byte_level) {
-      const auto pre = gguf_pre_tokenizer_name(tok["normalizer"], tok["pre_tokenizer"]);
-      if (!pre) fail(tok_path, "pre_tokenizer: not one whose llama.cpp name Ember knows (default, llama-bpe, qwen2, smollm)");
-      w.kv_string("tokenizer.ggml.pre", *pre);
-    }
-    w.kv_strings("tokenizer.ggml.tokens", tokens);
-    if (spm) w.kv_f32s("tokenizer.ggml.scores", scores);
-    w.kv_i32s("tokenizer.ggml.token_type", types);
-    // (llama.cpp reads merges only for gpt2; Ember also for llama, where the scores alone are lossy.)
-    w.kv_strings("tokenizer.ggml.merges", merges);
-    auto id_key = [&](const char* k, std::optional<int64_t> id) {
-      if (id) w.kv_u32(k, static_cast<uint32_t>(*id));
-    };
-    // BOS / EOS around a text: the post-processor's template where it has one (what Hugging Face's
-    // tokenizer runs), else tokenizer_config.json's flags.
-    bool add_bos = tcfg.value("add_bos_token", false), add_eos = tcfg.value("add_eos_token", false);
-    const json& pp = tok["post_processor"];
-    const json steps = pp.is_object() && pp.value("type", "") == "Sequence" ? pp.value("processors", json::array()) : json::array({pp});
-    for (const json& step : steps)
-      if (step.is_object() && step.value("type", "") == "TemplateProcessing" && step.contains("single") && !step["single"].empty()) {
-        const json& single = step["single"];
-        add_bos = single.front().contains("SpecialToken");
-        add_eos = single.size() > 1 && single.back().contains("SpecialToken");
-        // The template's tokens, where tokenizer_config.json names none.
-        if (add_bos && !bos) bos = token_of(single.front()["SpecialToken"].value("id", ""));
-        if (add_eos && !eos) eos = token_of(single.back()["SpecialToken"].value("id", ""));
-      }
-    std::optional<int64_t> eos_id = eos;
-    if (!eos_id && !c_.eos_token_ids.empty()) eos_id = c_.eos_token_ids[0];
-    id_key("tokenizer.ggml.bos_token_id", bos);
-    id_key("tokenizer.ggml.eos_token_id", eos_id);
-    for (int32_t e : c_.eos_token_ids)
-      if (!eos_id || e != *eos_id) {
-        id_key("tokenizer.ggml.eot_token_id", e);  // a second stop token of config.json
-        break;
-      }
-    id_key("tokenizer.ggml.unknown_token_id", unk);
-    id_key("tokenizer.ggml.padding_token_id", pad);
-    w.kv_bool("tokenizer.ggml.add_bos_token", add_bos);
-    w.kv_bool("tokenizer.ggml.add_eos_token", add_eos);
-    if (spm) {
-      const std::string norm = tok["normalizer"].dump();
-      w.kv_bool("tokenizer.ggml.add_space_prefix", norm.find("\"Prepend\"") != std::string::npos);
-    }
-    std::optional<std::string> tmpl;
-    if (tcfg.contains("chat_template")) {
-      if (!tcfg["chat_template"].is_string())
-        fail(cfg_path, "chat_template: only a single template string can be written (tokenizer.chat_template)");
-      tmpl = tcfg["chat_template"].get<std::string>();
-    } else if (std::filesystem::exists(dir_ + "/chat_template.jinja")) {
-      tmpl = read_file(dir_ + "/chat_template.jinja");
-    }
-    if (tmpl) w.kv_string("tokenizer.chat_template", *tmpl);
-  }
+  void write_tokenizer(GgufWriter& w) { write_gguf_tokenizer(w, dir_, c_.vocab_size, c_.eos_token_ids); }
 
   // general.file_type (llama.cpp's llama_ftype) from the matrices' types.
   void write_file_type(GgufWriter& w) {
@@ -553,6 +402,162 @@ constexpr std::pair<const char*, GgmlType> kConvertTypes[] = {{"f32", GgmlType::
                                                               {"q4_0", GgmlType::Q4_0}, {"q4_k", GgmlType::Q4_K}};
 
 }  // namespace
+
+void write_gguf_tokenizer(GgufWriter& w, const std::string& dir, int64_t rows, const std::vector<int32_t>& eos_ids) {
+  const std::string tok_path = dir + "/tokenizer.json", cfg_path = dir + "/tokenizer_config.json";
+  json tok, tcfg = json::object();
+  try {
+    tok = json::parse(read_file(tok_path));
+    if (std::filesystem::exists(cfg_path)) tcfg = json::parse(read_file(cfg_path));
+  } catch (const json::exception& e) {
+    fail(dir, std::string("tokenizer files: invalid JSON: ") + e.what());
+  }
+  const json& model = tok["model"];
+  if (!model.is_object() || model.value("type", "") != "BPE")
+    fail(tok_path, "model.type must be \"BPE\" (GGUF's gpt2 and llama tokenizers are BPE)");
+  std::map<int64_t, std::string> by_id;
+  std::map<std::string, int64_t> ids;
+  for (auto it = model["vocab"].begin(); it != model["vocab"].end(); ++it) by_id[it.value().get<int64_t>()] = it.key();
+  std::set<int64_t> added, special;
+  for (const json& t : tok.value("added_tokens", json::array())) {
+    const int64_t id = t.at("id").get<int64_t>();
+    by_id[id] = t.at("content").get<std::string>();
+    added.insert(id);
+    if (t.value("special", false)) special.insert(id);
+  }
+  for (const auto& [id, s] : by_id) ids.emplace(s, id);
+  const int64_t n = rows > 0 ? rows : by_id.empty() ? 0 : by_id.rbegin()->first + 1;
+  if (!by_id.empty() && (by_id.begin()->first < 0 || by_id.rbegin()->first >= n))
+    fail(tok_path, "token id " + std::to_string(by_id.rbegin()->first) + " is outside the embedding's " + std::to_string(n) + " rows");
+  auto content = [](const json& v) -> std::optional<std::string> {
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_object() && v.contains("content") && v["content"].is_string()) return v["content"].get<std::string>();
+    return std::nullopt;
+  };
+  auto token_of = [&](const std::string& s) -> std::optional<int64_t> {
+    const auto it = ids.find(s);
+    return it == ids.end() ? std::nullopt : std::optional<int64_t>(it->second);
+  };
+  auto special_id = [&](const char* field) -> std::optional<int64_t> {
+    const auto s = tcfg.contains(field) ? content(tcfg[field]) : std::nullopt;
+    return s ? token_of(*s) : std::nullopt;
+  };
+  auto bos = special_id("bos_token"), eos = special_id("eos_token");
+  const auto unk = special_id("unk_token"), pad = special_id("pad_token");
+  for (const auto& id : {bos, eos, unk, pad})
+    if (id) special.insert(*id);
+
+  // Byte-level BPE (a ByteLevel pre-tokenizer or decoder): llama.cpp's gpt2; SentencePiece-style
+  // (byte fallback): its llama tokenizer, the merges ranked by score.
+  const std::string dump = tok["pre_tokenizer"].dump() + tok["decoder"].dump();
+  const bool byte_level = dump.find("\"ByteLevel\"") != std::string::npos;
+  const bool spm = !byte_level && model.value("byte_fallback", false);
+  if (!byte_level && !spm) fail(tok_path, "model: a BPE that is neither byte-level nor byte-fallback has no GGUF form");
+  std::vector<std::string> merges;
+  for (const json& m : model.value("merges", json::array())) {
+    if (m.is_string()) {
+      merges.push_back(m.get<std::string>());
+    } else {
+      const std::string a = m.at(0).get<std::string>(), b = m.at(1).get<std::string>();
+      if (a.find(' ') != std::string::npos || b.find(' ') != std::string::npos)
+        fail(tok_path, "model.merges: the merge of \"" + a + "\" and \"" + b + "\" holds a space, which GGUF's merge strings cannot");
+      merges.push_back(a + " " + b);
+    }
+  }
+  std::map<std::string, int64_t> rank;
+  for (size_t r = 0; r < merges.size(); ++r) {
+    const size_t space = merges[r].find(' ');
+    if (space == std::string::npos) fail(tok_path, "model.merges: \"" + merges[r] + "\" is not two tokens");
+    rank.emplace(merges[r].substr(0, space) + merges[r].substr(space + 1), static_cast<int64_t>(r));
+  }
+  static const std::regex byte_token("<0x[0-9A-Fa-f]{2}>");
+  std::vector<std::string> tokens;
+  std::vector<float> scores;
+  std::vector<int32_t> types;  // llama.cpp's token types: 1 normal, 2 unknown, 3 control, 4 user-defined, 5 unused, 6 byte
+  for (int64_t i = 0; i < n; ++i) {
+    const auto it = by_id.find(i);
+    if (it == by_id.end()) {
+      tokens.push_back("[PAD" + std::to_string(i) + "]");
+      scores.push_back(-1e4f);
+      types.push_back(5);
+      continue;
+    }
+    const std::string& s = it->second;
+    tokens.push_back(s);
+    float score = 0.0f;
+    int32_t type = 1;
+    if (special.contains(i)) {
+      type = unk && *unk == i ? 2 : 3;
+    } else if (spm && std::regex_match(s, byte_token)) {
+      type = 6;
+    } else if (added.contains(i)) {
+      type = 4;
+    } else {  // the merge that makes the piece ranks it; other pieces (characters) below every merge
+      const auto r = rank.find(s);
+      score = r != rank.end() ? -static_cast<float>(r->second) : -1000.0f - static_cast<float>(i) * 1e-3f;
+    }
+    scores.push_back(score);
+    types.push_back(type);
+  }
+  w.kv_string("tokenizer.ggml.model", spm ? "llama" : "gpt2");
+  if (byte_level) {
+    const auto pre = gguf_pre_tokenizer_name(tok["normalizer"], tok["pre_tokenizer"]);
+    if (!pre) fail(tok_path, "pre_tokenizer: not one whose llama.cpp name Ember knows (default, llama-bpe, qwen2, smollm)");
+    w.kv_string("tokenizer.ggml.pre", *pre);
+  }
+  w.kv_strings("tokenizer.ggml.tokens", tokens);
+  if (spm) w.kv_f32s("tokenizer.ggml.scores", scores);
+  w.kv_i32s("tokenizer.ggml.token_type", types);
+  // (llama.cpp reads merges only for gpt2; Ember also for llama, where the scores alone are lossy.)
+  w.kv_strings("tokenizer.ggml.merges", merges);
+  auto id_key = [&](const char* k, std::optional<int64_t> id) {
+    if (id) w.kv_u32(k, static_cast<uint32_t>(*id));
+  };
+  // BOS / EOS around a text: the post-processor's template where it has one (what Hugging Face's
+  // tokenizer runs), else tokenizer_config.json's flags.
+  bool add_bos = tcfg.value("add_bos_token", false), add_eos = tcfg.value("add_eos_token", false);
+  const json& pp = tok["post_processor"];
+  const json steps = pp.is_object() && pp.value("type", "") == "Sequence" ? pp.value("processors", json::array()) : json::array({pp});
+  for (const json& step : steps)
+    if (step.is_object() && step.value("type", "") == "TemplateProcessing" && step.contains("single") && !step["single"].empty()) {
+      const json& single = step["single"];
+      add_bos = single.front().contains("SpecialToken");
+      add_eos = single.size() > 1 && single.back().contains("SpecialToken");
+      // The template's tokens, where tokenizer_config.json names none.
+      if (add_bos && !bos) bos = token_of(single.front()["SpecialToken"].value("id", ""));
+      if (add_eos && !eos) eos = token_of(single.back()["SpecialToken"].value("id", ""));
+    }
+  std::optional<int64_t> eos_id = eos;
+  if (!eos_id && !eos_ids.empty()) eos_id = eos_ids[0];
+  id_key("tokenizer.ggml.bos_token_id", bos);
+  id_key("tokenizer.ggml.eos_token_id", eos_id);
+  for (int32_t e : eos_ids)
+    if (!eos_id || e != *eos_id) {
+      id_key("tokenizer.ggml.eot_token_id", e);  // a second stop token of config.json
+      break;
+    }
+  id_key("tokenizer.ggml.unknown_token_id", unk);
+  id_key("tokenizer.ggml.padding_token_id", pad);
+  w.kv_bool("tokenizer.ggml.add_bos_token", add_bos);
+  w.kv_bool("tokenizer.ggml.add_eos_token", add_eos);
+  if (spm) {
+    // A space before the text: a Prepend normalizer, or a Metaspace pre-tokenizer that prepends.
+    const std::string norm = tok["normalizer"].dump(), pre = tok["pre_tokenizer"].dump();
+    const bool metaspace_prepends = pre.find("\"Metaspace\"") != std::string::npos &&
+                                    pre.find("\"prepend_scheme\":\"never\"") == std::string::npos &&
+                                    pre.find("\"add_prefix_space\":false") == std::string::npos;
+    w.kv_bool("tokenizer.ggml.add_space_prefix", norm.find("\"Prepend\"") != std::string::npos || metaspace_prepends);
+  }
+  std::optional<std::string> tmpl;
+  if (tcfg.contains("chat_template")) {
+    if (!tcfg["chat_template"].is_string())
+      fail(cfg_path, "chat_template: only a single template string can be written (tokenizer.chat_template)");
+    tmpl = tcfg["chat_template"].get<std::string>();
+  } else if (std::filesystem::exists(dir + "/chat_template.jinja")) {
+    tmpl = read_file(dir + "/chat_template.jinja");
+  }
+  if (tmpl) w.kv_string("tokenizer.chat_template", *tmpl);
+}
 
 void convert_to_gguf(const std::string& model_dir, const std::string& out_path, const ConvertOptions& options) {
   Converter(model_dir, options).run(out_path);

@@ -8,8 +8,10 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kernels/gguf_quants.h"
+#include "model/gguf_writer.h"
 
 namespace ember::model {
 
@@ -24,6 +26,14 @@ struct ConvertOptions {
 };
 
 void convert_to_gguf(const std::string& model_dir, const std::string& out_path, const ConvertOptions& options = {});
+
+// tokenizer.ggml.* and tokenizer.chat_template from the tokenizer files of `dir` (tokenizer.json,
+// tokenizer_config.json, chat_template.jinja) as llama.cpp's converter writes them: "llama" for a
+// byte-fallback BPE (scores from its merges' ranks, the merges too, which Ember reads), "gpt2" for a
+// byte-level one (with the tokenizer.ggml.pre name of its pre-tokenizer). `rows` tokens (the
+// embedding's rows: ids the files lack are padding; 0: as many as the files have); the first of
+// `eos_ids` (config.json's) where tokenizer_config.json names no eos token, a second as eot.
+void write_gguf_tokenizer(GgufWriter& w, const std::string& dir, int64_t rows, const std::vector<int32_t>& eos_ids = {});
 
 // --quantize: "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k"; throws ember::Error naming them otherwise.
 kernels::GgmlType parse_convert_type(const std::string& name);
