@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -50,10 +51,10 @@ std::vector<std::string> convertible_folders() {
   return out;
 }
 
-// The message convert_to_gguf fails with, "" when it writes `out`.
-std::string convert_error(const std::string& folder, const std::string& out, const ConvertOptions& o = {}) {
+// The message convert_to_gguf fails with on the model folder at `path`, "" when it writes `out`.
+std::string convert_error(const std::string& path, const std::string& out, const ConvertOptions& o = {}) {
   try {
-    convert_to_gguf(test::model_dir(folder), out, o);
+    convert_to_gguf(path, out, o);
   } catch (const Error& e) {
     return e.what();
   }
@@ -65,7 +66,7 @@ std::string convert(const std::string& folder, const fuzz::TempDir& dir, const s
   const std::string out = dir.path() + "/" + folder + "-" + (type.empty() ? "stored" : type) + ".gguf";
   ConvertOptions o;
   if (!type.empty()) o.type = parse_convert_type(type);
-  refusal = convert_error(folder, out, o);
+  refusal = convert_error(test::model_dir(folder), out, o);
   return refusal.empty() ? out : "";
 }
 
@@ -290,16 +291,49 @@ TEST(GgufConvertPeer, LlamaCppGivesTheSameLogits) {
 
 TEST(GgufConvertErrors, RefusesAModelTypeItCannotWriteByName) {
   fuzz::TempDir dir;
-  const std::string what = convert_error("tiny-gptoss-bf16", dir.path() + "/out.gguf");
+  const std::string what = convert_error(test::model_dir("tiny-gptoss-bf16"), dir.path() + "/out.gguf");
   EXPECT_NE(what.find("model_type \"gpt_oss\""), std::string::npos) << what;
   EXPECT_NE(what.find(writable_model_types()), std::string::npos) << what;
   EXPECT_TRUE(fs::is_empty(dir.path()));
 }
 
+// A shared folder whose config.json is edited, in `dir` (the other files linked).
+std::string edited_folder(const std::string& folder, const fuzz::TempDir& dir, const std::function<void(json&)>& edit) {
+  const fs::path out = fs::path(dir.path()) / folder;
+  fs::create_directory(out);
+  for (const auto& e : fs::directory_iterator(test::model_dir(folder)))
+    if (e.path().filename() != "config.json") fs::create_symlink(e.path(), out / e.path().filename());
+  json c = json::parse(read_file(test::model_dir(folder) + "/config.json"));
+  edit(c);
+  std::ofstream(out / "config.json") << c.dump();
+  return out.string();
+}
+
+// Settings llama.cpp would run otherwise are refused by their config.json field, and nothing is written.
+TEST(GgufConvertErrors, RefusesWhatGgufCannotSayByField) {
+  fuzz::TempDir dir;
+  const struct {
+    const char* folder;
+    const char* field;
+    std::function<void(json&)> edit;
+  } cases[] = {
+      {"tiny-smollm3-bf16", "no_rope_layers", [](json& c) { c["no_rope_layers"] = {1, 0, 1, 1}; }},
+      {"tiny-qwen3moe-bf16", "norm_topk_prob", [](json& c) { c["norm_topk_prob"] = false; }},
+      {"tiny-qwen3moe-bf16", "mlp_only_layers", [](json& c) { c["mlp_only_layers"] = {1}; }},
+  };
+  for (const auto& k : cases) {
+    fuzz::TempDir work;
+    const std::string out = dir.path() + "/out.gguf";
+    const std::string what = convert_error(edited_folder(k.folder, work, k.edit), out);
+    EXPECT_NE(what.find(std::string("config.json: ") + k.field), std::string::npos) << k.folder << ": " << what;
+    EXPECT_TRUE(fs::is_empty(dir.path())) << k.folder;
+  }
+}
+
 TEST(GgufConvertErrors, UnwritableOutputNamesThePathAndLeavesNothing) {
   fuzz::TempDir dir;
   const std::string missing = dir.path() + "/no/such/folder/out.gguf";
-  const std::string what = convert_error("tiny-llama-f32", missing);
+  const std::string what = convert_error(test::model_dir("tiny-llama-f32"), missing);
   EXPECT_NE(what.find(missing), std::string::npos) << what;
   // A tensor that cannot be made fails the write: no file, no temporary file.
   GgufWriter w;
