@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "apps/ember/commands.h"
+#include "apps/ember/model_options.h"
 #include "model/gguf_convert.h"
 
 namespace ember::app {
@@ -10,6 +11,7 @@ namespace ember::app {
 Run add_convert_command(CLI::App& app) {
   struct Opts {
     std::string model, output, quantize;
+    int threads = 0;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* cmd = app.add_subcommand("convert", "Write a Hugging Face model folder as a GGUF file (llama.cpp's format)");
@@ -17,8 +19,10 @@ Run add_convert_command(CLI::App& app) {
   cmd->add_option("-o,--output", o->output, "The GGUF file to write")->required();
   cmd->add_option("--quantize", o->quantize,
                   "Matrix type: " + model::convert_type_names() + " (default: as stored; the token embedding and 1-D tensors stay float)");
+  add_threads_option(*cmd, o->threads);
   return [o] {
     model::ConvertOptions opts;
+    opts.threads = o->threads;
     if (!o->quantize.empty()) opts.type = model::parse_convert_type(o->quantize);
     opts.progress = [](const std::string& line) { std::fprintf(stderr, "ember: %s\n", line.c_str()); };
     opts.warn = [](const std::string& line) { std::fprintf(stderr, "ember: warning: %s\n", line.c_str()); };

@@ -11,6 +11,7 @@
 
 #include "base/error.h"
 #include "base/mapped_file.h"
+#include "kernels/thread_pool.h"
 #include "model/config.h"
 #include "model/gguf_architecture.h"
 #include "model/gguf_tokenizer.h"
@@ -56,7 +57,7 @@ bool is_float(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 || t
 class Converter {
  public:
   Converter(const std::string& dir, const ConvertOptions& o)
-      : dir_(dir), o_(o), c_(load_config(dir)), ck_(Checkpoint::open(dir)) {
+      : dir_(dir), o_(o), c_(load_config(dir)), ck_(Checkpoint::open(dir)), pool_(o.threads) {
     ga_ = gguf_architecture_to_write(c_.model_type);
     if (ga_ == nullptr)
       fail(dir + "/config.json", "model_type \"" + c_.model_type + "\" cannot be written as GGUF (convert writes: " +
@@ -375,9 +376,12 @@ class Converter {
       std::string out;
       auto put = [&](const std::vector<float>& f) {
         const size_t at = out.size();
-        out.resize(at + f.size() / static_cast<size_t>(cols) * static_cast<size_t>(row_bytes));
-        for (size_t r = 0; r < f.size() / static_cast<size_t>(cols); ++r)
-          kernels::quantize_row(p.type, f.data() + r * static_cast<size_t>(cols), cols, out.data() + at + r * static_cast<size_t>(row_bytes));
+        const auto rows = static_cast<int64_t>(f.size()) / cols;
+        out.resize(at + static_cast<size_t>(rows * row_bytes));
+        pool_.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
+          for (int64_t r = r0; r < r1; ++r)
+            kernels::quantize_row(p.type, f.data() + r * cols, cols, out.data() + at + static_cast<size_t>(r * row_bytes));
+        });
       };
       if (p.parts.empty()) put(p.values);
       for (const TensorInfo* t : p.parts) put(values(p, *t));
@@ -395,6 +399,7 @@ class Converter {
   int64_t window_ = 0;
   std::vector<Planned> planned_;
   std::set<std::string> used_;
+  kernels::ThreadPool pool_;
 };
 
 constexpr std::pair<const char*, GgmlType> kConvertTypes[] = {{"f32", GgmlType::F32},   {"f16", GgmlType::F16},

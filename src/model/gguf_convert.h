@@ -21,6 +21,7 @@ struct ConvertOptions {
   // and rows not a whole number of blocks (Q4_K falls back to Q8_0, then float). 1-D tensors and the
   // routers are always F32.
   std::optional<kernels::GgmlType> type;
+  int threads = 0;  // rows converted and quantized in parallel (0: one thread per hardware thread)
   std::function<void(const std::string&)> progress;  // one line per step and per tensor
   std::function<void(const std::string&)> warn;      // what llama.cpp will run differently
 };
