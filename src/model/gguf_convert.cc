@@ -43,6 +43,7 @@ struct Planned {
   std::vector<float> values;  // tensors made here (rope factors): parts empty
   std::vector<uint64_t> dims;  // innermost first
   GgmlType type = GgmlType::F32;
+  bool stacked = false;  // parts are experts: one more (outermost) dimension
 };
 
 std::string number(double v) {
@@ -276,7 +277,7 @@ class Converter {
       if (sparse) {
         add(gn.layer(l, gn.router), hn.layer(l, hn.router), Kind::kVector);
         for (size_t which = 0; which < 3; ++which) {
-          Planned p{gn.layer(l, gn.expert_matrices[which]), {}, Kind::kMatrix, {}, {}, GgmlType::F32};
+          Planned p{gn.layer(l, gn.expert_matrices[which]), {}, Kind::kMatrix, {}, {}, GgmlType::F32, true};
           for (int64_t e = 0; e < c.moe.num_experts; ++e) {
             const std::string name = hn.expert(l, e, which);
             const TensorInfo* t = find(name);
@@ -326,10 +327,10 @@ class Converter {
       if (t->shape != s || t->dtype != p.parts[0]->dtype)
         fail(dir_, "tensor " + t->name + " differs in shape or type from " + p.parts[0]->name + " (GGUF " + p.name + ")");
     const bool vector = p.kind == Kind::kNorm || s.size() == 1;
-    if (s.empty() || s.size() > 2 || (vector && s.size() != 1 && p.kind == Kind::kNorm))
+    if (s.empty() || s.size() > 2 || (p.kind == Kind::kNorm && s.size() != 1))
       fail(dir_, "tensor " + p.parts[0]->name + " has shape " + shape_string(s) + ", which GGUF " + p.name + " cannot take");
     for (auto it = s.rbegin(); it != s.rend(); ++it) p.dims.push_back(static_cast<uint64_t>(*it));
-    if (p.parts.size() > 1) p.dims.push_back(p.parts.size());
+    if (p.stacked) p.dims.push_back(p.parts.size());
     const GgmlType stored = ggml_of(p.parts[0]->dtype);
     const std::optional<GgmlType>& want = o_.type;
     if (vector || p.kind == Kind::kVector) {
