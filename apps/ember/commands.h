@@ -19,6 +19,7 @@ Run add_template_command(CLI::App& app);
 Run add_bench_command(CLI::App& app);
 Run add_embed_command(CLI::App& app);
 Run add_perplexity_command(CLI::App& app);
+Run add_convert_command(CLI::App& app);
 
 
 }  // namespace ember::app

@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   add(ember::app::add_bench_command);
   add(ember::app::add_embed_command);
   add(ember::app::add_perplexity_command);
+  add(ember::app::add_convert_command);
 
   CLI11_PARSE(app, argc, argv);
   try {

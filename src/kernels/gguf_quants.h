@@ -78,6 +78,16 @@ int64_t ggml_row_bytes(GgmlType type, int64_t n);
 // type can_dequantize refuses, or for n not a multiple of the block size.
 void dequantize_row(GgmlType type, const void* src, int64_t n, float* out);
 
+// Whether quantize_row writes the type: F32, F16, BF16, Q8_0, Q4_0 and Q4_K.
+bool can_quantize(GgmlType type);
+
+// Writes n float32 elements (whole blocks) as `type` at dst (ggml_row_bytes(type, n) bytes), in
+// ggml's layout: F16 / BF16 rounded to nearest even; Q8_0 and Q4_0 as ggml's reference quantizers
+// (quantize_row_q8_0_ref: scale amax/127; quantize_row_q4_0_ref: scale -(value of largest
+// magnitude)/8); Q4_K as Ember's quantize_q4_k_row (kquant.h). Throws ember::Error naming the type for
+// one can_quantize refuses or n not a multiple of the block size.
+void quantize_row(GgmlType type, const float* src, int64_t n, void* dst);
+
 // The 6-bit scale and min of sub-block j (0..7) packed in the 12 bytes of Q4_K / Q5_K: bytes 0-3 hold
 // the scales of 0-3 (low 6 bits) and the top bits of the scales of 4-7, bytes 4-7 the same for the
 // mins, bytes 8-11 the low 4 bits of scale (low nibble) and min (high nibble) of 4-7.

@@ -240,37 +240,64 @@ void repack_kquant(QType q, const uint8_t* src, int64_t rows, int64_t cols, uint
   });
 }
 
+namespace {
+
+// One super-block of 256 weights as Q4_K parts (quantize_q4_k_row's rule).
+void kq_q4_k_parts(const float* x, KqParts& p) {
+  // Each sub-block's min (-lowest value, 0 included) rounded up to the 6-bit grid of dmin, then its
+  // step rounded up to the grid of d so that the highest value still maps to at most 15: no weight
+  // is clipped, each is off by at most half its step.
+  float lo[8], hi[8], max_min = 0.0f;
+  for (int j = 0; j < 8; ++j) {
+    lo[j] = hi[j] = 0.0f;
+    for (int k = 0; k < 32; ++k) lo[j] = std::min(lo[j], x[32 * j + k]), hi[j] = std::max(hi[j], x[32 * j + k]);
+    max_min = std::max(max_min, -lo[j]);
+  }
+  p.dmin = f32_to_f16(max_min / 63.0f);
+  const float dmin = f16_to_f32(p.dmin);
+  float need[8], max_need = 0.0f;
+  for (int j = 0; j < 8; ++j) {
+    p.m[j] = dmin > 0.0f ? std::min(63, static_cast<int>(std::ceil(-lo[j] / dmin))) : 0;
+    need[j] = (hi[j] + dmin * static_cast<float>(p.m[j])) / 15.0f;
+    max_need = std::max(max_need, need[j]);
+  }
+  p.d = f32_to_f16(max_need / 63.0f);
+  const float d = f16_to_f32(p.d);
+  for (int j = 0; j < 8; ++j) {
+    p.sc[j] = d > 0.0f ? std::min(63, static_cast<int>(std::ceil(need[j] / d))) : 0;
+    const float dl = d * static_cast<float>(p.sc[j]), ml = dmin * static_cast<float>(p.m[j]);
+    for (int k = 0; k < 32; ++k) {
+      const float q = dl > 0.0f ? std::nearbyint((x[32 * j + k] + ml) / dl) : 0.0f;
+      p.q[32 * j + k] = static_cast<uint8_t>(std::clamp(q, 0.0f, 15.0f));
+    }
+  }
+}
+
+}  // namespace
+
 void quantize_q4_k_row(const float* x, int64_t cols, uint8_t* tiles, int64_t i) {
   KqParts p;
   for (int64_t b = 0; b < cols / kQK_K; ++b, x += kQK_K) {
-    // Each sub-block's min (-lowest value, 0 included) rounded up to the 6-bit grid of dmin, then its
-    // step rounded up to the grid of d so that the highest value still maps to at most 15: no weight
-    // is clipped, each is off by at most half its step.
-    float lo[8], hi[8], max_min = 0.0f;
-    for (int j = 0; j < 8; ++j) {
-      lo[j] = hi[j] = 0.0f;
-      for (int k = 0; k < 32; ++k) lo[j] = std::min(lo[j], x[32 * j + k]), hi[j] = std::max(hi[j], x[32 * j + k]);
-      max_min = std::max(max_min, -lo[j]);
-    }
-    p.dmin = f32_to_f16(max_min / 63.0f);
-    const float dmin = f16_to_f32(p.dmin);
-    float need[8], max_need = 0.0f;
-    for (int j = 0; j < 8; ++j) {
-      p.m[j] = dmin > 0.0f ? std::min(63, static_cast<int>(std::ceil(-lo[j] / dmin))) : 0;
-      need[j] = (hi[j] + dmin * static_cast<float>(p.m[j])) / 15.0f;
-      max_need = std::max(max_need, need[j]);
-    }
-    p.d = f32_to_f16(max_need / 63.0f);
-    const float d = f16_to_f32(p.d);
-    for (int j = 0; j < 8; ++j) {
-      p.sc[j] = d > 0.0f ? std::min(63, static_cast<int>(std::ceil(need[j] / d))) : 0;
-      const float dl = d * static_cast<float>(p.sc[j]), ml = dmin * static_cast<float>(p.m[j]);
-      for (int k = 0; k < 32; ++k) {
-        const float q = dl > 0.0f ? std::nearbyint((x[32 * j + k] + ml) / dl) : 0.0f;
-        p.q[32 * j + k] = static_cast<uint8_t>(std::clamp(q, 0.0f, 15.0f));
-      }
-    }
+    kq_q4_k_parts(x, p);
     kq_q4_k_parts_to_ember(p, tiles + b * kq_tile_bytes(QType::Q4_K), i);
+  }
+}
+
+void quantize_q4_k_row_ggml(const float* x, int64_t cols, uint8_t* out) {
+  KqParts p;
+  for (int64_t b = 0; b < cols / kQK_K; ++b, x += kQK_K, out += 144) {
+    kq_q4_k_parts(x, p);
+    kq_store_u16(out, p.d);
+    kq_store_u16(out + 2, p.dmin);
+    uint8_t* s = out + 4;  // the 12 bytes kquant_scale_min unpacks
+    for (int j = 0; j < 4; ++j) {
+      s[j] = static_cast<uint8_t>(p.sc[j] | ((p.sc[j + 4] >> 4) << 6));
+      s[j + 4] = static_cast<uint8_t>(p.m[j] | ((p.m[j + 4] >> 4) << 6));
+      s[j + 8] = static_cast<uint8_t>((p.sc[j + 4] & 0x0F) | ((p.m[j + 4] & 0x0F) << 4));
+    }
+    for (int pair = 0; pair < 4; ++pair)  // 32 bytes per 64 weights: low nibbles the first 32
+      for (int l = 0; l < 32; ++l)
+        out[16 + 32 * pair + l] = static_cast<uint8_t>((p.q[64 * pair + l] & 0x0F) | ((p.q[64 * pair + 32 + l] & 0x0F) << 4));
   }
 }
 

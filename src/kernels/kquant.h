@@ -135,6 +135,9 @@ void repack_kquant(QType q, const uint8_t* src, int64_t rows, int64_t cols, uint
 // at `tiles`, zeroed): per sub-block of 32 a min and step from its range, rounded up to the 6-bit
 // grids of the super-block's float16 dmin and d (so nothing clips), quants rounded to nearest.
 void quantize_q4_k_row(const float* x, int64_t cols, uint8_t* tiles, int64_t i);
+// The same quants in ggml's Q4_K blocks (144 bytes per 256 weights, gguf_quants.cc's layout), as a
+// GGUF file stores them.
+void quantize_q4_k_row_ggml(const float* x, int64_t cols, uint8_t* out);
 // Dequantizes row r of a K-quant matrix to the bits ggml's reference gives.
 void dequantize_kquant_row(const WeightMatrix& w, int64_t r, float* out);
 

@@ -1,5 +1,8 @@
 #include "model/gguf_architecture.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "base/error.h"
 #include "model/gguf.h"
 
@@ -101,15 +104,24 @@ const GgufArchitecture kGgufArchitectures[] = {
       a.permuted_qk = true;
       a.stacked_experts = true;
       a.expert_width_key = "feed_forward_length";
+      a.writable = true;
+      a.also_written_from = "mistral";
     }),
-    edited(kPlain, [](GgufArchitecture& a) { a.arch = a.model_type = "qwen2"; }),
-    edited(kPlain, [](GgufArchitecture& a) { a.arch = a.model_type = "qwen3"; }),
+    edited(kPlain, [](GgufArchitecture& a) {
+      a.arch = a.model_type = "qwen2";
+      a.writable = true;
+    }),
+    edited(kPlain, [](GgufArchitecture& a) {
+      a.arch = a.model_type = "qwen3";
+      a.writable = true;
+    }),
     edited(kPlain, [](GgufArchitecture& a) {
       a.arch = "qwen3moe";
       a.model_type = a.moe_model_type = "qwen3_moe";
       a.names = &kGgufMoeNames;
       a.stacked_experts = true;
       a.expert_width_key = "expert_feed_forward_length";
+      a.writable = true;
     }),
     edited(kPlain, [](GgufArchitecture& a) {
       a.arch = a.model_type = "gemma2";
@@ -118,6 +130,7 @@ const GgufArchitecture kGgufArchitectures[] = {
       a.activation = Activation::kGeluTanh;
       a.windows = GgufWindows::kEvenLayers;
       a.wide_query_scale_blocks = 46;
+      a.writable = true;
     }),
     edited(kPlain, [](GgufArchitecture& a) {
       a.arch = "gemma3";
@@ -128,6 +141,7 @@ const GgufArchitecture kGgufArchitectures[] = {
       a.windows = GgufWindows::kPattern;
       a.default_period = 6;
       a.wide_query_scale_blocks = 62;
+      a.writable = true;
     }),
     // Gemma 4: the per-layer plan of model/gguf_layer_plan.h; norms stored as they multiply (no 1 + w);
     // every layer's window type from the pattern, which has no default. Its experts are refused
@@ -144,11 +158,13 @@ const GgufArchitecture kGgufArchitectures[] = {
       a.windows = GgufWindows::kAllLayers;
       a.fused_qkv = "attn_qkv";
       a.fused_gate_up = "ffn_up";
+      a.writable = true;
     }),
     edited(kPlain, [](GgufArchitecture& a) {
       a.arch = a.model_type = "smollm3";
       a.permuted_qk = true;
       a.no_rope_interval = 4;
+      a.writable = true;
     }),
     // Qwen3-Next: every layer a mixture of experts with a shared expert; value heads in Hugging Face's order.
     edited(kPlain, [](GgufArchitecture& a) {
@@ -196,6 +212,23 @@ const GgufArchitecture& gguf_architecture(const GgufFile& g) {
   if (a == nullptr)
     fail(g.path(), "metadata general.architecture is \"" + arch + "\" (supported: " + supported_gguf_architectures() + ")");
   return *a;
+}
+
+const GgufArchitecture* gguf_architecture_to_write(std::string_view model_type) {
+  for (const GgufArchitecture& a : kGgufArchitectures)
+    if (a.writable && (a.model_type == model_type || a.moe_model_type == model_type || a.also_written_from == model_type))
+      return &a;
+  return nullptr;
+}
+
+std::string writable_model_types() {
+  std::vector<std::string_view> types;
+  for (const GgufArchitecture& a : kGgufArchitectures)
+    for (std::string_view t : {a.model_type, a.also_written_from, a.moe_model_type})
+      if (a.writable && !t.empty() && std::find(types.begin(), types.end(), t) == types.end()) types.push_back(t);
+  std::string s;
+  for (std::string_view t : types) s += (s.empty() ? "" : ", ") + std::string(t);
+  return s;
 }
 
 std::string supported_gguf_architectures() {

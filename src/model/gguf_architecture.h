@@ -67,6 +67,10 @@ struct GgufArchitecture {
   LinearRule linear_layout = LinearRule::kNone;
   std::string_view fused_ba = "";
   bool tiled_value_heads = false;
+  // Whether convert (model/gguf_convert.h) writes Hugging Face folders of model_type and
+  // moe_model_type as this arch, and one further model_type it writes so ("": none; Mistral as llama).
+  bool writable = false;
+  std::string_view also_written_from = "";
 };
 
 // The row of `arch`, or nullptr.
@@ -75,5 +79,8 @@ const GgufArchitecture* find_gguf_architecture(std::string_view arch);
 // every supported arch.
 const GgufArchitecture& gguf_architecture(const GgufFile& g);
 std::string supported_gguf_architectures();  // every arch of the table, comma-separated
+// The arch convert writes a Hugging Face folder of `model_type` as, or nullptr.
+const GgufArchitecture* gguf_architecture_to_write(std::string_view model_type);
+std::string writable_model_types();  // every model_type convert writes, comma-separated
 
 }  // namespace ember::model

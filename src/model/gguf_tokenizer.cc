@@ -57,6 +57,21 @@ Gpt2Flavour gpt2_flavour(const std::string& pre, const std::string& where) {
                   "\" is not supported (supported: default, gpt-2, llama-bpe, qwen2, smollm)");
 }
 
+// The fields of a pre-tokenizer or normalizer that decide how it splits text (not offsets).
+json splitting_fields(const json& j) {
+  if (j.is_array()) {
+    json out = json::array();
+    for (const json& x : j) out.push_back(splitting_fields(x));
+    return out;
+  }
+  if (!j.is_object()) return j;
+  json out = json::object();
+  for (const char* key : {"type", "pattern", "Regex", "String", "behavior", "invert", "use_regex", "individual_digits",
+                          "add_prefix_space", "pretokenizers", "normalizers"})
+    if (j.contains(key) && !j[key].is_null()) out[key] = splitting_fields(j[key]);
+  return out;
+}
+
 // Merges of a SentencePiece vocabulary as transformers' SentencePieceExtractor derives them: every
 // split of a token into two tokens, ordered by the whole token's score (highest first; without
 // scores by id), ties by the token's id and then the ids of its two parts.
@@ -94,6 +109,16 @@ json spm_merges(const std::vector<std::string>& tokens, const std::vector<double
 }
 
 }  // namespace
+
+std::optional<std::string> gguf_pre_tokenizer_name(const nlohmann::json& normalizer, const nlohmann::json& pre_tokenizer) {
+  for (const char* name : {"default", "llama-bpe", "qwen2", "smollm"}) {
+    const Gpt2Flavour f = gpt2_flavour(name, "");
+    if (splitting_fields(f.normalizer) == splitting_fields(normalizer) &&
+        splitting_fields(f.pre_tokenizer) == splitting_fields(pre_tokenizer))
+      return name;
+  }
+  return std::nullopt;
+}
 
 GgufTokenizerFiles gguf_tokenizer_files(const GgufFile& g) {
   const std::string& where = g.path();
@@ -147,14 +172,19 @@ GgufTokenizerFiles gguf_tokenizer_files(const GgufFile& g) {
   tj["post_processor"] = nullptr;  // BOS / EOS come from the config's add_bos_token / add_eos_token
 
   bool add_bos_default = false;
-  if (model == "gpt2") {
-    const Gpt2Flavour f = gpt2_flavour(g.get_string_or("tokenizer.ggml.pre", "default"), where);
+  // tokenizer.ggml.merges as "left right" strings ([] when absent).
+  auto stored_merges = [&](const GgufFile& f) {
     json merges = json::array();
-    if (g.has("tokenizer.ggml.merges"))
-      for (auto& m : g.get_string_array("tokenizer.ggml.merges")) {
+    if (f.has("tokenizer.ggml.merges"))
+      for (auto& m : f.get_string_array("tokenizer.ggml.merges")) {
         if (!utf8::is_valid(m)) fail(where, "key \"tokenizer.ggml.merges\": a merge is not valid UTF-8");
         merges.push_back(std::move(m));
       }
+    return merges;
+  };
+  if (model == "gpt2") {
+    const Gpt2Flavour f = gpt2_flavour(g.get_string_or("tokenizer.ggml.pre", "default"), where);
+    json merges = stored_merges(g);
     tj["normalizer"] = f.normalizer;
     tj["pre_tokenizer"] = f.pre_tokenizer;
     tj["decoder"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false}, {"use_regex", false}};
@@ -184,7 +214,8 @@ GgufTokenizerFiles gguf_tokenizer_files(const GgufFile& g) {
     tj["decoder"] = {{"type", "Sequence"}, {"decoders", std::move(dec)}};
     tj["model"] = {{"type", "BPE"},
                    {"vocab", std::move(vocab)},
-                   {"merges", spm_merges(tokens, scores)},
+                   // A file convert wrote from a Hugging Face BPE keeps its merges (llama.cpp reads the scores).
+                   {"merges", g.has("tokenizer.ggml.merges") ? stored_merges(g) : spm_merges(tokens, scores)},
                    {"unk_token", unk ? json(tokens[static_cast<size_t>(*unk)]) : json()},
                    {"byte_fallback", true},
                    {"fuse_unk", true}};

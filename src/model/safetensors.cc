@@ -107,6 +107,12 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
   }
 }
 
+std::vector<std::string> Checkpoint::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, info] : index_) out.push_back(name);
+  return out;
+}
+
 Checkpoint Checkpoint::open(const std::string& dir) {
   namespace fs = std::filesystem;
   Checkpoint cp;

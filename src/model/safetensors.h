@@ -48,6 +48,7 @@ class Checkpoint {
  public:
   static Checkpoint open(const std::string& model_dir);
   const TensorInfo* find(const std::string& name) const;
+  std::vector<std::string> names() const;  // every tensor, sorted
   // The tensor `name` with exactly `shape`; throws naming the tensor if it is absent or mis-shaped.
   const TensorInfo& require(const std::string& name, const std::vector<int64_t>& shape) const;
   size_t total_bytes() const;

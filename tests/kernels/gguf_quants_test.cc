@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -165,6 +167,45 @@ TEST(Dequantize, UnsupportedTypesAndPartialBlocksAreErrors) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("Q4_K"), std::string::npos) << e.what();
   }
+}
+
+// quantize_row writes ggml's reference blocks: Q8_0's scale amax/127 and Q4_0's -(largest)/8, quants
+// rounded half away from zero (roundf, as quantize_row_q8_0_ref), every weight within half a step
+// (plus the float16 scale's rounding);
+// float types exactly as stored; a type it cannot write or a partial block refused by name.
+TEST(GgmlQuantize, Q8_0AndQ4_0AreGgmlsReference) {
+  std::vector<float> x(64);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((static_cast<int>(i * 37) % 29) - 14) * 0.37f;
+  x[0] = 127.0f, x[1] = 2.5f, x[2] = -2.5f;  // scale 1: the ties round away from zero
+  std::vector<uint8_t> q8(static_cast<size_t>(ggml_row_bytes(GgmlType::Q8_0, 64)));
+  quantize_row(GgmlType::Q8_0, x.data(), 64, q8.data());
+  EXPECT_EQ(f16_to_f32(static_cast<uint16_t>(q8[0] | (q8[1] << 8))), 1.0f);
+  EXPECT_EQ(static_cast<int8_t>(q8[2 + 1]), 3);
+  EXPECT_EQ(static_cast<int8_t>(q8[2 + 2]), -3);
+  std::vector<float> back(64);
+  dequantize_row(GgmlType::Q8_0, q8.data(), 64, back.data());
+  for (size_t b = 0; b < 2; ++b) {
+    float amax = 0;
+    for (size_t k = 0; k < 32; ++k) amax = std::max(amax, std::fabs(x[32 * b + k]));
+    for (size_t k = 0; k < 32; ++k) EXPECT_LE(std::fabs(back[32 * b + k] - x[32 * b + k]), 0.6f * amax / 127.0f) << b << " " << k;
+  }
+  x[0] = -8.0f;  // Q4_0: scale -(-8)/8 = 1, quants offset by 8
+  std::vector<uint8_t> q4(static_cast<size_t>(ggml_row_bytes(GgmlType::Q4_0, 64)));
+  quantize_row(GgmlType::Q4_0, x.data(), 64, q4.data());
+  dequantize_row(GgmlType::Q4_0, q4.data(), 64, back.data());
+  EXPECT_EQ(back[0], -8.0f);
+  EXPECT_EQ(back[1], 3.0f);   // (int)(2.5 + 8.5) - 8
+  EXPECT_EQ(back[2], -2.0f);  // (int)(-2.5 + 8.5) - 8
+  for (GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16}) {
+    std::vector<uint8_t> plain(static_cast<size_t>(ggml_row_bytes(t, 64)));
+    quantize_row(t, x.data(), 64, plain.data());
+    dequantize_row(t, plain.data(), 64, back.data());
+    EXPECT_EQ(back[5], t == GgmlType::F32 ? x[5] : t == GgmlType::F16 ? f16_to_f32(f32_to_f16(x[5])) : bf16_to_f32(f32_to_bf16(x[5])));
+  }
+  EXPECT_TRUE(can_quantize(GgmlType::Q4_K));
+  EXPECT_FALSE(can_quantize(GgmlType::Q6_K));
+  EXPECT_THROW(quantize_row(GgmlType::Q6_K, x.data(), 256, q8.data()), Error);
+  EXPECT_THROW(quantize_row(GgmlType::Q8_0, x.data(), 48, q8.data()), Error);
 }
 
 }  // namespace

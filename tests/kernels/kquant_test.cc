@@ -309,6 +309,24 @@ TEST(KQuant, QuantizeQ4KRoundTrip) {
   EXPECT_THROW(quantize(WeightMatrix{f.data(), DType::F32, rows, cols}, QType::Q6_K, pool), Error);
 }
 
+// The same quants written as ggml's Q4_K blocks (what a GGUF file stores): ggml's dequantization of
+// them gives the bits of Ember's own layout.
+TEST(KQuant, QuantizeQ4KGgmlBlocksHoldTheSameQuants) {
+  ThreadPool pool(2);
+  std::mt19937 rng(16);
+  const int64_t rows = 5, cols = 2 * kQK_K;
+  const std::vector<float> f = random_acts(rows, cols, rng);
+  const QuantizedMatrix q = quantize(WeightMatrix{f.data(), DType::F32, rows, cols}, QType::Q4_K, pool);
+  std::vector<uint8_t> blocks(static_cast<size_t>(ggml_row_bytes(GgmlType::Q4_K, cols)));
+  std::vector<float> ggml(static_cast<size_t>(cols)), ember(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    quantize_row(GgmlType::Q4_K, f.data() + r * cols, cols, blocks.data());
+    dequantize_row(GgmlType::Q4_K, blocks.data(), cols, ggml.data());
+    copy_row(q.view(), r, ember.data());
+    for (int64_t c = 0; c < cols; ++c) ASSERT_EQ(ggml[c], ember[c]) << "r=" << r << " c=" << c;
+  }
+}
+
 TEST(KQuant, RejectsPartialSuperBlocks) {
   ThreadPool pool(1);
   std::vector<uint8_t> bytes(1024);

@@ -12,7 +12,7 @@
 #include "base/error.h"
 #include "base/mapped_file.h"
 #include "config_testing.h"
-#include "gguf_writer.h"
+#include "gguf_test_writer.h"
 #include "model/model.h"
 #include "run_command.h"
 #include "test_paths.h"

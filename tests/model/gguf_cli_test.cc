@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "gguf_golden.h"
-#include "gguf_writer.h"
+#include "gguf_test_writer.h"
 #include "model/model.h"
 #include "run_command.h"
 #include "test_paths.h"

@@ -7,7 +7,7 @@
 
 #include "base/error.h"
 #include "base/mapped_file.h"
-#include "gguf_writer.h"
+#include "gguf_test_writer.h"
 #include "model/gguf.h"
 #include "test_paths.h"
 

@@ -11,7 +11,7 @@
 
 #include "base/error.h"
 #include "gguf_golden.h"
-#include "gguf_writer.h"
+#include "gguf_test_writer.h"
 #include "model/model.h"
 #include "model/safetensors.h"
 #include "test_paths.h"

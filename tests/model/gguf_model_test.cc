@@ -14,7 +14,7 @@
 #include "base/error.h"
 #include "base/mapped_file.h"
 #include "engine/generation.h"
-#include "gguf_writer.h"
+#include "gguf_test_writer.h"
 #include "kernels/gguf_quants.h"
 #include "kernels/kquant.h"
 #include "kernels/quant.h"

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "base/error.h"
-#include "gguf_writer.h"
+#include "gguf_test_writer.h"
 #include "kernels/gguf_quants.h"
 #include "model/gguf.h"
 

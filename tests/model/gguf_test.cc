@@ -17,7 +17,7 @@
 #include "base/error.h"
 #include "kernels/matmul.h"
 #include "kernels/quant.h"
-#include "gguf_writer.h"
+#include "gguf_test_writer.h"
 #include "model/gguf_tokenizer.h"
 #include "model/safetensors.h"
 #include "gguf_fixtures.h"

@@ -9,7 +9,7 @@
 
 #include "base/error.h"
 #include "base/mapped_file.h"
-#include "gguf_writer.h"
+#include "gguf_test_writer.h"
 #include "test_paths.h"
 #include "tokenizer/tokenizer_config.h"
 #include "tokenizer/stream_all.h"
