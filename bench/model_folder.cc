@@ -39,7 +39,7 @@ void write_safetensors(const model::InMemoryWeights& w, const fs::path& file) {
   size_t offset = 0;
   for (const auto& [name, info] : w.tensors) {
     const size_t n = w.data.at(name).size();
-    header[name] = {{"dtype", dtype_name(info.dtype)}, {"shape", info.shape}, {"data_offsets", {offset, offset + n}}};
+    header[name] = {{"dtype", info.u8 ? "U8" : dtype_name(info.dtype)}, {"shape", info.shape}, {"data_offsets", {offset, offset + n}}};
     offset += n;
   }
   std::string text = header.dump();

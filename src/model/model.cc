@@ -586,11 +586,14 @@ void Model::bind_mxfp4_experts(const Source& cp, const std::string& gate_up, con
   constexpr int64_t kBlock = 32;
   for (const int64_t in : {H, I})
     if (in % kBlock != 0) fail(gate_up, "MXFP4 experts need input widths that are whole blocks of 32 (got " + std::to_string(in) + ")");
+  std::vector<const TensorInfo*> sources;
   auto part = [&](const std::string& stem, int64_t out, int64_t in) {
     const TensorInfo& blocks = cp.require(stem + "_blocks", {E, out, in / kBlock, kMxfp4PairBytes});
     const TensorInfo& scales = cp.require(stem + "_scales", {E, out, in / kBlock});
-    for (const TensorInfo* t : {&blocks, &scales})
+    for (const TensorInfo* t : {&blocks, &scales}) {
       if (!t->u8) fail(t->file, "tensor \"" + t->name + "\" must be U8 (MXFP4 blocks and scales)");
+      sources.push_back(t);
+    }
     return std::pair{static_cast<const uint8_t*>(blocks.data), static_cast<const uint8_t*>(scales.data)};
   };
   const auto [gu_blocks, gu_scales] = part(gate_up, 2 * I, H);
@@ -615,11 +618,13 @@ void Model::bind_mxfp4_experts(const Source& cp, const std::string& gate_up, con
     w[1] = to_ggml(gu_blocks, gu_scales, 2 * I, H, e, 1, 2, I);
     w[2] = to_ggml(dn_blocks, dn_scales, H, I, e, 0, 1, H);
   }
-  // In-memory weights (a synthetic model): the source blocks are not needed again (a checkpoint's
-  // mapped pages are dropped once loading ends).
-  if (!memory_.tensors.empty())
-    for (const std::string& stem : {gate_up, down})
-      for (const char* part : {"_blocks", "_scales"}) memory_.data.erase(stem + part);
+  // The source blocks are not read again: a checkpoint's mapped pages are dropped now, not after the
+  // whole model (loading would otherwise hold every expert twice), in-memory ones (a synthetic model) freed.
+  if (!memory_.tensors.empty()) {
+    for (const TensorInfo* t : sources) memory_.data.erase(t->name);
+  } else {
+    for (const TensorInfo* t : sources) release_pages(t->data, t->size_bytes);
+  }
 }
 
 std::unique_ptr<KvCache> Model::make_cache(int64_t max_tokens, int64_t block_size) const {
