@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "base/clock.h"
 #include "base/error.h"
@@ -14,6 +15,12 @@ Session::Session(model::Model& model, const tokenizer::Tokenizer& tokenizer, int
       context_(resolve_context(model.config(), context_tokens)),
       cache_(model.make_cache(context_)),
       seq_(*cache_) {}
+
+std::string Session::set_speculation(const SpecOptions& options) {
+  std::string why = options.mode == SpecMode::kOff ? "" : spec_unsupported(model_.config());
+  spec_ = why.empty() ? options : SpecOptions{};
+  return why;
+}
 
 void Session::reset() {
   seq_.truncate(0);
@@ -61,17 +68,61 @@ GenerationResult Session::generate(GenerationRequest request, const GenerationCa
     if (s.finished) r.finish = *s.finished;
   };
   t0 = std::chrono::steady_clock::now();
+  std::optional<Speculator> spec;
+  if (spec_.mode != SpecMode::kOff && gen.request().speculate) spec.emplace(spec_);
+  const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
+  std::vector<float> rows;  // a verification pass's logits: after its last unguessed token, then each guess
   while (!gen.done()) {
     if (cb.cancelled && cb.cancelled()) {
       deliver(gen.finish(FinishReason::kCancelled));
       break;
     }
-    const GenerationStep s = gen.step(logits_);
+    GenerationStep s;
+    if (spec) {
+      const bool guessed = !rows.empty();
+      Verdict v = spec->verify(gen, guessed ? std::span<const float>(rows) : std::span<const float>(logits_), vocab);
+      if (guessed) {
+        // The guesses not taken leave the cache; its last position's logits stay for the next prefill.
+        seq_.truncate(seq_.length() - v.rejected);
+        cached_.resize(static_cast<size_t>(seq_.length()));
+        const auto last = static_cast<std::ptrdiff_t>((rows.size() / vocab - 1 - static_cast<size_t>(v.rejected)) * vocab);
+        logits_.assign(rows.begin() + last, rows.begin() + last + static_cast<std::ptrdiff_t>(vocab));
+        rows.clear();
+      }
+      s = std::move(v.step);
+    } else {
+      s = gen.step(logits_);
+    }
     deliver(s);
     if (s.finished) break;
-    logits_ = model_.forward(seq_, s.feed);
-    cached_.insert(cached_.end(), s.feed.begin(), s.feed.end());
+    std::vector<int32_t> feed = std::move(s.feed);
+    const int64_t n_feed = static_cast<int64_t>(feed.size());
+    if (spec) {
+      const auto& guesses = spec->draft(gen, draft_room(model_, seq_, n_feed, spec_.max_draft));
+      feed.insert(feed.end(), guesses.begin(), guesses.end());
+    }
+    if (static_cast<int64_t>(feed.size()) > n_feed) {
+      // Every row from the last unguessed token on: the guesses are checked against them.
+      std::vector<float> all(feed.size() * vocab);
+      model::ForwardItem item{.seq = &seq_, .tokens = feed, .logits = all.data(), .all_logits = true,
+                              .single_tail = static_cast<int64_t>(feed.size()) - n_feed};
+      model_.forward(std::span<model::ForwardItem>(&item, 1));
+      rows.assign(all.begin() + static_cast<std::ptrdiff_t>((n_feed - 1) * static_cast<int64_t>(vocab)), all.end());
+    } else {
+      logits_ = model_.forward(seq_, feed);
+      rows.clear();
+    }
+    cached_.insert(cached_.end(), feed.begin(), feed.end());
     ++r.decode_steps;
+  }
+  if (!rows.empty()) {  // a pass whose guesses were never checked (cancelled): they leave the cache
+    seq_.truncate(seq_.length() - static_cast<int64_t>(rows.size() / vocab - 1));
+    cached_.resize(static_cast<size_t>(seq_.length()));
+    logits_.assign(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(vocab));
+  }
+  if (spec) {
+    r.drafted = spec->counts().drafted;
+    r.accepted = spec->counts().accepted;
   }
   // The cache ends exactly at the last token it holds logits for; a final token that was not run
   // (end of sequence, stop, length) is recomputed by the next prefill if the next prompt contains it.
