@@ -45,9 +45,10 @@ int serve(ServeOpts& o) {
   server::Server srv(*m.model, m.tokenizer, o.scheduler, o.server);
   const int port = srv.bind();
   if (!o.model.quiet)
-    std::fprintf(stderr, "ember serve: http://%s:%d/ (OpenAI API under /v1, %lld parallel sequences, context %lld)\n",
+    std::fprintf(stderr, "ember serve: http://%s:%d/ (OpenAI API under /v1, %lld parallel sequences, context %lld%s)\n",
                  o.server.host.c_str(), port, static_cast<long long>(o.scheduler.max_parallel),
-                 static_cast<long long>(srv.scheduler().context()));
+                 static_cast<long long>(srv.scheduler().context()),
+                 srv.scheduler().speculation().mode == engine::SpecMode::kOff ? "" : ", speculation ngram");
 
   std::atomic<bool> exiting{false};
   std::thread waiter([&] {

@@ -101,6 +101,7 @@ GenerationResult Session::generate(GenerationRequest request, const GenerationCa
       const auto& guesses = spec->draft(gen, draft_room(model_, seq_, n_feed, spec_.max_draft));
       feed.insert(feed.end(), guesses.begin(), guesses.end());
     }
+    const auto pass_start = std::chrono::steady_clock::now();
     if (static_cast<int64_t>(feed.size()) > n_feed) {
       // Every row from the last unguessed token on: the guesses are checked against them.
       std::vector<float> all(feed.size() * vocab);
@@ -112,6 +113,7 @@ GenerationResult Session::generate(GenerationRequest request, const GenerationCa
       logits_ = model_.forward(seq_, feed);
       rows.clear();
     }
+    if (spec) spec->timed(static_cast<int64_t>(feed.size()), seconds_since(pass_start));
     cached_.insert(cached_.end(), feed.begin(), feed.end());
     ++r.decode_steps;
   }

@@ -46,12 +46,14 @@ std::unique_ptr<Drafter> make_drafter(const SpecOptions& o) {
   return nullptr;
 }
 
-Speculator::Speculator(const SpecOptions& options) : options_(options), drafter_(make_drafter(options)) {
+Speculator::Speculator(const SpecOptions& options)
+    : options_(options), drafter_(make_drafter(options)), cost_(options.token_cost) {
   if (!drafter_) throw Error("internal: a Speculator needs a speculation mode");
 }
 
 int64_t Speculator::draft_length() const {
   if (!options_.adaptive) return options_.max_draft;
+  if (run_ > 0) return std::min(options_.max_draft, 2 * run_);
   // Tokens a pass yields over what it costs, with each guess taken with probability p_ given the
   // previous one was: (1 + p + ... + p^k) / (1 + cost * k), best k.
   int64_t best = 0;
@@ -59,10 +61,18 @@ int64_t Speculator::draft_length() const {
   for (int64_t k = 1; k <= options_.max_draft; ++k) {
     term *= p_;
     gained += term;
-    const double rate = gained / (1.0 + options_.token_cost * static_cast<double>(k));
+    const double rate = gained / (1.0 + cost_ * static_cast<double>(k));
     if (rate > best_rate * 1.02) best = k, best_rate = rate;  // a clear gain only
   }
   return best;
+}
+
+void Speculator::timed(int64_t tokens, double seconds) {
+  constexpr double kWeight = 0.1;
+  auto average = [&](double& into, double x) { into = into == 0 ? x : into + kWeight * (x - into); };
+  if (tokens <= 1) average(one_, seconds);
+  else if (one_ > 0) average(extra_, std::max(0.0, seconds - one_) / static_cast<double>(tokens - 1));
+  if (one_ > 0 && extra_ > 0) cost_ = std::clamp(extra_ / one_, 0.01, 4.0);
 }
 
 void Speculator::observe(bool agreed) {
@@ -109,6 +119,7 @@ Verdict Speculator::verify(Generation& gen, std::span<const float> rows, size_t 
     ++taken;
   }
   counts_.accepted += static_cast<int64_t>(taken);
+  run_ = !draft_.empty() && taken == draft_.size() ? static_cast<int64_t>(taken) : 0;
   v.rejected = static_cast<int64_t>(draft_.size() - taken);
   draft_.clear();
   shadow_.clear();

@@ -37,8 +37,10 @@ struct SpecOptions {
   // The draft length follows each sequence's recent acceptance, down to none when guessing does
   // not pay; false: always max_draft (what a guess offers, up to it).
   bool adaptive = true;
-  // What one more token costs a pass, relative to a pass of one token: the adaptive length's price.
-  double token_cost = 0.1;
+  // What one more token costs a pass, relative to a pass of one token: the adaptive length's price
+  // until the driver's timings (Speculator::timed) measure it. On CPU a tiny model's pass is
+  // compute-bound (chat-skills: about 0.25); a large one's reads the weights once for all its tokens.
+  double token_cost = 0.25;
 };
 
 // Why a model cannot speculate, "" when it can: a hybrid's recurrent state (Qwen3-Next, Qwen3.5)
@@ -93,8 +95,13 @@ class Speculator {
   // token fed before the guesses, rows[1 + i] after guess i ([1 + guesses][vocab]).
   Verdict verify(Generation& gen, std::span<const float> rows, size_t vocab);
 
+  // A decode pass of `tokens` tokens (guesses included) took `seconds`: the cost of a guess is learnt
+  // from these (a moving average of one-token passes and of what each further token adds).
+  void timed(int64_t tokens, double seconds);
+
   const SpecCounts& counts() const { return counts_; }
-  // The draft length the acceptance estimate asks for now (0: not worth guessing).
+  double token_cost() const { return cost_; }
+  // The draft length the acceptance estimate (or a run of taken guesses) asks for now (0: not worth guessing).
   int64_t draft_length() const;
   double acceptance() const { return p_; }
 
@@ -108,6 +115,11 @@ class Speculator {
   // chosen next, for free, so that the estimate can recover.
   std::vector<int32_t> shadow_;
   double p_ = 0.6;  // recent acceptance of a guessed token
+  // Guesses come in runs (a copied passage): after a pass that took all its k guesses the next may
+  // guess 2k, whatever the estimate says; 0 after one that did not.
+  int64_t run_ = 0;
+  double cost_;      // options_.token_cost, then as measured
+  double one_ = 0, extra_ = 0;  // seconds of a one-token pass, and per further token (0: not measured)
   SpecCounts counts_;
 };
 

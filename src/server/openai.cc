@@ -65,12 +65,13 @@ const Fields& chat_fields() {
        "parallel_tool_calls", "response_format", "grammar"},
       // Bookkeeping for OpenAI's platform, with no effect on the reply (prefixes are reused anyway).
       {"metadata", "service_tier", "safety_identifier", "prompt_cache_key", "prompt_cache_retention"},
-      {"audio", "modalities", "prediction", "functions", "function_call", "web_search_options", "verbosity", "store"}};
+      {"audio", "modalities", "prediction", "functions", "function_call", "web_search_options", "verbosity", "store",
+       "speculative"}};  // per request: not yet (serve --spec sets it server-wide)
   return f;
 }
 
 const Fields& text_fields() {
-  static const Fields f{{"prompt", "echo", "best_of"}, {}, {"suffix", "response_format"}};
+  static const Fields f{{"prompt", "echo", "best_of"}, {}, {"suffix", "response_format", "speculative"}};
   return f;
 }
 
