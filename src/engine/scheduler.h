@@ -69,7 +69,7 @@ struct SchedulerOptions {
   int64_t block_size = model::KvCache::kDefaultBlock;
   // Speculative decoding for every sequence (engine/speculation.h): guesses ride in the same pass as
   // the other sequences' tokens. Off for a model that cannot (spec_unsupported).
-  SpecOptions spec;
+  SpecOptions spec = {};
 };
 
 struct SchedulerStats {

@@ -9,6 +9,8 @@
 #include <filesystem>
 
 #include "engine/chat_prompt.h"
+#include "engine/chat_session.h"
+#include "engine/grammar_constraint.h"
 #include "engine/scheduler.h"
 #include "engine/session.h"
 #include "engine/speculation.h"
@@ -255,6 +257,41 @@ TEST_F(SpecChat, SeededSamplingAndLogprobsAreTheSame) {
     for (size_t j = 0; j < got_t[i].logprobs->top.size(); ++j)
       EXPECT_EQ(got_t[i].logprobs->top[j].logprob, want_t[i].logprobs->top[j].logprob);
   }
+}
+
+// Chat replies with thinking (unlimited, or cut by a budget whose forced tokens end a run of
+// guesses) and under a grammar, greedy and sampled: the same reply, reasoning and tokens.
+TEST_F(SpecChat, ThinkingBudgetsAndGrammarsGiveTheSameReplies) {
+  auto params = sampling::from_generation_config(dir_);
+  params.max_new_tokens = 80;
+  ChatSession plain(*model_, *tok_, dir_), spec(*model_, *tok_, dir_);
+  spec.session().set_speculation(ngram(/*adaptive=*/false, 6));
+  const GrammarConstraint repeat{
+      std::make_shared<const grammar::Grammar>(grammar::Grammar::from_gbnf("root ::= (\"king\" | \"milk\" | \", \")+ \".\"")),
+      grammar_vocabulary(*tok_)};
+  const auto messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", "Repeat the phrase king milk 6 times."}}});
+  int64_t drafted = 0;
+  for (const bool think : {false, true})
+    for (const int64_t budget : {int64_t{-1}, int64_t{3}})
+      for (const bool constrained : {false, true})
+        for (const uint64_t seed : {0, 1, 2}) {
+          SCOPED_TRACE(testing::Message() << "think " << think << " budget " << budget << " grammar " << constrained
+                                          << " seed " << seed);
+          ChatOptions o;
+          o.enable_thinking = think;
+          o.think_budget = budget;
+          if (constrained) o.grammar = repeat;
+          params.do_sample = seed != 0;
+          params.temperature = seed != 0 ? 0.8f : 0.0f;
+          params.seed = seed;
+          const ChatReply want = plain.reply(messages, params, o), got = spec.reply(messages, params, o);
+          EXPECT_EQ(got.generation.tokens, want.generation.tokens);
+          EXPECT_EQ(got.content, want.content);
+          EXPECT_EQ(got.reasoning_content, want.reasoning_content);
+          EXPECT_EQ(got.thought_forced_closed, want.thought_forced_closed);
+          drafted += got.generation.drafted;
+        }
+  EXPECT_GT(drafted, 0);
 }
 
 // Adaptive length: the repeated reply keeps guessing and gains; a story that does not repeat itself
