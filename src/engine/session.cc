@@ -71,7 +71,9 @@ GenerationResult Session::generate(GenerationRequest request, const GenerationCa
   std::optional<Speculator> spec;
   if (spec_.mode != SpecMode::kOff && gen.request().speculate) spec.emplace(spec_);
   const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
-  std::vector<float> rows;  // a verification pass's logits: after its last unguessed token, then each guess
+  std::vector<float> pass;       // a verification pass's logits, every row (reused: no copies per pass)
+  std::span<const float> rows;   // of pass: after its last unguessed token, then after each guess
+  std::span<const float> kept;   // of pass: the row after the last cached token (logits_ when empty)
   while (!gen.done()) {
     if (cb.cancelled && cb.cancelled()) {
       deliver(gen.finish(FinishReason::kCancelled));
@@ -79,15 +81,13 @@ GenerationResult Session::generate(GenerationRequest request, const GenerationCa
     }
     GenerationStep s;
     if (spec) {
-      const bool guessed = !rows.empty();
-      Verdict v = spec->verify(gen, guessed ? std::span<const float>(rows) : std::span<const float>(logits_), vocab);
-      if (guessed) {
+      Verdict v = spec->verify(gen, rows.empty() ? std::span<const float>(logits_) : rows, vocab);
+      if (!rows.empty()) {
         // The guesses not taken leave the cache; its last position's logits stay for the next prefill.
         seq_.truncate(seq_.length() - v.rejected);
         cached_.resize(static_cast<size_t>(seq_.length()));
-        const auto last = static_cast<std::ptrdiff_t>((rows.size() / vocab - 1 - static_cast<size_t>(v.rejected)) * vocab);
-        logits_.assign(rows.begin() + last, rows.begin() + last + static_cast<std::ptrdiff_t>(vocab));
-        rows.clear();
+        kept = rows.subspan((rows.size() / vocab - 1 - static_cast<size_t>(v.rejected)) * vocab, vocab);
+        rows = {};
       }
       s = std::move(v.step);
     } else {
@@ -104,15 +104,16 @@ GenerationResult Session::generate(GenerationRequest request, const GenerationCa
     const auto pass_start = std::chrono::steady_clock::now();
     if (static_cast<int64_t>(feed.size()) > n_feed) {
       // Every row from the last unguessed token on: the guesses are checked against them.
-      std::vector<float> all(feed.size() * vocab);
-      model::ForwardItem item{.seq = &seq_, .tokens = feed, .logits = all.data(), .all_logits = true,
+      pass.resize(feed.size() * vocab);
+      model::ForwardItem item{.seq = &seq_, .tokens = feed, .logits = pass.data(), .all_logits = true,
                               .single_tail = static_cast<int64_t>(feed.size()) - n_feed};
       model_.forward(std::span<model::ForwardItem>(&item, 1));
-      rows.assign(all.begin() + static_cast<std::ptrdiff_t>((n_feed - 1) * static_cast<int64_t>(vocab)), all.end());
+      rows = std::span<const float>(pass).subspan(static_cast<size_t>(n_feed - 1) * vocab);
     } else {
       logits_ = model_.forward(seq_, feed);
-      rows.clear();
+      rows = {};
     }
+    kept = {};
     if (spec) spec->timed(static_cast<int64_t>(feed.size()), seconds_since(pass_start));
     cached_.insert(cached_.end(), feed.begin(), feed.end());
     ++r.decode_steps;
@@ -120,8 +121,9 @@ GenerationResult Session::generate(GenerationRequest request, const GenerationCa
   if (!rows.empty()) {  // a pass whose guesses were never checked (cancelled): they leave the cache
     seq_.truncate(seq_.length() - static_cast<int64_t>(rows.size() / vocab - 1));
     cached_.resize(static_cast<size_t>(seq_.length()));
-    logits_.assign(rows.begin(), rows.begin() + static_cast<std::ptrdiff_t>(vocab));
+    kept = rows.first(vocab);
   }
+  if (!kept.empty()) logits_.assign(kept.begin(), kept.end());
   if (spec) {
     r.drafted = spec->counts().drafted;
     r.accepted = spec->counts().accepted;
