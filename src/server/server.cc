@@ -427,6 +427,12 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, std::v
                      ErrorShape error_shape) {
   // As vLLM: a client's max_tokens past the context is refused, not run until the context ends it.
   for (auto& g : gens) g.refuse_past_context = cr.max_tokens.has_value();
+  if (cr.speculative) {
+    if (*cr.speculative && scheduler_->speculation().mode == engine::SpecMode::kOff)
+      throw ApiError(400, "'speculative' is true, but this server does not speculate (start it with --spec ngram; "
+                          "hybrid models cannot)", "speculative", "unsupported_parameter");
+    for (auto& g : gens) g.speculate = *cr.speculative;
+  }
   ro.deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                    std::chrono::duration<double>(options_.request_timeout_s));
   auto reply = std::make_shared<ReplyStream>(std::move(ro));

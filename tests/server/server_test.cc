@@ -223,8 +223,9 @@ TEST_F(ServeTest, ConcurrentRequestsEqualSequentialAnswers) {
 
 // serve --spec ngram: concurrent clients (guessing sequences batched with one another and with
 // those that have no guess) get exactly the plain sequential answers, the guesses are counted in
-// /metrics, and the per-request field is refused by name.
-TEST_F(ServeTest, SpeculationServerWideEqualsPlainAnswersAndIsCounted) {
+// /metrics; a request's `speculative` false opts out, true is refused where the server does not
+// speculate.
+TEST_F(ServeTest, SpeculationServerWideEqualsPlainAnswersIsCountedAndChosenPerRequest) {
   engine::SchedulerOptions so{.max_parallel = 6, .prefill_chunk = 32};
   so.spec.mode = engine::SpecMode::kNgram;
   auto srv = start(so);
@@ -247,12 +248,37 @@ TEST_F(ServeTest, SpeculationServerWideEqualsPlainAnswersAndIsCounted) {
   EXPECT_GT(metric(m, "ember_spec_drafted_tokens_total"), 0);
   EXPECT_GT(metric(m, "ember_spec_accepted_tokens_total"), 0);
   EXPECT_GT(metric(m, "ember_spec_acceptance_rate"), 0);
+  // Per request: `speculative: false` opts out (the same answer, no guess counted), true is the default here.
+  const double drafted = metric(m, "ember_spec_drafted_tokens_total");
   ordered_json body = chat_body(all.back(), false);
-  body["speculative"] = true;
+  body["speculative"] = false;
   auto res = post(c, "/v1/chat/completions", body);
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(ordered_json::parse(res->body)["choices"][0]["message"]["content"], all.back().content);
+  EXPECT_EQ(metric(metrics_when_idle(c), "ember_spec_drafted_tokens_total"), drafted);
+  body["speculative"] = true;
+  res = post(c, "/v1/chat/completions", body);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_GT(metric(metrics_when_idle(c), "ember_spec_drafted_tokens_total"), drafted);
+  body["speculative"] = "yes";
+  res = post(c, "/v1/chat/completions", body);
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 400);
   EXPECT_EQ(ordered_json::parse(res->body)["error"]["param"], "speculative");
+  // A server that does not speculate refuses a request that asks for it, by name.
+  auto plain = start();
+  auto pc = plain->client();
+  body["speculative"] = true;
+  res = post(pc, "/v1/chat/completions", body);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_EQ(ordered_json::parse(res->body)["error"]["param"], "speculative");
+  body["speculative"] = false;
+  res = post(pc, "/v1/chat/completions", body);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
 }
 
 // A model quantized at load (`ember serve --quantize q4_0`): concurrent batched answers still equal a
