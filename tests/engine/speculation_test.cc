@@ -328,6 +328,42 @@ TEST_F(SpecChat, ThinkingBudgetsAndGrammarsGiveTheSameReplies) {
   EXPECT_GT(drafted, 0);
 }
 
+// Choices of one request (forked after the prompt, each with its own guesses and seed) in a
+// speculating Scheduler draw what they draw without speculation; a Session cancelled between a
+// pass and its check drops the unchecked guesses, and its next turn equals a plain session's.
+TEST_F(SpecChat, ChoicesAndCancellationKeepTheirOutputs) {
+  GenerationRequest g;
+  g.prompt = prompt_;
+  g.params = greedy(40);
+  g.params.do_sample = true;
+  g.params.temperature = 0.9f;
+  g.params.seed = 5;
+  std::vector<std::vector<int32_t>> outs[2];
+  for (const bool speculate : {false, true}) {
+    SchedulerOptions so{.max_parallel = 4, .context = 512};
+    if (speculate) so.spec = ngram(/*adaptive=*/false, 6);
+    Scheduler sched(*model_, *tok_, so);
+    for (auto& stream : sched.submit(g, 3)) outs[speculate].push_back(drain(*stream).tokens);
+    if (speculate) {
+      EXPECT_GT(sched.stats().spec_drafted, 0);
+    }
+  }
+  EXPECT_EQ(outs[1], outs[0]);
+  EXPECT_NE(outs[0][0], outs[0][1]);  // the choices did sample on their own
+
+  Session plain(*model_, *tok_), spec(*model_, *tok_);
+  spec.set_speculation(ngram(/*adaptive=*/false, 6));
+  int polls = 0;
+  GenerationCallbacks cb;
+  cb.cancelled = [&] { return ++polls > 8; };
+  const GenerationResult cut = spec.generate(prompt_, greedy(40), cb);
+  EXPECT_EQ(cut.finish, FinishReason::kCancelled);
+  std::vector<int32_t> next = prompt_;
+  next.insert(next.end(), cut.tokens.begin(), cut.tokens.end());
+  EXPECT_EQ(spec.cached_tokens(), next);  // every token fed and checked, no guess
+  EXPECT_EQ(spec.generate(next, greedy(20)).tokens, plain.generate(next, greedy(20)).tokens);
+}
+
 // Adaptive length: the repeated reply keeps guessing and gains; a story that does not repeat itself
 // guesses less than a fixed length does.
 TEST_F(SpecChat, AdaptiveLengthFollowsAcceptance) {
