@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -18,12 +19,15 @@
 #include "apps/ember/commands.h"
 #include "apps/ember/flag_range.h"
 #include "apps/ember/model_options.h"
+#include "apps/ember/spec_options.h"
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/format.h"
 #include "base/resident_memory.h"
 #include "kernels/membw.h"
 #include "kernels/quant.h"
+#include "engine/session.h"
+#include "model/load_tokenizer.h"
 #include "model/model.h"
 #include "model/synthetic.h"
 
@@ -36,17 +40,59 @@ struct BenchArgs {
   int threads = 0, reps = 3;
   int64_t prompt = 512, gen = 128;
   bool json = false, warmup = true;
+  SpecFlags spec;
+  std::string spec_text;  // --spec: the prompt text of the speculative runs ("": the random prompt)
 };
-
-// Unmeasured decode steps of the warm-up: enough for the thread tuner to have tried both widths on
-// decode-sized steps (WidthTuner), whose probes would otherwise fall in the first repetition.
-constexpr int64_t kWarmupDecode = 8;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
+
+// --spec: greedy decode of `gen` tokens through a Session without and with speculation, `reps` times
+// each (alternating): the same tokens, the decode rates' medians, the guesses taken.
+struct SpecBench {
+  double plain = 0, spec = 0, acceptance = 0, tokens_per_pass = 0;
+  int64_t drafted = 0, accepted = 0;
+};
+
+SpecBench run_spec_bench(model::Model& m, const tokenizer::Tokenizer& tok, const std::vector<int32_t>& prompt,
+                         int64_t gen, int reps, const engine::SpecOptions& spec) {
+  std::vector<double> plain, fast;
+  SpecBench b;
+  int64_t steps = 0, tokens = 0;
+  for (int r = 0; r < reps; ++r) {
+    std::vector<int32_t> want;
+    for (const bool on : {false, true}) {
+      engine::Session s(m, tok, static_cast<int64_t>(prompt.size()) + gen + 1);
+      if (on) s.set_speculation(spec);
+      sampling::SamplingParams p;
+      p.temperature = 0.0f;
+      p.max_new_tokens = gen;
+      const engine::GenerationResult g = s.generate(prompt, p);
+      const double rate = g.decode_seconds > 0 ? static_cast<double>(g.decode_steps + g.accepted) / g.decode_seconds : 0.0;
+      (on ? fast : plain).push_back(rate);
+      if (!on) want = g.tokens;
+      else if (g.tokens != want) fail("bench", "speculative decoding gave other tokens than plain decoding");
+      if (on) {
+        b.drafted += g.drafted;
+        b.accepted += g.accepted;
+        steps += g.decode_steps;
+        tokens += g.decode_steps + g.accepted;
+      }
+    }
+  }
+  b.plain = median(plain);
+  b.spec = median(fast);
+  b.acceptance = b.drafted ? static_cast<double>(b.accepted) / static_cast<double>(b.drafted) : 0.0;
+  b.tokens_per_pass = steps ? static_cast<double>(tokens) / static_cast<double>(steps) : 0.0;
+  return b;
+}
+
+// Unmeasured decode steps of the warm-up: enough for the thread tuner to have tried both widths on
+// decode-sized steps (WidthTuner), whose probes would otherwise fall in the first repetition.
+constexpr int64_t kWarmupDecode = 8;
 
 // Read bandwidth measured in a child process, so that its 1 GiB buffer never counts towards this
 // process's peak RSS (which should be the model's). Called before this process starts threads.
@@ -152,6 +198,15 @@ int run_bench(const BenchArgs& a) {
     }
     decode.push_back(static_cast<double>(a.gen) / seconds_since(t0));
   }
+  std::optional<SpecBench> sb;
+  const engine::SpecOptions spec = a.spec.resolve(c, false);
+  if (spec.mode != engine::SpecMode::kOff) {
+    if (a.model_dir.empty()) fail("bench", "--spec needs a model (-m): its tokenizer runs the generation rules");
+    const tokenizer::Tokenizer tk = model::load_tokenizer(a.model_dir);
+    const std::vector<int32_t> sp = a.spec_text.empty() ? prompt : tk.encode(a.spec_text, true);
+    note("speculation: greedy decode of " + std::to_string(a.gen) + " tokens without and with --spec " + a.spec.mode);
+    sb = run_spec_bench(*m, tk, sp, a.gen, a.reps, spec);
+  }
   const double pf = median(prefill), dc = median(decode), tt = median(ttft);
   const double run_peak = peak_resident_mib(), rss = resident_mib();
   const double peak = std::max(load_peak, run_peak);
@@ -187,6 +242,16 @@ int run_bench(const BenchArgs& a) {
     j["peak_rss_mib"] = peak;
     if (reset) j["peak_rss_inference_mib"] = run_peak;
     j["rss_mib"] = rss;
+    if (sb) {
+      j["spec"] = a.spec.mode;
+      j["spec_decode_tok_s_plain"] = sb->plain;  // both through a Session, greedy
+      j["spec_decode_tok_s"] = sb->spec;
+      j["spec_speedup"] = sb->plain > 0 ? sb->spec / sb->plain : 0.0;
+      j["spec_drafted"] = sb->drafted;
+      j["spec_accepted"] = sb->accepted;
+      j["spec_acceptance_rate"] = sb->acceptance;
+      j["spec_tokens_per_pass"] = sb->tokens_per_pass;
+    }
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("model %s  dtype %s  kv %s  threads %d  isa %s  (median of %d reps; load %.1f s)\n",
@@ -227,6 +292,13 @@ int run_bench(const BenchArgs& a) {
     std::printf("%-28s %12.0f\n", "peak RSS MiB", peak);
     if (reset) std::printf("%-28s %12.0f\n", "peak RSS after load MiB", run_peak);
     std::printf("%-28s %12.0f\n", "RSS MiB (end)", rss);
+    if (sb) {
+      std::printf("%-28s %12.2f\n", "session decode tok/s", sb->plain);
+      std::printf("%-28s %12.2f\n", ("--spec " + a.spec.mode + " decode tok/s").c_str(), sb->spec);
+      std::printf("%-28s %11.2fx\n", "speculation speed-up", sb->plain > 0 ? sb->spec / sb->plain : 0.0);
+      std::printf("%-28s %11.1f%%\n", "guesses taken", 100.0 * sb->acceptance);
+      std::printf("%-28s %12.2f\n", "tokens per pass", sb->tokens_per_pass);
+    }
   }
   return 0;
 }
@@ -255,6 +327,9 @@ Run add_bench_command(CLI::App& app) {
   cmd->add_option("-n,--gen", a->gen, "Tokens to decode")->check(in_range<int64_t>(1, 1 << 20));
   cmd->add_option("--reps", a->reps, "Repetitions (the median is reported)")->check(in_range(1, 1000));
   cmd->add_flag("--json", a->json, "One JSON object on stdout");
+  a->spec.add_to(*cmd);
+  cmd->add_option("--spec-text", a->spec_text,
+                  "With --spec: the prompt text of the speculative runs (default: the random prompt's tokens)");
   cmd->add_flag("!--no-warmup", a->warmup, "Skip the unmeasured warm-up run (one prompt, a few decode steps) before the repetitions");
   return [a] { return run_bench(*a); };
 }

@@ -17,6 +17,7 @@
 #include "apps/ember/model_options.h"
 #include "base/error.h"
 #include "chat/messages.h"
+#include "apps/ember/spec_options.h"
 #include "engine/chat_session.h"
 #include "tokenizer/tokenizer.h"
 
@@ -34,6 +35,7 @@ struct ChatOpts {
   ModelOptions model;
   SamplingOptions sampling;
   GrammarOptions grammar;
+  SpecFlags spec;
   std::string system;
   bool think = false, no_think = false, show_think = false, json = false, verbose = false;
   int64_t think_budget = -1;
@@ -69,6 +71,7 @@ class ChatApp {
     // As the server's reasoning_effort: gpt-oss's template writes it into its system message.
     if (!o.reasoning_effort.empty()) options_.extra_variables["reasoning_effort"] = o.reasoning_effort;
     if (!m_.params.max_new_tokens && !o.sampling.to_the_end) m_.params.max_new_tokens = 1024;
+    chat_.session().set_speculation(o.spec.resolve(m_.model->config(), o.model.quiet));
     reset();
   }
 
@@ -188,10 +191,11 @@ class ChatApp {
   void report(const engine::ChatReply& r) const {
     const auto& g = r.generation;
     if (o_.verbose)
-      std::fprintf(stderr, "[prompt %lld tokens, prefilled %lld (%.1f tokens/s), generated %zu (decode %.1f tokens/s), %s%s]\n",
+      std::fprintf(stderr, "[prompt %lld tokens, prefilled %lld (%.1f tokens/s), generated %zu (decode %.1f tokens/s), %s%s%s]\n",
                    static_cast<long long>(g.prompt_tokens), static_cast<long long>(g.prefilled_tokens),
                    prefill_tokens_per_second(g), g.tokens.size(), decode_tokens_per_second(g),
-                   engine::finish_reason_name(g.finish), r.thought_forced_closed ? ", thought cut by budget" : "");
+                   engine::finish_reason_name(g.finish), r.thought_forced_closed ? ", thought cut by budget" : "",
+                   speculation_note(g).c_str());
   }
 
   ChatOpts o_;
@@ -222,6 +226,7 @@ Run add_chat_command(CLI::App& app) {
   cmd->add_flag("--json", o->json, "With --messages: print {\"content\", \"reasoning_content\"}");
   cmd->add_flag("-v,--verbose", o->verbose, "Print tokens prefilled and generated per turn to stderr");
   o->grammar.add_to(*cmd);
+  o->spec.add_to(*cmd);
   return [o] {
     if (o->json && o->messages_file.empty()) throw Error("--json needs --messages FILE");
     if (o->json) o->model.quiet = true;

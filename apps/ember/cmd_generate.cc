@@ -8,6 +8,7 @@
 #include "apps/ember/generation_stats.h"
 #include "apps/ember/grammar_options.h"
 #include "apps/ember/model_options.h"
+#include "apps/ember/spec_options.h"
 #include "base/error.h"
 #include "engine/beam_generate.h"
 #include "engine/session.h"
@@ -21,6 +22,7 @@ struct GenerateOpts {
   ModelOptions model;
   SamplingOptions sampling;
   GrammarOptions grammar;
+  SpecFlags spec;
   std::string prompt;
   bool no_bos = false;
   std::optional<int32_t> beams, num_return;
@@ -61,6 +63,7 @@ Run add_generate_command(CLI::App& app) {
   o->sampling.add_to(*cmd);
   cmd->add_option("-p,--prompt", o->prompt, "Text to continue")->required();
   o->grammar.add_to(*cmd);
+  o->spec.add_to(*cmd);
   cmd->add_flag("--no-special", o->no_bos, "Do not add the tokenizer's special tokens (BOS) to the prompt");
   cmd->add_option("--beams", o->beams, "Beam search with B beams (1: greedy or sampling)")->check(in_range(1, 64));
   cmd->add_option("--length-penalty", o->length_penalty,
@@ -77,6 +80,7 @@ Run add_generate_command(CLI::App& app) {
       // --beams asks for beam search, not beam sampling: the model's own do_sample yields to it.
       if (o->sampling.any_warper()) throw Error("--beams cannot be combined with sampling flags (beam sampling is not supported)");
       if (grammar) throw Error("--beams cannot be combined with --json-schema or --grammar");
+      if (o->spec.mode != "off") throw Error("--beams cannot be combined with --spec (beam search does not speculate)");
       params.num_beams = *o->beams;
       params.do_sample = false;
     }
@@ -90,6 +94,7 @@ Run add_generate_command(CLI::App& app) {
     if (samples > 1 && !params.do_sample) throw Error("--num-return-sequences without --beams needs sampling (e.g. --temperature 1)");
     const std::optional<engine::GrammarConstraint> constraint = constraint_for(std::move(grammar), tok, o->grammar.source());
     engine::Session session(*model, tok, context);
+    session.set_speculation(o->spec.resolve(model->config(), o->model.quiet));
     for (int32_t i = 0; i < samples; ++i) {
       engine::GenerationRequest request;
       request.prompt = prompt;
@@ -104,10 +109,10 @@ Run add_generate_command(CLI::App& app) {
       if (!o->model.quiet)
         std::fprintf(stderr,
                      "prompt: %lld tokens, prefill %.1f tokens/s; generated %zu tokens (%lld by decode steps), decode %.1f "
-                     "tokens/s; stop: %s\n",
+                     "tokens/s; stop: %s%s\n",
                      static_cast<long long>(r.prompt_tokens), prefill_tokens_per_second(r), r.tokens.size(),
                      static_cast<long long>(decode_tokens(r)), decode_tokens_per_second(r),
-                     engine::finish_reason_name(r.finish));
+                     engine::finish_reason_name(r.finish), speculation_note(r).c_str());
     }
     return 0;
   };

@@ -9,6 +9,7 @@
 #include "apps/ember/commands.h"
 #include "apps/ember/flag_range.h"
 #include "apps/ember/model_options.h"
+#include "apps/ember/spec_options.h"
 #include "base/error.h"
 #include "server/server.h"
 
@@ -20,6 +21,7 @@ struct ServeOpts {
   ModelOptions model;
   server::ServerOptions server;
   engine::SchedulerOptions scheduler;
+  SpecFlags spec;
   std::string chat_template_file;
 };
 
@@ -39,12 +41,14 @@ int serve(ServeOpts& o) {
   LoadedModel m = load_model(o.model);
   // The server keeps as many blocks again for reusing finished conversations' prefixes.
   o.scheduler.context = planned_context(*m.model, o.model, o.scheduler.max_parallel, engine::Scheduler::kPoolFactor);
+  o.scheduler.spec = o.spec.resolve(m.model->config(), o.model.quiet);
   server::Server srv(*m.model, m.tokenizer, o.scheduler, o.server);
   const int port = srv.bind();
   if (!o.model.quiet)
-    std::fprintf(stderr, "ember serve: http://%s:%d/ (OpenAI API under /v1, %lld parallel sequences, context %lld)\n",
+    std::fprintf(stderr, "ember serve: http://%s:%d/ (OpenAI API under /v1, %lld parallel sequences, context %lld%s)\n",
                  o.server.host.c_str(), port, static_cast<long long>(o.scheduler.max_parallel),
-                 static_cast<long long>(srv.scheduler().context()));
+                 static_cast<long long>(srv.scheduler().context()),
+                 srv.scheduler().speculation().mode == engine::SpecMode::kOff ? "" : ", speculation ngram");
 
   std::atomic<bool> exiting{false};
   std::thread waiter([&] {
@@ -69,6 +73,7 @@ Run add_serve_command(CLI::App& app) {
   auto o = std::make_shared<ServeOpts>();
   CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP API and web chat page");
   o->model.add_to(*cmd);
+  o->spec.add_to(*cmd);
   cmd->add_option("--host", o->server.host, "Address to listen on")->capture_default_str();
   cmd->add_option("--port", o->server.port, "Port to listen on (0: any free port)")
       ->capture_default_str()

@@ -98,6 +98,9 @@ struct ChatOptions {
   std::string system;                    // a system message first, if not empty
   std::optional<bool> enable_thinking;   // unset: the template's default
   int64_t think_budget = -1;             // tokens a thought may take before it is closed; < 0: no limit
+  // Speculative decoding by prompt lookup (ember chat --spec ngram): the same replies, faster where
+  // they repeat the conversation. Off for hybrid models (Qwen3-Next, Qwen3.5).
+  bool speculate = false;
 };
 
 // One multi-turn conversation on its own KV cache: each turn computes only what the cache does not hold.
@@ -122,6 +125,7 @@ class EMBER_API Chat {
 struct ServiceOptions {
   int64_t max_parallel = 8;  // sequences decoded together
   int64_t max_queue = 64;    // requests waiting beyond those; more are refused
+  bool speculate = false;    // prompt lookup for every request (ember serve --spec ngram), as ChatOptions
 };
 
 // Many sequences at once: one thread batches every running sequence into each forward pass.

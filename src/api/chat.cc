@@ -5,6 +5,7 @@ namespace ember {
 
 struct Chat::Impl {
   Impl(Model::Impl& m, ChatOptions o) : model(m), options(std::move(o)), session(*m.model, m.tokenizer, m.dir, m.context) {
+    if (options.speculate) session.session().set_speculation(prompt_lookup());
     reset();
   }
   void reset() {

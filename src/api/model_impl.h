@@ -37,6 +37,12 @@ struct Model::Impl {
 };
 
 nlohmann::ordered_json to_json(const std::vector<Message>& messages);
+// ChatOptions::speculate and ServiceOptions::speculate: prompt lookup with the engine's defaults.
+inline engine::SpecOptions prompt_lookup() {
+  engine::SpecOptions s;
+  s.mode = engine::SpecMode::kNgram;
+  return s;
+}
 Reply to_reply(engine::GenerationResult r);
 
 }  // namespace ember

@@ -9,7 +9,8 @@ struct Service::Impl {
         scheduler(*m.model, m.tokenizer,
                   engine::SchedulerOptions{.max_parallel = o.max_parallel,
                                            .context = m.planned_context(o.max_parallel, engine::Scheduler::kPoolFactor),
-                                           .max_queue = o.max_queue}) {}
+                                           .max_queue = o.max_queue,
+                                           .spec = o.speculate ? prompt_lookup() : engine::SpecOptions{}}) {}
   Request submit(engine::GenerationRequest g) {
     Request r;
     try {

@@ -5,6 +5,7 @@
 // and whether (and why) the sequence ended: sampling, forced tokens (a thinking budget's
 // "</think>"), end tokens, stop strings, the length and context limits, the streamed text and its
 // split into reasoning and answer. Grammar masks and tool-call parsing plug in here.
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -81,6 +82,8 @@ struct GenerationRequest {
   // hold it beside the prompt the request is refused, as vLLM does, instead of capped at the context
   // (ember generate -n).
   bool refuse_past_context = false;
+  // false: no speculative decoding for this request, where its driver speculates (engine/speculation.h).
+  bool speculate = true;
 };
 
 // Every check a request passes before it is queued or run, one owner for Session, the Scheduler and
@@ -121,6 +124,13 @@ class Generation {
   // Generated ids, an end token included if one ended the sequence.
   std::span<const int32_t> generated() const {
     return std::span<const int32_t>(context_).subspan(request_.prompt.size());
+  }
+  // The sequence so far: prompt, generated tokens and the tokens of the last step's feed.
+  std::span<const int32_t> context() const { return context_; }
+  // Tokens that may still be appended before the length or the context limit ends the sequence.
+  int64_t room() const {
+    return std::min<int64_t>(max_new_ - static_cast<int64_t>(generated().size()),
+                             context_limit_ - static_cast<int64_t>(context_.size()));
   }
   bool thought_forced_closed() const { return request_.think_budget && request_.think_budget->forced(); }
   // The request's stop string that ended the sequence; "" when none did (or an end token's spelled-out

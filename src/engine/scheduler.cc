@@ -47,12 +47,15 @@ void RequestStream::publish(const std::function<void(StreamUpdate&)>& change) {
 // Per-sequence state: the generation rules and the cache positions they fill.
 
 struct Scheduler::Sequence {
-  Sequence(Pending pending, model::KvCache& cache, const tokenizer::Tokenizer& tok, int64_t context, int64_t vocab)
+  Sequence(Pending pending, model::KvCache& cache, const tokenizer::Tokenizer& tok, int64_t context, int64_t vocab,
+           const SpecOptions& spec_options)
       : stream(std::move(pending.stream)),
         submitted(pending.submitted),
         siblings(std::move(pending.siblings)),
         gen(tok, std::move(pending.request), context, vocab),
-        kv(cache) {}
+        kv(cache) {
+    if (spec_options.mode != SpecMode::kOff && gen.request().speculate) spec.emplace(spec_options);
+  }
 
   const GenerationRequest& req() const { return gen.request(); }
   size_t n_prompt() const { return req().prompt.size(); }
@@ -65,6 +68,8 @@ struct Scheduler::Sequence {
   model::KvSequence kv;
   std::vector<int32_t> kv_tokens;  // the tokens whose keys and values kv holds
   std::vector<int32_t> feed;       // tokens to run in the next step once the prompt is in
+  std::optional<Speculator> spec;  // with speculation on
+  int64_t guesses = 0;             // of feed, the last ones are guesses to check
   int64_t reused = 0;
   bool first_token = true, done = false;
   std::string error_code;  // of the RequestError that ended it
@@ -84,6 +89,7 @@ Scheduler::Scheduler(model::Model& model, const tokenizer::Tokenizer& tokenizer,
   options_.max_parallel = std::max<int64_t>(1, options_.max_parallel);
   options_.prefill_chunk = std::max<int64_t>(1, options_.prefill_chunk);
   if (options_.cached_sequences <= 0) options_.cached_sequences = 2 * options_.max_parallel;
+  if (!spec_unsupported(model.config()).empty()) options_.spec = SpecOptions{};
   // Running sequences never reference more distinct blocks than their tables hold, so this many
   // blocks always suffice once finished sequences are evicted; the rest of the pool is the reuse cache.
   const int64_t per_seq = ceil_div(options_.context, options_.block_size) + 1;
@@ -213,7 +219,8 @@ void Scheduler::admit() {
 }
 
 void Scheduler::start(Pending p) {
-  auto seq = std::make_unique<Sequence>(std::move(p), *cache_, tokenizer_, options_.context, model_.config().vocab_size);
+  auto seq = std::make_unique<Sequence>(std::move(p), *cache_, tokenizer_, options_.context, model_.config().vocab_size,
+                                        options_.spec);
   Sequence& s = *seq;
   const auto& prompt = s.req().prompt;
 
@@ -279,7 +286,7 @@ bool Scheduler::step() {
   int64_t needed = 0, budget = options_.prefill_chunk;
   for (auto& s : running_)
     if (!s->prefilling() && !s->feed.empty()) {
-      items.push_back({&s->kv, s->feed, nullptr, false});
+      items.push_back({.seq = &s->kv, .tokens = s->feed, .all_logits = s->guesses > 0, .single_tail = s->guesses});
       owners.push_back(s.get());
       needed += blocks_for(*s, static_cast<int64_t>(s->feed.size()));
     }
@@ -297,8 +304,14 @@ bool Scheduler::step() {
   if (items.empty()) return false;
 
   const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
-  logits_.resize(items.size() * vocab);
-  for (size_t i = 0; i < items.size(); ++i) items[i].logits = logits_.data() + i * vocab;
+  size_t rows = 0;  // an item with guesses gets every token's logits
+  for (const auto& it : items) rows += it.all_logits ? it.tokens.size() : 1;
+  logits_.resize(rows * vocab);
+  rows = 0;
+  for (auto& it : items) {
+    it.logits = logits_.data() + rows * vocab;
+    rows += it.all_logits ? it.tokens.size() : 1;
+  }
   ensure_blocks(needed);
   try {
     model_.forward(items);
@@ -307,7 +320,7 @@ bool Scheduler::step() {
     return true;
   }
 
-  int64_t generated_before = 0, generated_after = 0, prefilled = 0;
+  int64_t generated_before = 0, generated_after = 0, prefilled = 0, drafted = 0, accepted = 0;
   for (const auto& s : running_) generated_before += static_cast<int64_t>(s->gen.generated().size());
   for (size_t i = 0; i < items.size(); ++i) {
     Sequence& s = *owners[i];
@@ -315,15 +328,24 @@ bool Scheduler::step() {
     if (s.prefilling()) prefilled += static_cast<int64_t>(ran.size());
     s.kv_tokens.insert(s.kv_tokens.end(), ran.begin(), ran.end());
     if (s.prefilling()) continue;  // more prompt to go: these logits are not needed
+    // The rows from the last token fed before the guesses on.
+    const size_t n_rows = static_cast<size_t>(s.guesses) + 1;
+    const float* first = items[i].logits + (items[i].all_logits ? ran.size() - n_rows : 0) * vocab;
     s.feed.clear();
+    s.guesses = 0;
     for (Sequence* c : fork_siblings(s)) {
+      const SpecCounts before = c->spec ? c->spec->counts() : SpecCounts{};
       try {
-        after_forward(*c, std::span<const float>(items[i].logits, vocab));
+        after_forward(*c, std::span<const float>(first, n_rows * vocab));
       } catch (const RequestError& e) {  // e.g. a grammar that this vocabulary cannot continue
         c->error_code = e.code;
         finish(*c, FinishReason::kCancelled, e.what());
       } catch (const std::exception& e) {
         finish(*c, FinishReason::kCancelled, e.what());
+      }
+      if (c->spec) {
+        drafted += c->spec->counts().drafted - before.drafted;
+        accepted += c->spec->counts().accepted - before.accepted;
       }
     }
   }
@@ -334,6 +356,8 @@ bool Scheduler::step() {
     ++stats_.steps;
     stats_.prefilled_tokens += prefilled;
     stats_.completion_tokens += generated_after - generated_before;
+    stats_.spec_drafted += drafted;
+    stats_.spec_accepted += accepted;
     const auto now = Clock::now();
     recent_.emplace_back(now, generated_after - generated_before);
     while (!recent_.empty() && seconds_between(recent_.front().first, now) > 5.0) recent_.pop_front();
@@ -363,7 +387,7 @@ std::vector<Scheduler::Sequence*> Scheduler::fork_siblings(Sequence& s) {
     GenerationRequest r = s.req();
     r.params = params_of_choice(std::move(r.params), static_cast<int64_t>(i) + 1);
     auto c = std::make_unique<Sequence>(Pending{std::move(r), std::move(s.siblings[i]), s.submitted, {}}, *cache_,
-                                        tokenizer_, options_.context, model_.config().vocab_size);
+                                        tokenizer_, options_.context, model_.config().vocab_size, options_.spec);
     c->kv = s.kv.fork();
     c->kv_tokens = s.kv_tokens;
     c->reused = s.reused;
@@ -375,15 +399,30 @@ std::vector<Scheduler::Sequence*> Scheduler::fork_siblings(Sequence& s) {
 }
 
 // One generation step of a sequence whose logits just came out of the pass.
-void Scheduler::after_forward(Sequence& s, std::span<const float> logits) {
+void Scheduler::after_forward(Sequence& s, std::span<const float> rows) {
   if (s.stream->cancelled()) return finish(s, FinishReason::kCancelled);
-  GenerationStep step = s.gen.step(logits);
+  GenerationStep step;
+  if (s.spec) {
+    Verdict v = s.spec->verify(s.gen, rows, static_cast<size_t>(model_.config().vocab_size));
+    // The guesses not taken leave the cache and the tokens a later prompt may reuse.
+    s.kv.truncate(s.kv.length() - v.rejected);
+    s.kv_tokens.resize(static_cast<size_t>(s.kv.length()));
+    step = std::move(v.step);
+  } else {
+    step = s.gen.step(rows);
+  }
   const auto now = Clock::now();
   const bool first = s.first_token && !step.tokens.empty();
   if (!step.tokens.empty()) s.first_token = false;
   if (step.finished) return finish(s, *step.finished, {}, std::move(step));
   publish(s, step, first ? std::optional(now) : std::nullopt);
   s.feed = std::move(step.feed);
+  if (s.spec) {
+    const auto n_feed = static_cast<int64_t>(s.feed.size());
+    const auto& guesses = s.spec->draft(s.gen, draft_room(model_, s.kv, n_feed, options_.spec.max_draft));
+    s.feed.insert(s.feed.end(), guesses.begin(), guesses.end());
+    s.guesses = static_cast<int64_t>(guesses.size());
+  }
 }
 
 // Sends a step's text and tokens to the client (merged with what it has not read yet).

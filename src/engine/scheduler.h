@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "engine/generation.h"
+#include "engine/speculation.h"
 #include "model/model.h"
 #include "sampling/generation_config.h"
 #include "tokenizer/tokenizer.h"
@@ -66,6 +67,9 @@ struct SchedulerOptions {
   int64_t prefill_chunk = 256;  // prompt tokens computed per step (over all prefilling sequences)
   int64_t cached_sequences = 0; // finished sequences kept for prefix reuse; <= 0: 2 * max_parallel
   int64_t block_size = model::KvCache::kDefaultBlock;
+  // Speculative decoding for every sequence (engine/speculation.h): guesses ride in the same pass as
+  // the other sequences' tokens. Off for a model that cannot (spec_unsupported).
+  SpecOptions spec = {};
 };
 
 struct SchedulerStats {
@@ -75,6 +79,7 @@ struct SchedulerStats {
   int64_t queued = 0, running = 0, cached_sequences = 0;
   int64_t kv_blocks_total = 0, kv_blocks_free = 0, kv_blocks_held_by_running = 0;
   int64_t steps = 0;
+  int64_t spec_drafted = 0, spec_accepted = 0;  // speculation: guesses fed, and those taken
   double tokens_per_second = 0;  // generated tokens/s over the last few seconds
 };
 
@@ -108,6 +113,8 @@ class Scheduler {
 
   int64_t context() const { return options_.context; }
   int64_t max_parallel() const { return options_.max_parallel; }
+  // The speculation in force (off where the model cannot; see SchedulerOptions::spec).
+  const SpecOptions& speculation() const { return options_.spec; }
   kernels::KvType kv_dtype() const { return cache_->type(); }
   SchedulerStats stats() const;
 
@@ -127,7 +134,8 @@ class Scheduler {
   void start(Pending p);
   std::vector<Sequence*> fork_siblings(Sequence& s);
   void ensure_blocks(int64_t needed);
-  void after_forward(Sequence& s, std::span<const float> logits);
+  // rows: the logits after the last token fed before its guesses, then after each guess.
+  void after_forward(Sequence& s, std::span<const float> rows);
   void publish(Sequence& s, GenerationStep& step, std::optional<Clock::time_point> first_token);
   void finish(Sequence& s, FinishReason reason, const std::string& error = {}, GenerationStep last = {});
   void retire(Sequence& s);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "base/clock.h"
 #include "base/error.h"
@@ -14,6 +15,12 @@ Session::Session(model::Model& model, const tokenizer::Tokenizer& tokenizer, int
       context_(resolve_context(model.config(), context_tokens)),
       cache_(model.make_cache(context_)),
       seq_(*cache_) {}
+
+std::string Session::set_speculation(const SpecOptions& options) {
+  std::string why = options.mode == SpecMode::kOff ? "" : spec_unsupported(model_.config());
+  spec_ = why.empty() ? options : SpecOptions{};
+  return why;
+}
 
 void Session::reset() {
   seq_.truncate(0);
@@ -61,17 +68,65 @@ GenerationResult Session::generate(GenerationRequest request, const GenerationCa
     if (s.finished) r.finish = *s.finished;
   };
   t0 = std::chrono::steady_clock::now();
+  std::optional<Speculator> spec;
+  if (spec_.mode != SpecMode::kOff && gen.request().speculate) spec.emplace(spec_);
+  const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
+  std::vector<float> pass;       // a verification pass's logits, every row (reused: no copies per pass)
+  std::span<const float> rows;   // of pass: after its last unguessed token, then after each guess
+  std::span<const float> kept;   // of pass: the row after the last cached token (logits_ when empty)
   while (!gen.done()) {
     if (cb.cancelled && cb.cancelled()) {
       deliver(gen.finish(FinishReason::kCancelled));
       break;
     }
-    const GenerationStep s = gen.step(logits_);
+    GenerationStep s;
+    if (spec) {
+      Verdict v = spec->verify(gen, rows.empty() ? std::span<const float>(logits_) : rows, vocab);
+      if (!rows.empty()) {
+        // The guesses not taken leave the cache; its last position's logits stay for the next prefill.
+        seq_.truncate(seq_.length() - v.rejected);
+        cached_.resize(static_cast<size_t>(seq_.length()));
+        kept = rows.subspan((rows.size() / vocab - 1 - static_cast<size_t>(v.rejected)) * vocab, vocab);
+        rows = {};
+      }
+      s = std::move(v.step);
+    } else {
+      s = gen.step(logits_);
+    }
     deliver(s);
     if (s.finished) break;
-    logits_ = model_.forward(seq_, s.feed);
-    cached_.insert(cached_.end(), s.feed.begin(), s.feed.end());
+    std::vector<int32_t> feed = std::move(s.feed);
+    const int64_t n_feed = static_cast<int64_t>(feed.size());
+    if (spec) {
+      const auto& guesses = spec->draft(gen, draft_room(model_, seq_, n_feed, spec_.max_draft));
+      feed.insert(feed.end(), guesses.begin(), guesses.end());
+    }
+    const auto pass_start = std::chrono::steady_clock::now();
+    if (static_cast<int64_t>(feed.size()) > n_feed) {
+      // Every row from the last unguessed token on: the guesses are checked against them.
+      pass.resize(feed.size() * vocab);
+      model::ForwardItem item{.seq = &seq_, .tokens = feed, .logits = pass.data(), .all_logits = true,
+                              .single_tail = static_cast<int64_t>(feed.size()) - n_feed};
+      model_.forward(std::span<model::ForwardItem>(&item, 1));
+      rows = std::span<const float>(pass).subspan(static_cast<size_t>(n_feed - 1) * vocab);
+    } else {
+      logits_ = model_.forward(seq_, feed);
+      rows = {};
+    }
+    kept = {};
+    if (spec) spec->timed(static_cast<int64_t>(feed.size()), seconds_since(pass_start));
+    cached_.insert(cached_.end(), feed.begin(), feed.end());
     ++r.decode_steps;
+  }
+  if (!rows.empty()) {  // a pass whose guesses were never checked (cancelled): they leave the cache
+    seq_.truncate(seq_.length() - static_cast<int64_t>(rows.size() / vocab - 1));
+    cached_.resize(static_cast<size_t>(seq_.length()));
+    kept = rows.first(vocab);
+  }
+  if (!kept.empty()) logits_.assign(kept.begin(), kept.end());
+  if (spec) {
+    r.drafted = spec->counts().drafted;
+    r.accepted = spec->counts().accepted;
   }
   // The cache ends exactly at the last token it holds logits for; a final token that was not run
   // (end of sequence, stop, length) is recomputed by the next prefill if the next prompt contains it.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "engine/generation.h"
+#include "engine/speculation.h"
 #include "model/model.h"
 #include "sampling/generation_config.h"
 #include "tokenizer/tokenizer.h"
@@ -37,8 +38,10 @@ struct GenerationResult {
   int64_t prefilled_tokens = 0;  // prompt tokens that were not already cached
   double prefill_seconds = 0, decode_seconds = 0;
   // Forward passes after the prefill. The first generated token comes from the prefill's logits, so
-  // a decode rate is decode_steps / decode_seconds.
+  // a decode rate is (decode_steps + accepted) / decode_seconds.
   int64_t decode_steps = 0;
+  // Speculation: guesses fed to the model, and those it agreed with (tokens gained over one per step).
+  int64_t drafted = 0, accepted = 0;
 };
 
 class Session {
@@ -61,6 +64,11 @@ class Session {
   GenerationResult generate(std::span<const int32_t> prompt, const sampling::SamplingParams& params,
                             const GenerationCallbacks& callbacks = {});
 
+  // Speculative decoding for the generations that follow (engine/speculation.h; off by default).
+  // Returns why this model cannot speculate ("" when it can), and speculation then stays off.
+  std::string set_speculation(const SpecOptions& options);
+  const SpecOptions& speculation() const { return spec_; }
+
   void reset();
   // Snapshots of a hybrid model's recurrent state each sequence keeps (model::KvCache::set_snapshot_limit;
   // 0: a turn whose prompt departs from the cache recomputes from its first token).
@@ -74,6 +82,7 @@ class Session {
   model::KvSequence seq_;
   std::vector<int32_t> cached_;  // the tokens whose keys and values are in seq_
   std::vector<float> logits_;    // logits after the last cached token
+  SpecOptions spec_;
 };
 
 }  // namespace ember::engine

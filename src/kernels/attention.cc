@@ -86,7 +86,7 @@ void attention(std::span<const AttentionItem> items, const AttentionShape& s, Th
   const int64_t q_stride = s.n_heads * s.head_dim, block = detail::block_tokens(s);
   // A prompt (an item of several tokens) goes through the prompt kernel in blocks of tokens; a
   // decode step's token alone (the scalar reference: every token alone).
-  auto unit_tokens = [&](const AttentionItem& it) { return isa != Isa::Scalar && it.n_tokens > 1 ? block : 1; };
+  auto unit_tokens = [&](const AttentionItem& it) { return isa != Isa::Scalar && it.n_tokens > 1 && !it.by_token ? block : 1; };
   // Work unit = a block of an item's tokens x one kv head; first_unit[i] is item i's first unit.
   std::vector<int64_t> first_unit(items.size() + 1, 0);
   for (size_t i = 0; i < items.size(); ++i) {

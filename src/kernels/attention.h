@@ -50,6 +50,9 @@ struct AttentionItem {
   int64_t first_pos = 0;
   KvView kv;
   float* out = nullptr;
+  // Every token alone through the single-token kernel, as decode steps of one token compute it (the
+  // same bits; the prompt kernel may differ in the last ones): speculative decoding's verification.
+  bool by_token = false;
 };
 
 // Attention of several sequences in one pool dispatch: a decode step of many sequences has little

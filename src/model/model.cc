@@ -115,6 +115,7 @@ struct Model::Batch {
   std::vector<std::span<const int32_t>> ids;  // per item: the tokens computed (from first_pos on)
   std::vector<std::vector<int32_t>> rerun;    // per item recomputed from position 0: its ids
   std::vector<int64_t> logit_rows;         // per item: the last rows whose logits it wants
+  std::vector<int64_t> single_tail;        // per item: ForwardItem::single_tail (0 when recomputed)
   std::vector<size_t> item;                // per token
   std::vector<int64_t> pos;                // per token
   std::vector<int64_t> seq_len;            // per token: its sequence's length after the pass
@@ -657,6 +658,7 @@ void Model::forward(std::span<ForwardItem> items) {
     b.seqs.push_back(it.seq);
     b.held.push_back(held);
     b.logit_rows.push_back(it.all_logits ? n : 1);
+    b.single_tail.push_back(std::clamp<int64_t>(it.single_tail, 0, n));
     b.ids.push_back(it.tokens);
     b.first_pos.push_back(held);
     // LongRoPE rotates a whole sequence with the factors of its length, and every layer's cached keys
@@ -671,6 +673,7 @@ void Model::forward(std::span<ForwardItem> items) {
       b.rerun[i].insert(b.rerun[i].end(), it.tokens.begin(), it.tokens.end());
       b.ids[i] = b.rerun[i];
       b.first_pos[i] = 0;
+      b.single_tail[i] = 0;
     }
     for (int64_t t = 0; t < static_cast<int64_t>(b.ids[i].size()); ++t) {
       b.item.push_back(i);
@@ -884,11 +887,14 @@ void Model::attention(const Batch& b, int64_t layer, const float* q, float* out)
   const int64_t Q = shape.n_heads * shape.head_dim;
   const std::span<const kernels::KvView> views = kv_view_.build(b.seqs, layer);
   std::vector<kernels::AttentionItem>& attn = attention_items_;
-  attn.resize(b.seqs.size());
+  attn.clear();
   int64_t row = 0;
   for (size_t i = 0; i < b.seqs.size(); ++i) {
-    const int64_t nt = b.seqs[i]->length() - b.first_pos[i];
-    attn[i] = kernels::AttentionItem{q + row * Q, nt, b.first_pos[i], views[i], out + row * Q};
+    const int64_t nt = b.seqs[i]->length() - b.first_pos[i], head = nt - b.single_tail[i];
+    if (head > 0) attn.push_back(kernels::AttentionItem{q + row * Q, head, b.first_pos[i], views[i], out + row * Q});
+    if (head < nt)  // the guesses: each token alone, as one-token passes compute it
+      attn.push_back(kernels::AttentionItem{q + (row + head) * Q, nt - head, b.first_pos[i] + head, views[i],
+                                            out + (row + head) * Q, /*by_token=*/true});
     row += nt;
   }
   kernels::attention(attn, shape, pool_);

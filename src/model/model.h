@@ -76,6 +76,11 @@ struct ForwardItem {
   // Output: logits for the last token ([vocab]), or for every token ([tokens.size()][vocab]) if all_logits.
   float* logits = nullptr;
   bool all_logits = false;
+  // The last `single_tail` tokens (speculative guesses) computed as passes of one token each would
+  // compute them, the others as a pass of those alone would: every row has the bits of those passes
+  // (the prompt attention kernel may differ from the one-token kernel in the last bits). Ignored by a
+  // pass that recomputes the sequence.
+  int64_t single_tail = 0;
   // Output: the final-normed hidden states of every token ([tokens.size()][hidden_size]), the
   // lm_head's input (what embeddings pool); null: not wanted.
   float* hidden = nullptr;

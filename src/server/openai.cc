@@ -57,7 +57,7 @@ struct Fields {
 constexpr std::string_view kCommonFields[] = {
     "model", "n", "stream", "stream_options", "temperature", "top_p", "top_k", "min_p", "repetition_penalty", "seed",
     "max_tokens", "max_completion_tokens", "stop", "frequency_penalty", "presence_penalty", "logit_bias", "user",
-    "logprobs"};
+    "logprobs", "speculative"};
 
 const Fields& chat_fields() {
   static const Fields f{
@@ -111,6 +111,7 @@ void parse_common(const ordered_json& body, const sampling::SamplingParams& defa
   }
   if (field(body, "n")) r.n = static_cast<int>(integer(body, "n", 1, kMaxChoices));
   if (field(body, "stream")) r.stream = boolean(body, "stream");
+  if (field(body, "speculative")) r.speculative = boolean(body, "speculative");
   if (const auto* so = field(body, "stream_options")) {
     if (!so->is_object()) bad("stream_options", "must be an object");
     if (field(*so, "include_usage")) r.include_usage = boolean(*so, "include_usage");

@@ -36,6 +36,9 @@ struct CompletionRequest {
   int n = 1;  // choices per prompt (each forks the prompt's cache and samples on its own)
   bool stream = false;
   bool include_usage = false;
+  // Ember's own: false, no speculative decoding for this request on a server that speculates (serve
+  // --spec); true asks for it, refused where the server does not speculate. Unset: the server's mode.
+  std::optional<bool> speculative;
   int32_t top_logprobs = 0;  // with params.logprobs
   std::string model;
   std::optional<int64_t> max_tokens;    // as the client gave it, in the field named here:

@@ -427,6 +427,12 @@ void Server::respond(const httplib::Request& req, httplib::Response& res, std::v
                      ErrorShape error_shape) {
   // As vLLM: a client's max_tokens past the context is refused, not run until the context ends it.
   for (auto& g : gens) g.refuse_past_context = cr.max_tokens.has_value();
+  if (cr.speculative) {
+    if (*cr.speculative && scheduler_->speculation().mode == engine::SpecMode::kOff)
+      throw ApiError(400, "'speculative' is true, but this server does not speculate (start it with --spec ngram; "
+                          "hybrid models cannot)", "speculative", "unsupported_parameter");
+    for (auto& g : gens) g.speculate = *cr.speculative;
+  }
   ro.deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
                                    std::chrono::duration<double>(options_.request_timeout_s));
   auto reply = std::make_shared<ReplyStream>(std::move(ro));
@@ -531,6 +537,12 @@ std::string Server::metrics_text() const {
   metric("ember_prefill_tokens_total", "counter", "Prompt tokens computed.", static_cast<double>(s.prefilled_tokens));
   metric("ember_completion_tokens_total", "counter", "Generated tokens.", static_cast<double>(s.completion_tokens));
   metric("ember_steps_total", "counter", "Batched forward passes.", static_cast<double>(s.steps));
+  metric("ember_spec_drafted_tokens_total", "counter", "Speculative guesses fed to the model (serve --spec).",
+         static_cast<double>(s.spec_drafted));
+  metric("ember_spec_accepted_tokens_total", "counter", "Speculative guesses the model agreed with (tokens gained).",
+         static_cast<double>(s.spec_accepted));
+  metric("ember_spec_acceptance_rate", "gauge", "Accepted over drafted speculative guesses (0 before any).",
+         s.spec_drafted > 0 ? static_cast<double>(s.spec_accepted) / static_cast<double>(s.spec_drafted) : 0.0);
   metric("ember_queue_length", "gauge", "Requests waiting for a free slot.", static_cast<double>(s.queued));
   metric("ember_running_sequences", "gauge", "Sequences being prefilled or decoded.", static_cast<double>(s.running));
   metric("ember_cached_sequences", "gauge", "Finished sequences kept for prefix reuse.",

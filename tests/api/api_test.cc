@@ -61,18 +61,22 @@ TEST_F(Api, TokenizeRenderAndDescribe) {
 
 TEST_F(Api, ChatRepliesAsTheReference) {
   ASSERT_FALSE(cases_.empty());
-  ember::Chat chat(*model_, no_thinking());
-  for (const json& c : cases_) {
-    std::string streamed;
-    ember::StreamCallbacks cb;
-    cb.on_content = [&](std::string_view t) { streamed += t; };
-    const std::vector<ember::Message> m = messages_of(c);
-    EXPECT_EQ(model_->tokenize(model_->render(m, true, false), false), c["prompt_ids"].get<std::vector<int32_t>>())
-        << c["id"];
-    const ember::Reply r = chat.reply(m, {}, cb);
-    EXPECT_EQ(r.tokens, c["answer_ids"].get<std::vector<int32_t>>()) << c["id"];
-    EXPECT_EQ(streamed, r.content);
-    EXPECT_EQ(r.finish_reason, "stop");
+  for (const bool speculate : {false, true}) {  // prompt lookup gives the same replies
+    ember::ChatOptions o = no_thinking();
+    o.speculate = speculate;
+    ember::Chat chat(*model_, o);
+    for (const json& c : cases_) {
+      std::string streamed;
+      ember::StreamCallbacks cb;
+      cb.on_content = [&](std::string_view t) { streamed += t; };
+      const std::vector<ember::Message> m = messages_of(c);
+      EXPECT_EQ(model_->tokenize(model_->render(m, true, false), false), c["prompt_ids"].get<std::vector<int32_t>>())
+          << c["id"];
+      const ember::Reply r = chat.reply(m, {}, cb);
+      EXPECT_EQ(r.tokens, c["answer_ids"].get<std::vector<int32_t>>()) << c["id"] << (speculate ? " speculating" : "");
+      EXPECT_EQ(streamed, r.content);
+      EXPECT_EQ(r.finish_reason, "stop");
+    }
   }
 }
 
@@ -96,23 +100,27 @@ TEST_F(Api, SayKeepsTheHistoryAndReusesTheCache) {
 }
 
 TEST_F(Api, ServiceAnswersConcurrentRequestsAsTheReference) {
-  ember::ServiceOptions so;
-  so.max_parallel = 4;
-  ember::Service service(*model_, so);
-  std::vector<ember::Service::Request> requests;
-  for (const json& c : cases_) requests.push_back(service.chat(messages_of(c), {}, false));
-  for (size_t i = 0; i < requests.size(); ++i) {
-    std::string content;
-    ember::Service::Update u;
-    while (requests[i].next(u, std::chrono::milliseconds(60000))) {
-      content += u.content;
-      if (u.finished) break;
+  for (const bool speculate : {false, true}) {  // prompt lookup, batched, gives the same answers
+    ember::ServiceOptions so;
+    so.max_parallel = 4;
+    so.speculate = speculate;
+    ember::Service service(*model_, so);
+    std::vector<ember::Service::Request> requests;
+    for (const json& c : cases_) requests.push_back(service.chat(messages_of(c), {}, false));
+    for (size_t i = 0; i < requests.size(); ++i) {
+      std::string content;
+      ember::Service::Update u;
+      while (requests[i].next(u, std::chrono::milliseconds(60000))) {
+        content += u.content;
+        if (u.finished) break;
+      }
+      EXPECT_TRUE(u.finished);
+      EXPECT_EQ(u.error, "");
+      EXPECT_EQ(u.finish_reason, "stop");
+      const auto answer = cases_[i]["answer_ids"].get<std::vector<int32_t>>();
+      EXPECT_EQ(content, model_->detokenize(std::span(answer).first(answer.size() - 1)))
+          << cases_[i]["id"] << (speculate ? " speculating" : "");
     }
-    EXPECT_TRUE(u.finished);
-    EXPECT_EQ(u.error, "");
-    EXPECT_EQ(u.finish_reason, "stop");
-    const auto answer = cases_[i]["answer_ids"].get<std::vector<int32_t>>();
-    EXPECT_EQ(content, model_->detokenize(std::span(answer).first(answer.size() - 1))) << cases_[i]["id"];
   }
 }
 

@@ -52,6 +52,36 @@ TEST(CliFlags, ModelAndSamplingFlagsHaveRanges) {
                   {"chat -m " + model_dir("chat-skills") + " --think-budget -2", "--think-budget", "-1 and"}});
 }
 
+// --spec: off by default; ngram prints the same text and says how many guesses were taken; a model
+// or a mode that cannot speculate says so; --spec-max has a range.
+TEST(CliFlags, SpecPrintsTheSameTextAndSaysWhatItCannot) {
+  const std::string text = "'Lily had a red ball. Lily had a red ball. Lily had a red ball. Lily had'";
+  auto generate = [&](const std::string& model, const std::string& flags) {
+    return run_command("timeout 60 " + ember_binary() + " generate -m " + model + " -p " + text + " -n 40 " + flags +
+                       " 2>/dev/null");
+  };
+  const std::string story = model_dir("story-656k");
+  const Output plain = generate(story, ""), off = generate(story, "--spec off"), spec = generate(story, "--spec ngram");
+  ASSERT_EQ(plain.status, 0);
+  ASSERT_EQ(spec.status, 0);
+  EXPECT_EQ(spec.out, plain.out);
+  EXPECT_EQ(off.out, plain.out);
+  const Output stats = ember("generate -m " + story + " -p " + text + " -n 40 --spec ngram");
+  EXPECT_TRUE(std::regex_search(stats.out, std::regex("speculation: [0-9]+ of [0-9]+ guesses taken"))) << stats.out;
+  const Output hybrid = ember("generate -m " + model_dir("tiny-qwen35-bf16") + " -p hi -n 4 --spec ngram");
+  EXPECT_EQ(hybrid.status, 0) << hybrid.out;
+  EXPECT_NE(hybrid.out.find("speculation off: a hybrid model's recurrent state cannot be rolled back"), std::string::npos)
+      << hybrid.out;
+  const Output draft = ember("generate -m " + story + " -p hi --spec draft");
+  EXPECT_NE(draft.status, 0);
+  EXPECT_NE(draft.out.find("not implemented yet"), std::string::npos) << draft.out;
+  const Output beams = ember("generate -m " + story + " -p hi --spec ngram --beams 2");
+  EXPECT_NE(beams.status, 0);
+  EXPECT_NE(beams.out.find("--beams cannot be combined with --spec"), std::string::npos) << beams.out;
+  expect_refused({{"generate -m " + story + " -p hi --spec-max 0", "--spec-max", "1 and 64"},
+                  {"serve -m " + model_dir("chat-skills") + " --spec-max 65", "--spec-max", "1 and 64"}});
+}
+
 // -1 as llama.cpp's users mean it: until the end token or the context (CLI11 read "-1" as a second
 // value: "At Most 1 required but received 2").
 TEST(CliFlags, MaxTokensMinusOneRunsToTheEnd) {

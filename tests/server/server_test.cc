@@ -221,6 +221,66 @@ TEST_F(ServeTest, ConcurrentRequestsEqualSequentialAnswers) {
       << "decode steps were not batched";
 }
 
+// serve --spec ngram: concurrent clients (guessing sequences batched with one another and with
+// those that have no guess) get exactly the plain sequential answers, the guesses are counted in
+// /metrics; a request's `speculative` false opts out, true is refused where the server does not
+// speculate.
+TEST_F(ServeTest, SpeculationServerWideEqualsPlainAnswersIsCountedAndChosenPerRequest) {
+  engine::SchedulerOptions so{.max_parallel = 6, .prefill_chunk = 32};
+  so.spec.mode = engine::SpecMode::kNgram;
+  auto srv = start(so);
+  std::vector<Reference> all = refs();
+  Reference repeat;  // a reply that repeats itself, so that guesses are taken
+  repeat.messages = ordered_json::array({{{"role", "user"}, {"content", "Repeat the phrase king milk 8 times."}}});
+  const ordered_json repeat_case{{"messages", repeat.messages}, {"enable_thinking", false}};
+  all.push_back(reference(*model_, repeat_case));
+  std::vector<std::future<Reference>> futures;
+  for (size_t i = 0; i < all.size(); ++i)
+    futures.push_back(std::async(std::launch::async, [&, i] { return ask(*srv, all[i], /*stream=*/i % 2 == 1); }));
+  for (size_t i = 0; i < all.size(); ++i) {
+    const Reference got = futures[i].get();
+    EXPECT_EQ(got.finish, all[i].finish) << "client " << i;
+    EXPECT_EQ(got.content, all[i].content) << "client " << i;
+    EXPECT_EQ(got.reasoning, all[i].reasoning) << "client " << i;
+  }
+  auto c = srv->client();
+  const std::string m = metrics_when_idle(c);
+  EXPECT_GT(metric(m, "ember_spec_drafted_tokens_total"), 0);
+  EXPECT_GT(metric(m, "ember_spec_accepted_tokens_total"), 0);
+  EXPECT_GT(metric(m, "ember_spec_acceptance_rate"), 0);
+  // Per request: `speculative: false` opts out (the same answer, no guess counted), true is the default here.
+  const double drafted = metric(m, "ember_spec_drafted_tokens_total");
+  ordered_json body = chat_body(all.back(), false);
+  body["speculative"] = false;
+  auto res = post(c, "/v1/chat/completions", body);
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(ordered_json::parse(res->body)["choices"][0]["message"]["content"], all.back().content);
+  EXPECT_EQ(metric(metrics_when_idle(c), "ember_spec_drafted_tokens_total"), drafted);
+  body["speculative"] = true;
+  res = post(c, "/v1/chat/completions", body);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_GT(metric(metrics_when_idle(c), "ember_spec_drafted_tokens_total"), drafted);
+  body["speculative"] = "yes";
+  res = post(c, "/v1/chat/completions", body);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_EQ(ordered_json::parse(res->body)["error"]["param"], "speculative");
+  // A server that does not speculate refuses a request that asks for it, by name.
+  auto plain = start();
+  auto pc = plain->client();
+  body["speculative"] = true;
+  res = post(pc, "/v1/chat/completions", body);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400);
+  EXPECT_EQ(ordered_json::parse(res->body)["error"]["param"], "speculative");
+  body["speculative"] = false;
+  res = post(pc, "/v1/chat/completions", body);
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+}
+
 // A model quantized at load (`ember serve --quantize q4_0`): concurrent batched answers still equal a
 // ChatSession's on the same quantized weights.
 TEST_F(ServeTest, QuantizedModelConcurrentAnswersEqualChatSession) {
