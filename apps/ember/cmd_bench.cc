@@ -24,6 +24,7 @@
 #include "base/resident_memory.h"
 #include "kernels/membw.h"
 #include "kernels/quant.h"
+#include "kernels/quant_mix.h"
 #include "model/model.h"
 #include "model/synthetic.h"
 
@@ -92,7 +93,7 @@ int run_bench(const BenchArgs& a) {
     if (a.model_dir.empty()) float_type = *t;
     else opt.weight_dtype = *t;
   } else if (!a.dtype.empty()) {
-    opt.quantize = kernels::parse_qtype(a.dtype);  // the --dtype check admitted only these names
+    opt.quantize = kernels::parse_quantization(a.dtype);  // the --dtype check admitted only these names
   }
 
   const int want_threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
