@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "kernels/quant.h"
 #include "kernels/quant_mix.h"
 #include "model/gguf.h"
+#include "model/gguf_convert.h"
 #include "model/model.h"
 #include "gguf_fixtures.h"
 #include "test_paths.h"
@@ -144,6 +146,30 @@ TEST(QuantMix, LoadedModelHoldsTheMixsTypes) {
     EXPECT_EQ(story->matrix_qtype(l, LayerMatrix::kDown), more ? kernels::QType::Q8_0 : kernels::QType::Q5_0) << l;
   }
   EXPECT_EQ(story->lm_head_qtype(), kernels::QType::Q8_0);  // tied, 128 wide
+}
+
+// `ember convert --quantize q4_k_m / q5_k_m` of tiny-kq-llama writes llama-quantize's file: every
+// tensor (the token embedding too) in the same type with the same bytes, and the same file type.
+TEST(QuantMix, ConvertWritesLlamaQuantizesFile) {
+  for (const auto& [file, mix] : {std::pair{"tiny-kq-llama-q4_k_m.gguf", QuantMix::Q4_K_M},
+                                   std::pair{"tiny-kq-llama-q5_k_m.gguf", QuantMix::Q5_K_M}}) {
+    const std::string out = (std::filesystem::temp_directory_path() / ("ember-mix-" + std::string(file))).string();
+    ConvertOptions o;
+    set_convert_quantize(o, kernels::quant_mix_name(mix));
+    ASSERT_EQ(o.mix, mix);
+    o.threads = 2;
+    convert_to_gguf(test::model_dir("tiny-kq-llama-f32"), out, o);
+    const GgufFile ours(out), theirs(test::gguf_path(file));
+    EXPECT_EQ(ours.get_int("general.file_type"), theirs.get_int("general.file_type")) << file;
+    ASSERT_EQ(ours.tensors().size(), theirs.tensors().size()) << file;
+    for (const GgufTensor& t : theirs.tensors()) {
+      const GgufTensor& o_t = ours.tensor(t.name);
+      EXPECT_EQ(o_t.type, t.type) << file << " " << t.name;
+      ASSERT_EQ(o_t.size_bytes, t.size_bytes) << file << " " << t.name;
+      EXPECT_EQ(std::memcmp(o_t.data, t.data, t.size_bytes), 0) << file << " " << t.name;
+    }
+    std::filesystem::remove(out);
+  }
 }
 
 }  // namespace
