@@ -360,7 +360,17 @@ void Model::quantize_mix(kernels::QuantMix mix, bool fused_qkv) {
     // The router stays as stored (see quantize_weights); the rest take the base type.
     for_each_layer_matrix(L, [&](WeightMatrix& w) { convert(w, TensorRole::kOther, l, n_layers); }, false);
   }
+  // The token embedding as llama.cpp's file holds it, its lookups reading the blocks: tied, the output's
+  // rows; untied, in the base type.
+  const bool tied = embed_.data == lm_head_.data;
+  const WeightMatrix embedding = embed_;
   convert(lm_head_, TensorRole::kOutput, 0, n_layers);
+  if (!tied) {
+    convert(embed_, TensorRole::kOther, 0, n_layers);
+  } else if (lm_head_.qtype != kernels::QType::None) {
+    embed_ = lm_head_;
+    release_source(embedding);
+  }
 }
 
 kernels::QType Model::matrix_qtype(int64_t layer, LayerMatrix m) const {
@@ -368,6 +378,8 @@ kernels::QType Model::matrix_qtype(int64_t layer, LayerMatrix m) const {
 }
 
 kernels::QType Model::lm_head_qtype() const { return lm_head_.qtype; }
+
+kernels::QType Model::embedding_qtype() const { return embed_.qtype; }
 
 // Plain matrices the matmul reads are repacked into panels (kernels/pack.h), converted to `to` if
 // given. A tied embedding then reads its rows from the packed head, so that matrix is held once.

@@ -49,8 +49,9 @@ struct LoadOptions {
   // whose width is not a multiple of 32 stay as stored; under Q4_K those not whole super-blocks of
   // 256 take Q8_0). The output projection gets Q8_0 whatever the type, as llama.cpp keeps it at
   // higher precision; the router and the embedding table stay as stored. A mix (Q4_K_M, Q5_K_M)
-  // takes each matrix's type from kernels::mix_tensor_type, quantized by ggml's reference quantizers
-  // (the output, and so a tied embedding's lookup table, by its rule too).
+  // takes each matrix's type from kernels::mix_tensor_type, quantized by ggml's reference quantizers,
+  // the token embedding too as llama-quantize's file holds it (tied: the output's blocks; untied: the
+  // base type), its lookups dequantizing rows of those blocks.
   kernels::Quantization quantize = kernels::QType::None;
   // How KV caches made by make_cache store keys and values. F16 halves the cache's memory and the
   // bytes attention reads per token (attention still computes in float32); see kKvTypeDefault.
@@ -105,9 +106,10 @@ class Model {
   std::string weight_type() const;
   kernels::ThreadPool& pool() { return pool_; }
   // The type matrix m of `layer` is held in (QType::None: a plain float matrix; also where the layer
-  // has no such matrix), and the output projection's.
+  // has no such matrix), the output projection's and the token embedding's.
   kernels::QType matrix_qtype(int64_t layer, LayerMatrix m) const;
   kernels::QType lm_head_qtype() const;
+  kernels::QType embedding_qtype() const;  // the token embedding table the lookups read
   // False when loaded without lm_head (LoadOptions::lm_head): hidden states only.
   bool has_logits() const { return lm_head_.rows > 0; }
 

@@ -120,8 +120,9 @@ TEST(QuantMix, TypesAndBlocksAreLlamaQuantizes) {
   }
 }
 
-// A folder loaded with --quantize q4_k_m / q5_k_m holds each matrix in the type of the same tensor in
-// llama-quantize's file (tiny-kq-llama: whole super-blocks), and story-656k (128 wide) in the fallbacks.
+// A folder loaded with --quantize q4_k_m / q5_k_m holds each matrix (the token embedding too) in the type
+// of the same tensor in llama-quantize's file (tiny-kq-llama: whole super-blocks), and story-656k (128
+// wide) in the fallbacks.
 TEST(QuantMix, LoadedModelHoldsTheMixsTypes) {
   const LayerMatrix kMatrices[] = {LayerMatrix::kQ, LayerMatrix::kK, LayerMatrix::kV, LayerMatrix::kO,
                                    LayerMatrix::kGate, LayerMatrix::kUp, LayerMatrix::kDown};
@@ -136,6 +137,7 @@ TEST(QuantMix, LoadedModelHoldsTheMixsTypes) {
         EXPECT_EQ(m->matrix_qtype(l, kMatrices[i]), kernels::stored_qtype(q.tensor(name).type)) << file << " " << name;
       }
     EXPECT_EQ(m->lm_head_qtype(), kernels::stored_qtype(q.tensor("output.weight").type)) << file;
+    EXPECT_EQ(m->embedding_qtype(), kernels::stored_qtype(q.tensor("token_embd.weight").type)) << file;  // untied
   }
   auto story = Model::load(test::model_dir("story-656k"), {.threads = 2, .progress = {}, .quantize = QuantMix::Q4_K_M});
   const int n = static_cast<int>(story->config().num_hidden_layers);
@@ -146,6 +148,7 @@ TEST(QuantMix, LoadedModelHoldsTheMixsTypes) {
     EXPECT_EQ(story->matrix_qtype(l, LayerMatrix::kDown), more ? kernels::QType::Q8_0 : kernels::QType::Q5_0) << l;
   }
   EXPECT_EQ(story->lm_head_qtype(), kernels::QType::Q8_0);  // tied, 128 wide
+  EXPECT_EQ(story->embedding_qtype(), kernels::QType::Q8_0);  // the lookups read the output's blocks
 }
 
 // `ember convert --quantize q4_k_m / q5_k_m` of tiny-kq-llama writes llama-quantize's file: every
