@@ -47,6 +47,7 @@ GgmlType mix_tensor_type(QuantMix mix, TensorRole role, int layer, int n_layers,
       // The output's own rule: Q8_0 where its rows do not hold whole blocks of the base type.
       return cols % kQK_K != 0 ? fallback(GgmlType::Q8_0, cols) : GgmlType::Q6_K;
     case R::kAttnV:
+    case R::kAttnQkv:  // llama.cpp counts attn_qkv as attn_v (category_is_attn_v)
       if (use_more_bits(layer, n_layers)) t = GgmlType::Q6_K;
       if (n_experts == 8) t = GgmlType::Q8_0;
       break;
@@ -56,7 +57,6 @@ GgmlType mix_tensor_type(QuantMix mix, TensorRole role, int layer, int n_layers,
     case R::kAttnOutput:
       if (n_experts == 8 && q4) t = GgmlType::Q5_K;
       break;
-    case R::kAttnQkv: t = q4 ? GgmlType::Q5_K : GgmlType::Q6_K; break;
     case R::kFfnDown:
       if (use_more_bits(layer, n_layers)) t = GgmlType::Q6_K;
       break;

@@ -41,10 +41,10 @@ constexpr bool use_more_bits(int layer, int n_layers) {
 // llama_tensor_get_type for LLAMA_FTYPE_MOSTLY_Q4_K_M / Q5_K_M without overrides or an importance
 // matrix:
 //   output (and a tied embedding): Q6_K, Q8_0 where cols is not whole super-blocks of 256;
-//   attn_v and ffn_down: Q6_K where use_more_bits(layer, n_layers) (attn_v: `layer` counts layers with
-//     attention and n_layers is their number; ffn_down: the layer of all n_layers);
-//   attn_qkv: Q5_K (Q4_K_M), Q6_K (Q5_K_M);
-//   with 8 experts: attn_v and attn_k Q8_0, attn_output Q5_K (Q4_K_M);
+//   attn_v (and a fused attn_qkv, which llama.cpp counts as attn_v) and ffn_down: Q6_K where
+//     use_more_bits(layer, n_layers) (attn_v: `layer` counts layers with attention and n_layers is
+//     their number; ffn_down: the layer of all n_layers);
+//   with 8 experts: attn_v (attn_qkv) and attn_k Q8_0, attn_output Q5_K (Q4_K_M);
 //   everything else the mix's base type: Q4_K (Q4_K_M), Q5_K (Q5_K_M).
 // Rows not whole super-blocks fall back as llama.cpp's tensor_type_fallback does: Q4_K to Q5_0, Q5_K
 // to Q5_1, Q6_K to Q8_0, and to F16 (kept as stored) where even 32 does not divide them.

@@ -245,7 +245,7 @@ void Model::finish_load(const Source& src, const TensorNames& names, const LoadO
     if (options.progress)
       options.progress(std::string("quantizing weights to llama.cpp's ") + kernels::quant_mix_name(options.quantize.mix) +
                        " mix");
-    quantize_mix(options.quantize.mix, !names.fused_qkv.empty());
+    quantize_mix(options.quantize.mix, qkv_fused_in_file_ || !names.fused_qkv.empty());
   } else if (options.quantize.type != kernels::QType::None) {
     if (options.progress) options.progress(std::string("quantizing weights to ") + kernels::qtype_name(options.quantize.type));
     quantize_weights(options.quantize.type);

@@ -197,6 +197,7 @@ class Model {
   Checkpoint checkpoint_;
   std::shared_ptr<const GgufFile> gguf_;                // GGUF models: the mapped file
   std::string load_note_;
+  bool qkv_fused_in_file_ = false;  // a GGUF file's attn_qkv, split at load (what a mix's rule reads)
   InMemoryWeights memory_;                              // weights of from_memory models
   std::vector<kernels::QuantizedMatrix> quantized_;  // storage of quantized matrices
   std::vector<kernels::PackedMatrix> packed_;        // storage of panel-packed plain matrices

@@ -49,8 +49,9 @@ TEST(QuantMix, MoreBitsOnTheFirstAndLastEighthAndEveryThirdBetween) {
     EXPECT_EQ(kernels::mix_tensor_type(QuantMix::Q5_K_M, role, 0, 32, 4096), GgmlType::Q5_K);
   }
   EXPECT_EQ(kernels::mix_tensor_type(QuantMix::Q4_K_M, TensorRole::kOutput, 0, 32, 4096), GgmlType::Q6_K);
-  EXPECT_EQ(kernels::mix_tensor_type(QuantMix::Q4_K_M, TensorRole::kAttnQkv, 0, 32, 4096), GgmlType::Q5_K);
-  EXPECT_EQ(kernels::mix_tensor_type(QuantMix::Q5_K_M, TensorRole::kAttnQkv, 0, 32, 4096), GgmlType::Q6_K);
+  // A fused attn_qkv is attn_v to llama.cpp (category_is_attn_v).
+  EXPECT_EQ(q6_layers(QuantMix::Q4_K_M, TensorRole::kAttnQkv, 8), (std::vector<int>{0, 3, 6, 7}));
+  EXPECT_EQ(kernels::mix_tensor_type(QuantMix::Q5_K_M, TensorRole::kAttnQkv, 1, 8, 4096), GgmlType::Q5_K);
   // Eight experts: attn_v and attn_k in Q8_0, attn_output in Q5_K (Q4_K_M).
   EXPECT_EQ(kernels::mix_tensor_type(QuantMix::Q4_K_M, TensorRole::kAttnV, 5, 32, 4096, 8), GgmlType::Q8_0);
   EXPECT_EQ(kernels::mix_tensor_type(QuantMix::Q4_K_M, TensorRole::kAttnK, 5, 32, 4096, 8), GgmlType::Q8_0);
@@ -149,6 +150,38 @@ TEST(QuantMix, LoadedModelHoldsTheMixsTypes) {
   }
   EXPECT_EQ(story->lm_head_qtype(), kernels::QType::Q8_0);  // tied, 128 wide
   EXPECT_EQ(story->embedding_qtype(), kernels::QType::Q8_0);  // the lookups read the output's blocks
+}
+
+// The float GGUF files of the K-quant families loaded with --quantize q4_k_m hold each layer matrix
+// and the embedding in the type of the same tensor in llama-quantize's Q4_K_M file of them (Phi-3's
+// q, k and v: its fused attn_qkv, gate and up: its fused ffn_up; Mixtral's experts not compared).
+TEST(QuantMix, FamiliesHoldLlamaQuantizesTypes) {
+  const LayerMatrix kMatrices[] = {LayerMatrix::kQ, LayerMatrix::kK, LayerMatrix::kV, LayerMatrix::kO,
+                                   LayerMatrix::kGate, LayerMatrix::kUp, LayerMatrix::kDown};
+  const char* kStems[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+  const char* kFused[] = {"attn_qkv", "attn_qkv", "attn_qkv", "attn_output", "ffn_up", "ffn_up", "ffn_down"};
+  for (const auto& [family, source] : {std::pair<std::string, std::string>{"gemma2", "bf16"}, {"gemma3", "bf16"},
+                                       {"mistral", "f16"}, {"mixtral", "bf16"}, {"phi3", "bf16"}}) {
+    const GgufFile q(test::gguf_path("tiny-kq-" + family + "-q4_k_m.gguf"));
+    auto m = Model::load(test::gguf_path("tiny-kq-" + family + "-" + source + ".gguf"),
+                         {.threads = 2, .progress = {}, .quantize = QuantMix::Q4_K_M});
+    int checked = 0;
+    for (int64_t l = 0; l < m->config().num_hidden_layers; ++l)
+      for (size_t i = 0; i < std::size(kMatrices); ++i) {
+        const std::string prefix = "blk." + std::to_string(l) + ".";
+        const GgufTensor* t = q.find_tensor(prefix + kStems[i] + ".weight");
+        if (t == nullptr) t = q.find_tensor(prefix + kFused[i] + ".weight");
+        if (t == nullptr) continue;  // Mixtral's MLP: experts only
+        EXPECT_EQ(m->matrix_qtype(l, kMatrices[i]), kernels::stored_qtype(t->type)) << family << " " << t->name;
+        ++checked;
+      }
+    EXPECT_GT(checked, 0) << family;
+    const GgufTensor* out = q.find_tensor("output.weight");
+    if (out != nullptr) {
+      EXPECT_EQ(m->lm_head_qtype(), kernels::stored_qtype(out->type)) << family;
+    }
+    EXPECT_EQ(m->embedding_qtype(), kernels::stored_qtype(q.tensor("token_embd.weight").type)) << family;
+  }
 }
 
 // `ember convert --quantize q4_k_m / q5_k_m` of tiny-kq-llama writes llama-quantize's file: every
