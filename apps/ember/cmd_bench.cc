@@ -24,9 +24,10 @@
 #include "base/error.h"
 #include "base/format.h"
 #include "base/resident_memory.h"
+#include "engine/session.h"
 #include "kernels/membw.h"
 #include "kernels/quant.h"
-#include "engine/session.h"
+#include "kernels/quant_mix.h"
 #include "model/load_tokenizer.h"
 #include "model/model.h"
 #include "model/synthetic.h"
@@ -138,7 +139,7 @@ int run_bench(const BenchArgs& a) {
     if (a.model_dir.empty()) float_type = *t;
     else opt.weight_dtype = *t;
   } else if (!a.dtype.empty()) {
-    opt.quantize = kernels::parse_qtype(a.dtype);  // the --dtype check admitted only these names
+    opt.quantize = kernels::parse_quantization(a.dtype);  // the --dtype check admitted only these names
   }
 
   const int want_threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

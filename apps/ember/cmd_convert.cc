@@ -18,12 +18,14 @@ Run add_convert_command(CLI::App& app) {
   cmd->add_option("-m,--model", o->model, "Hugging Face model folder")->required();
   cmd->add_option("-o,--output", o->output, "The GGUF file to write")->required();
   cmd->add_option("--quantize", o->quantize,
-                  "Matrix type: " + model::convert_type_names() + " (default: as stored; the token embedding and 1-D tensors stay float)");
+                  "Matrix type: " + model::convert_type_names() +
+                      " (default: as stored; the token embedding and 1-D tensors stay float; q4_k_m and q5_k_m are "
+                      "llama-quantize's mixes, the token embedding included)");
   add_threads_option(*cmd, o->threads);
   return [o] {
     model::ConvertOptions opts;
     opts.threads = o->threads;
-    if (!o->quantize.empty()) opts.type = model::parse_convert_type(o->quantize);
+    if (!o->quantize.empty()) model::set_convert_quantize(opts, o->quantize);
     opts.progress = [](const std::string& line) { std::fprintf(stderr, "ember: %s\n", line.c_str()); };
     opts.warn = [](const std::string& line) { std::fprintf(stderr, "ember: warning: %s\n", line.c_str()); };
     model::convert_to_gguf(o->model, o->output, opts);

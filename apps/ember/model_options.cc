@@ -7,6 +7,7 @@
 #include "engine/generation.h"
 #include "engine/memory_plan.h"
 #include "kernels/quant.h"
+#include "kernels/quant_mix.h"
 #include "model/load_tokenizer.h"
 #include "sampling/overrides.h"
 
@@ -42,11 +43,12 @@ void ModelOptions::add_to(CLI::App& cmd) {
   add_kv_dtype_option(cmd, kv_dtype);
   cmd.add_option("--quantize", quantize,
                  "Quantize weight matrices at load: " + one_of(kernels::quantize_names()) +
-                     " (q8_0 about half of BF16's memory, the 4-bit types about a quarter; none, the default, keeps "
-                     "the stored dtype)")
-      ->check([](const std::string& s) {  // parse_qtype knows the names; CLI11 adds the flag's
+                     " (q8_0 about half of BF16's memory, the 4-bit types about a quarter; q4_k_m and q5_k_m are "
+                     "llama.cpp's mixes: Q4_K / Q5_K with Q6_K for the output and for v and down on the first and "
+                     "last eighth of the layers and every third between; none, the default, keeps the stored dtype)")
+      ->check([](const std::string& s) {  // parse_quantization knows the names; CLI11 adds the flag's
         try {
-          kernels::parse_qtype(s);
+          kernels::parse_quantization(s);
           return std::string();
         } catch (const Error& e) {
           return std::string(e.what());
@@ -75,7 +77,7 @@ std::unique_ptr<model::Model> ModelOptions::load() const {
   lo.threads = threads;
   lo.lm_head = lm_head;
   lo.kv_dtype = model::parse_kv_dtype(kv_dtype);
-  lo.quantize = kernels::parse_qtype(quantize);
+  lo.quantize = kernels::parse_quantization(quantize);
   if (!dtype.empty()) lo.weight_dtype = parse_lower_dtype(dtype);
   if (!quiet)
     lo.progress = [tty](const std::string& stage) {  // a log (not a terminal) gets a line per stage
@@ -86,7 +88,7 @@ std::unique_ptr<model::Model> ModelOptions::load() const {
     const double s = seconds_since(t0);
     const std::string quantized =
         quantize == "none" ? ""
-                           : ", matrices quantized to " + quantize + ": " +
+                           : ", matrices quantized to " + quantize + " (" + m->weight_type() + "): " +
                                  format_bytes(static_cast<double>(m->decode_weight_bytes()));
     const std::string note = m->load_note().empty() ? "" : "; " + m->load_note();
     std::fprintf(stderr, "%sloaded %s (%s, %s of weights%s%s) in %.3f s with %d threads\n", tty ? "\r\033[K" : "",

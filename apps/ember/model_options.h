@@ -20,7 +20,7 @@ struct ModelOptions {
   int threads = 0;
   int64_t ctx = 0;
   std::string kv_dtype = kernels::kv_type_name(model::kKvTypeDefault);  // how the KV cache stores keys and values
-  std::string quantize = "none";  // q8_0 / q4_0 / q4_k: weight matrices quantized at load
+  std::string quantize = "none";  // q8_0 / q4_0 / q4_k / q4_k_m / q5_k_m: weight matrices quantized at load
   std::string dtype;              // f32 / f16 / bf16: plain weight matrices converted at load ("": as stored)
   std::string mem;                // memory for the KV cache ("8G", "512M", bytes); "": a share of what is available
   bool quiet = false;

@@ -39,7 +39,7 @@ struct LoadOptions {
   // How the KV cache stores keys and values: "f16", "bf16", "q8_0" or "f32"; empty: Ember's default
   // (f16, as llama.cpp and the ember commands).
   std::string kv_dtype;
-  std::string quantize = "none";  // "q8_0", "q4_0" or "q4_k": weight matrices quantized at load
+  std::string quantize = "none";  // "q8_0", "q4_0", "q4_k", or llama.cpp's mixes "q4_k_m", "q5_k_m": weight matrices quantized at load
   std::function<void(const std::string& stage)> progress;  // loading stages, for a progress display
 };
 

@@ -1,6 +1,6 @@
 #include "api/model_impl.h"
 
-#include "kernels/quant.h"
+#include "kernels/quant_mix.h"
 #include "model/load_tokenizer.h"
 #include "sampling/overrides.h"
 
@@ -10,7 +10,7 @@ Model::Impl::Impl(const std::string& path, const LoadOptions& o)
     : dir(path),
       model(model::Model::load(path, model::LoadOptions{.threads = o.threads,
                                                         .progress = o.progress,
-                                                        .quantize = kernels::parse_qtype(o.quantize),
+                                                        .quantize = kernels::parse_quantization(o.quantize),
                                                         .kv_dtype = o.kv_dtype.empty() ? model::kKvTypeDefault
                                                                                        : model::parse_kv_dtype(o.kv_dtype)})),
       tokenizer(model::load_tokenizer(path)),

@@ -361,39 +361,17 @@ void store_u16(uint8_t* p, uint16_t v) {
   p[1] = static_cast<uint8_t>(v >> 8);
 }
 
-// ggml's quantize_row_q8_0_ref on one block.
-void quantize_q8_0(const float* x, uint8_t* b) {
-  float amax = 0.0f;
-  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
-  const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-  store_u16(b, f32_to_f16(d));
-  for (int j = 0; j < 32; ++j) b[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(std::roundf(x[j] * id)));
-}
-
-// ggml's quantize_row_q4_0_ref on one block.
-void quantize_q4_0(const float* x, uint8_t* b) {
-  float amax = 0.0f, max = 0.0f;
-  for (int j = 0; j < 32; ++j)
-    if (amax < std::fabs(x[j])) amax = std::fabs(x[j]), max = x[j];
-  const float d = max / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-  store_u16(b, f32_to_f16(d));
-  for (int j = 0; j < 16; ++j) {
-    const auto q0 = std::min<uint8_t>(15, static_cast<uint8_t>(static_cast<int8_t>(x[j] * id + 8.5f)));
-    const auto q1 = std::min<uint8_t>(15, static_cast<uint8_t>(static_cast<int8_t>(x[j + 16] * id + 8.5f)));
-    b[2 + j] = static_cast<uint8_t>(q0 | (q1 << 4));
-  }
-}
-
 }  // namespace
 
 bool can_quantize(GgmlType type) {
-  return type == T::F32 || type == T::F16 || type == T::BF16 || type == T::Q8_0 || type == T::Q4_0 || type == T::Q4_K;
+  return type == T::F32 || type == T::F16 || type == T::BF16 || can_quantize_ref(type);
 }
 
 void quantize_row(GgmlType type, const float* src, int64_t n, void* dst) {
   auto* p = static_cast<uint8_t*>(dst);
   if (!can_quantize(type))
-    fail("ggml", std::string("writing ") + ggml_type_name(type) + " is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K)");
+    fail("ggml", std::string("writing ") + ggml_type_name(type) +
+                     " is not supported (supported: F32, F16, BF16, Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K)");
   ggml_row_bytes(type, n);  // checks whole blocks
   switch (type) {
     case T::F32: std::memcpy(p, src, static_cast<size_t>(n) * 4); return;
@@ -403,13 +381,8 @@ void quantize_row(GgmlType type, const float* src, int64_t n, void* dst) {
     case T::BF16:
       for (int64_t i = 0; i < n; ++i) store_u16(p + 2 * i, f32_to_bf16(src[i]));
       return;
-    case T::Q8_0:
-      for (int64_t b = 0; b < n / 32; ++b) quantize_q8_0(src + 32 * b, p + 34 * b);
-      return;
-    case T::Q4_0:
-      for (int64_t b = 0; b < n / 32; ++b) quantize_q4_0(src + 32 * b, p + 18 * b);
-      return;
-    default: quantize_q4_k_row_ggml(src, n, p); return;
+    case T::Q4_K: quantize_q4_k_row_ggml(src, n, p); return;
+    default: quantize_row_ref(type, src, n, p); return;
   }
 }
 

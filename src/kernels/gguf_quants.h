@@ -78,15 +78,24 @@ int64_t ggml_row_bytes(GgmlType type, int64_t n);
 // type can_dequantize refuses, or for n not a multiple of the block size.
 void dequantize_row(GgmlType type, const void* src, int64_t n, float* out);
 
-// Whether quantize_row writes the type: F32, F16, BF16, Q8_0, Q4_0 and Q4_K.
+// Whether quantize_row writes the type: F32, F16, BF16, and the block types of can_quantize_ref.
 bool can_quantize(GgmlType type);
 
 // Writes n float32 elements (whole blocks) as `type` at dst (ggml_row_bytes(type, n) bytes), in
-// ggml's layout: F16 / BF16 rounded to nearest even; Q8_0 and Q4_0 as ggml's reference quantizers
-// (quantize_row_q8_0_ref: scale amax/127; quantize_row_q4_0_ref: scale -(value of largest
-// magnitude)/8); Q4_K as Ember's quantize_q4_k_row (kquant.h). Throws ember::Error naming the type for
-// one can_quantize refuses or n not a multiple of the block size.
+// ggml's layout: F16 / BF16 rounded to nearest even; Q4_K as Ember's quantize_q4_k_row (kquant.h);
+// the other block types as quantize_row_ref. Throws ember::Error naming the type for one
+// can_quantize refuses or n not a multiple of the block size.
 void quantize_row(GgmlType type, const float* src, int64_t n, void* dst);
+
+// Whether quantize_row_ref writes the type: Q8_0, Q4_0, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K.
+bool can_quantize_ref(GgmlType type);
+// n float32 elements (whole blocks) as ggml's reference quantizers write them without an importance
+// matrix (ggml-quants.c's quantize_row_*_ref, what llama-quantize writes): Q8_0 scale amax / 127;
+// Q4_0 / Q5_0 scale -(value of largest magnitude) / 8 / 16; Q5_1 the block's range over 31 from its
+// min; Q4_K / Q5_K a weighted least-squares affine fit per 32 (make_qkx2_quants) with 6-bit scales and
+// mins; Q6_K a weighted signed fit per 16 (make_qx_quants) with 8-bit scales. Throws ember::Error
+// naming the type for another type or n not a multiple of the block size.
+void quantize_row_ref(GgmlType type, const float* src, int64_t n, void* dst);
 
 // The 6-bit scale and min of sub-block j (0..7) packed in the 12 bytes of Q4_K / Q5_K: bytes 0-3 hold
 // the scales of 0-3 (low 6 bits) and the top bits of the scales of 4-7, bytes 4-7 the same for the

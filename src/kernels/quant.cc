@@ -38,9 +38,11 @@ namespace {
 constexpr QType kQuantizeTo[] = {QType::None, QType::Q8_0, QType::Q4_0, QType::Q4_K};
 constexpr const char* kQuantizeNames[] = {"none", "q8_0", "q4_0", "q4_k"};
 static_assert(std::size(kQuantizeTo) == std::size(kQuantizeNames));
+// The uniform types, then llama.cpp's mixes (kernels/quant_mix.h).
+constexpr const char* kQuantizeAll[] = {"none", "q8_0", "q4_0", "q4_k", "q4_k_m", "q5_k_m"};
 }  // namespace
 
-std::span<const char* const> quantize_names() { return kQuantizeNames; }
+std::span<const char* const> quantize_names() { return kQuantizeAll; }
 
 QType parse_qtype(const std::string& s) {
   for (size_t i = 0; i < std::size(kQuantizeTo); ++i)
@@ -217,6 +219,20 @@ QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, 
       }
   });
   return m;
+}
+
+QuantizedMatrix quantize_ggml(const WeightMatrix& w, GgmlType type, ThreadPool& pool) {
+  if (w.qtype != QType::None) fail("quantize", "needs a plain float matrix");
+  const int64_t row_bytes = ggml_row_bytes(type, w.cols);
+  std::vector<uint8_t> blocks(static_cast<size_t>(w.rows * row_bytes));
+  pool.parallel_for(w.rows, 16, [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(static_cast<size_t>(w.cols));
+    for (int64_t r = r0; r < r1; ++r) {
+      copy_row(w, r, row.data());
+      quantize_row_ref(type, row.data(), w.cols, blocks.data() + r * row_bytes);
+    }
+  });
+  return from_ggml_blocks(type, blocks.data(), w.rows, w.cols, pool);
 }
 
 int quant_at(const WeightMatrix& w, int64_t r, int64_t c) {

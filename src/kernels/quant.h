@@ -38,8 +38,10 @@ constexpr int64_t kQUnitRowBytes = kQUnit * kQGroupRows;  // one unit of all 16 
 constexpr int64_t kQ4Half = kQBlock / 2;  // q4_0: columns [0, 16) in the low nibbles, [16, 32) in the high
 
 const char* qtype_name(QType q);
-QType parse_qtype(const std::string& s);  // a name of quantize_names(); throws ember::Error otherwise
-// What Ember quantizes to at load ("none", "q8_0", "q4_0", "q4_k"): what --quantize accepts.
+// "none", "q8_0", "q4_0" or "q4_k" (one type for every matrix); throws ember::Error naming them otherwise.
+QType parse_qtype(const std::string& s);
+// What --quantize accepts (parse_quantization, kernels/quant_mix.h): those, then llama.cpp's mixes
+// "q4_k_m" and "q5_k_m".
 std::span<const char* const> quantize_names();
 
 // Whether a matrix with this many columns can be quantized (whole blocks only; K-quants: whole
@@ -107,6 +109,11 @@ inline bool has_stored_kernel(GgmlType type) { return stored_qtype(type) != QTyp
 // and scales (and mins), so every weight dequantizes to the bits dequantize_row gives. Throws
 // ember::Error naming the type for a type without a kernel or cols not a multiple of the block size.
 QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, int64_t cols, ThreadPool& pool);
+
+// A float matrix (F32/F16/BF16) quantized by ggml's reference quantizer (quantize_row_ref, any type
+// can_quantize_ref takes) to ggml's blocks and repacked by from_ggml_blocks: the bits llama-quantize
+// would write, held as a loaded file's are. Throws ember::Error as those do.
+QuantizedMatrix quantize_ggml(const WeightMatrix& w, GgmlType type, ThreadPool& pool);
 
 // The quantized value v (before scaling) of weight [r][c], and the scale and min (0 where the type
 // has none) of its block.

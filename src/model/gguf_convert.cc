@@ -44,6 +44,10 @@ struct Planned {
   std::vector<uint64_t> dims;  // innermost first
   GgmlType type = GgmlType::F32;
   bool stacked = false;  // parts are experts: one more (outermost) dimension
+  // What a mix makes of it: the matrix's role, and its layer (attn_v: its index among the layers with
+  // attention).
+  kernels::TensorRole role = kernels::TensorRole::kOther;
+  int layer = 0;
 };
 
 std::string number(double v) {
@@ -51,6 +55,13 @@ std::string number(double v) {
   s << v;
   return s.str();
 }
+
+// A layer matrix's role in llama.cpp's mixes, by LayerMatrix.
+constexpr kernels::TensorRole kMatrixRoles[] = {kernels::TensorRole::kAttnQ,      kernels::TensorRole::kAttnK,
+                                                kernels::TensorRole::kAttnV,      kernels::TensorRole::kAttnOutput,
+                                                kernels::TensorRole::kFfnGate,    kernels::TensorRole::kFfnUp,
+                                                kernels::TensorRole::kFfnDown};
+static_assert(std::size(kMatrixRoles) == kLayerMatrices);
 
 GgmlType ggml_of(DType t) { return t == DType::F32 ? GgmlType::F32 : t == DType::F16 ? GgmlType::F16 : GgmlType::BF16; }
 bool is_float(GgmlType t) { return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16; }
@@ -224,7 +235,9 @@ class Converter {
       if (k > best) most = t, best = k;
     const std::map<GgmlType, uint32_t> ftype = {{GgmlType::F32, 0}, {GgmlType::F16, 1}, {GgmlType::Q4_0, 2},
                                                {GgmlType::Q8_0, 7}, {GgmlType::Q4_K, 14}, {GgmlType::BF16, 32}};
-    w.kv_u32("general.file_type", ftype.at(most));
+    // llama_ftype's LLAMA_FTYPE_MOSTLY_Q4_K_M and _Q5_K_M for the mixes.
+    const uint32_t mix_ftype = o_.mix == kernels::QuantMix::Q4_K_M ? 15 : 17;
+    w.kv_u32("general.file_type", o_.mix != kernels::QuantMix::None ? mix_ftype : ftype.at(most));
     if (!is_float(most)) w.kv_u32("general.quantization_version", 2);
   }
 
@@ -239,13 +252,14 @@ class Converter {
   }
 
   // GGUF `gguf` from the checkpoint's `hf`; an absent optional tensor (a bias) is skipped.
-  void add(const std::string& gguf, const std::string& hf, Kind kind, bool optional = false) {
+  void add(const std::string& gguf, const std::string& hf, Kind kind, bool optional = false,
+           kernels::TensorRole role = kernels::TensorRole::kOther, int layer = 0) {
     const TensorInfo* t = find(hf);
     if (t == nullptr) {
       if (optional) return;
       fail(dir_, "tensor " + hf + " is missing (GGUF " + gguf + ")");
     }
-    planned_.push_back({gguf, {t}, kind, {}, {}, GgmlType::F32});
+    planned_.push_back({gguf, {t}, kind, {}, {}, GgmlType::F32, false, role, layer});
   }
 
   void plan_tensors() {
@@ -254,7 +268,10 @@ class Converter {
     const TensorNames& gn = *ga_->names;
     // A tied checkpoint may store the matrix once, as lm_head (story-656k).
     const bool embed_as_head = c.tie_word_embeddings && find(std::string(hn.embed)) == nullptr;
-    add(std::string(gn.embed), std::string(embed_as_head ? hn.lm_head : hn.embed), Kind::kEmbedding);
+    // A tied embedding is the output to llama.cpp's mixes.
+    add(std::string(gn.embed), std::string(embed_as_head ? hn.lm_head : hn.embed), Kind::kEmbedding, false,
+        c.tie_word_embeddings ? kernels::TensorRole::kOutput : kernels::TensorRole::kOther);
+    int attention = 0;  // layers with attention so far: attn_v's index in a mix
     for (int64_t l = 0; l < c.num_hidden_layers; ++l) {
       const bool sparse = static_cast<size_t>(l) < c.layers.size() && c.layers[static_cast<size_t>(l)].sparse_mlp;
       const std::pair<std::string_view, std::string_view> norms[] = {
@@ -269,15 +286,18 @@ class Converter {
             (mlp && sparse))
           continue;
         const Kind kind = m == LayerMatrix::kQ ? Kind::kQ : m == LayerMatrix::kK ? Kind::kK : Kind::kMatrix;
-        add(gn.matrix(l, m), hn.matrix(l, m), kind);
+        const auto role = kMatrixRoles[static_cast<size_t>(m)];
+        add(gn.matrix(l, m), hn.matrix(l, m), kind, false, role, role == kernels::TensorRole::kAttnV ? attention++ : static_cast<int>(l));
         add(gn.matrix(l, m, ".bias"), hn.matrix(l, m, ".bias"), kind == Kind::kMatrix ? Kind::kVector : kind, true);
       }
-      if (!hn.fused_qkv.empty()) add(gn.layer(l, ga_->fused_qkv), hn.layer(l, hn.fused_qkv), Kind::kMatrix);
+      if (!hn.fused_qkv.empty())
+        add(gn.layer(l, ga_->fused_qkv), hn.layer(l, hn.fused_qkv), Kind::kMatrix, false, kernels::TensorRole::kAttnQkv, attention++);
       if (!hn.fused_gate_up.empty()) add(gn.layer(l, ga_->fused_gate_up), hn.layer(l, hn.fused_gate_up), Kind::kMatrix);
       if (sparse) {
         add(gn.layer(l, gn.router), hn.layer(l, hn.router), Kind::kVector);
         for (size_t which = 0; which < 3; ++which) {
-          Planned p{gn.layer(l, gn.expert_matrices[which]), {}, Kind::kMatrix, {}, {}, GgmlType::F32, true};
+          Planned p{gn.layer(l, gn.expert_matrices[which]), {}, Kind::kMatrix, {}, {}, GgmlType::F32, true,
+                    kMatrixRoles[static_cast<size_t>(LayerMatrix::kGate) + which], static_cast<int>(l)};
           for (int64_t e = 0; e < c.moe.num_experts; ++e) {
             const std::string name = hn.expert(l, e, which);
             const TensorInfo* t = find(name);
@@ -289,8 +309,9 @@ class Converter {
       }
     }
     add(std::string(gn.final_norm), std::string(hn.final_norm), Kind::kNorm);
-    if (!c.tie_word_embeddings) add(std::string(gn.lm_head), std::string(hn.lm_head), Kind::kMatrix);
+    if (!c.tie_word_embeddings) add(std::string(gn.lm_head), std::string(hn.lm_head), Kind::kMatrix, false, kernels::TensorRole::kOutput);
     else find(std::string(hn.lm_head));  // a tied checkpoint's copy, if any, is the embedding
+    n_attention_ = attention;
     plan_rope_tensors();
     for (const std::string& name : ck_.names())
       if (!used_.contains(name) && name.find("rotary_emb.inv_freq") == std::string::npos)
@@ -335,6 +356,10 @@ class Converter {
     const std::optional<GgmlType>& want = o_.type;
     if (vector || p.kind == Kind::kVector) {
       p.type = GgmlType::F32;
+    } else if (o_.mix != kernels::QuantMix::None) {
+      const bool v = p.role == kernels::TensorRole::kAttnV;
+      p.type = kernels::mix_tensor_type(o_.mix, p.role, p.layer, v ? n_attention_ : static_cast<int>(c_.num_hidden_layers),
+                                        static_cast<int64_t>(p.dims[0]), static_cast<int>(c_.moe.num_experts));
     } else if (!want || (p.kind == Kind::kEmbedding && !is_float(*want))) {
       p.type = stored;
     } else if (is_float(*want)) {
@@ -368,6 +393,12 @@ class Converter {
     return f;
   }
 
+  // One row in `type`: a mix's blocks by ggml's reference quantizers, as llama-quantize writes them.
+  void quantize(GgmlType type, const float* row, int64_t cols, char* out) const {
+    if (o_.mix != kernels::QuantMix::None && kernels::can_quantize_ref(type)) kernels::quantize_row_ref(type, row, cols, out);
+    else kernels::quantize_row(type, row, cols, out);
+  }
+
   void add_tensor(GgufWriter& w, const Planned& p) {
     const auto cols = static_cast<int64_t>(p.dims[0]);
     int64_t numel = 1;
@@ -381,7 +412,7 @@ class Converter {
         out.resize(at + static_cast<size_t>(rows * row_bytes));
         pool_.parallel_for(rows, 16, [&](int64_t r0, int64_t r1) {
           for (int64_t r = r0; r < r1; ++r)
-            kernels::quantize_row(p.type, f.data() + r * cols, cols, out.data() + at + static_cast<size_t>(r * row_bytes));
+            quantize(p.type, f.data() + r * cols, cols, out.data() + at + static_cast<size_t>(r * row_bytes));
         });
       };
       if (p.parts.empty()) put(p.values);
@@ -398,6 +429,7 @@ class Converter {
   const Architecture* arch_ = nullptr;
   std::string key_prefix_;
   int64_t window_ = 0;
+  int n_attention_ = 0;  // layers with attention (attn_v or attn_qkv)
   std::vector<Planned> planned_;
   std::set<std::string> used_;
   kernels::ThreadPool pool_;
@@ -572,7 +604,16 @@ void convert_to_gguf(const std::string& model_dir, const std::string& out_path, 
 std::string convert_type_names() {
   std::string s;
   for (const auto& [name, type] : kConvertTypes) s += (s.empty() ? "" : ", ") + std::string(name);
-  return s;
+  return s + ", q4_k_m, q5_k_m";
+}
+
+void set_convert_quantize(ConvertOptions& o, const std::string& name) {
+  for (kernels::QuantMix m : {kernels::QuantMix::Q4_K_M, kernels::QuantMix::Q5_K_M})
+    if (name == kernels::quant_mix_name(m)) {
+      o.mix = m;
+      return;
+    }
+  o.type = parse_convert_type(name);
 }
 
 kernels::GgmlType parse_convert_type(const std::string& name) {

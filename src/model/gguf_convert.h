@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kernels/gguf_quants.h"
+#include "kernels/quant_mix.h"
 #include "model/gguf_writer.h"
 
 namespace ember::model {
@@ -21,6 +22,10 @@ struct ConvertOptions {
   // and rows not a whole number of blocks (Q4_K falls back to Q8_0, then float). 1-D tensors and the
   // routers are always F32.
   std::optional<kernels::GgmlType> type;
+  // llama.cpp's Q4_K_M / Q5_K_M instead (type then unused): each matrix, the token embedding too, in
+  // kernels::mix_tensor_type's type (a tied embedding by the output's rule, an untied one in the base
+  // type), by ggml's reference quantizers, as llama-quantize writes them.
+  kernels::QuantMix mix = kernels::QuantMix::None;
   int threads = 0;  // rows converted and quantized in parallel (0: one thread per hardware thread)
   std::function<void(const std::string&)> progress;  // one line per step and per tensor
   std::function<void(const std::string&)> warn;      // what llama.cpp will run differently
@@ -38,6 +43,8 @@ void write_gguf_tokenizer(GgufWriter& w, const std::string& dir, int64_t rows, c
 
 // --quantize: "f32", "f16", "bf16", "q8_0", "q4_0", "q4_k"; throws ember::Error naming them otherwise.
 kernels::GgmlType parse_convert_type(const std::string& name);
-std::string convert_type_names();
+// Those, or "q4_k_m" / "q5_k_m" (the mixes), into o.type or o.mix.
+void set_convert_quantize(ConvertOptions& o, const std::string& name);
+std::string convert_type_names();  // the types, then the mixes
 
 }  // namespace ember::model

@@ -125,6 +125,7 @@ std::unique_ptr<Model> Model::load_gguf(const std::string& path, const LoadOptio
     auto it = stored.find(name);
     return it == stored.end() ? nullptr : &it->second;
   };
+  m->qkv_fused_in_file_ = !arch.fused_qkv.empty();  // split by gguf_bound_tensors
   m->finish_load(src, *arch.names, options);
   file->release_pages();
   return m;

@@ -242,9 +242,14 @@ std::unique_ptr<Model> Model::load(const std::string& dir, const LoadOptions& op
 void Model::finish_load(const Source& src, const TensorNames& names, const LoadOptions& options) {
   if (options.progress) options.progress("checking tensors");
   bind_weights(src, names, options.lm_head);
-  if (options.quantize != kernels::QType::None) {
-    if (options.progress) options.progress(std::string("quantizing weights to ") + kernels::qtype_name(options.quantize));
-    quantize_weights(options.quantize);
+  if (options.quantize.mix != kernels::QuantMix::None) {
+    if (options.progress)
+      options.progress(std::string("quantizing weights to llama.cpp's ") + kernels::quant_mix_name(options.quantize.mix) +
+                       " mix");
+    quantize_mix(options.quantize.mix, qkv_fused_in_file_ || !names.fused_qkv.empty());
+  } else if (options.quantize.type != kernels::QType::None) {
+    if (options.progress) options.progress(std::string("quantizing weights to ") + kernels::qtype_name(options.quantize.type));
+    quantize_weights(options.quantize.type);
   }
   if (options.progress)
     options.progress(options.weight_dtype ? std::string("converting weights to ") + dtype_name(*options.weight_dtype) +
@@ -300,15 +305,19 @@ void Model::release_source(const WeightMatrix& source) {
       memory_.data.erase(name);
 }
 
+void Model::hold_quantized(WeightMatrix& w, kernels::QuantizedMatrix q) {
+  const WeightMatrix source = w;
+  quantized_.push_back(std::move(q));
+  w = quantized_.back().view();
+  release_source(source);
+}
+
 void Model::quantize_weights(kernels::QType q) {
   auto convert = [&](WeightMatrix& w, kernels::QType type) {
     if (w.rows == 0 || !kernels::quantizable(w.cols) || w.qtype != kernels::QType::None) return;  // rows 0: no lm_head
     // Rows that are not whole K-quant super-blocks take Q8_0 (as llama.cpp falls back to a wider type).
     if (!kernels::quantizable(w.cols, type)) type = kernels::QType::Q8_0;
-    const WeightMatrix source = w;
-    quantized_.push_back(kernels::quantize(w, type, pool_));
-    w = quantized_.back().view();
-    release_source(source);
+    hold_quantized(w, kernels::quantize(w, type, pool_));
   };
   size_t count = 1;
   for (Layer& L : layers_) for_each_layer_matrix(L, [&](WeightMatrix&) { ++count; });
@@ -317,6 +326,61 @@ void Model::quantize_weights(kernels::QType q) {
   for (Layer& L : layers_) for_each_layer_matrix(L, [&](WeightMatrix& w) { convert(w, q); }, false);
   convert(lm_head_, kernels::QType::Q8_0);
 }
+
+void Model::quantize_mix(kernels::QuantMix mix, bool fused_qkv) {
+  using kernels::TensorRole;
+  const int n_layers = static_cast<int>(layers_.size()), n_experts = static_cast<int>(config_.moe.num_experts);
+  int n_attention = 0;
+  for (const Layer& L : layers_) n_attention += L[LayerMatrix::kV].rows > 0 ? 1 : 0;
+  auto convert = [&](WeightMatrix& w, TensorRole role, int layer, int n) {
+    if (w.rows == 0 || w.qtype != kernels::QType::None) return;
+    const kernels::GgmlType type = kernels::mix_tensor_type(mix, role, layer, n, w.cols, n_experts);
+    if (!kernels::can_quantize_ref(type)) return;  // F16: rows not whole blocks of 32 stay as stored
+    hold_quantized(w, kernels::quantize_ggml(w, type, pool_));
+  };
+  size_t count = 1;
+  for (Layer& L : layers_) for_each_layer_matrix(L, [&](WeightMatrix&) { ++count; });
+  quantized_.reserve(count);
+  constexpr std::array<TensorRole, kLayerMatrices> kRoles = {TensorRole::kAttnQ,      TensorRole::kAttnK, TensorRole::kAttnV,
+                                                             TensorRole::kAttnOutput, TensorRole::kFfnGate,
+                                                             TensorRole::kFfnUp,      TensorRole::kFfnDown};
+  constexpr TensorRole kMlpRoles[] = {TensorRole::kFfnGate, TensorRole::kFfnUp, TensorRole::kFfnDown};
+  int attention = 0;  // attn_v's index counts the layers with attention, as llama.cpp's i_attention_wv
+  for (int l = 0; l < n_layers; ++l) {
+    Layer& L = layers_[static_cast<size_t>(l)];
+    for (size_t m = 0; m < kLayerMatrices; ++m) {
+      TensorRole role = kRoles[m];
+      if (fused_qkv && m <= static_cast<size_t>(LayerMatrix::kV)) role = TensorRole::kAttnQkv;
+      if (role == TensorRole::kAttnV) convert(L.w[m], role, attention, n_attention);
+      else convert(L.w[m], role, l, n_layers);
+    }
+    attention += L[LayerMatrix::kV].rows > 0 ? 1 : 0;
+    for (auto& e : L.experts)
+      for (size_t i = 0; i < 3; ++i) convert(e[i], kMlpRoles[i], l, n_layers);
+    for (size_t i = 0; i < 3; ++i) convert(L.shared_expert[i], kMlpRoles[i], l, n_layers);
+    // The router stays as stored (see quantize_weights); the rest take the base type.
+    for_each_layer_matrix(L, [&](WeightMatrix& w) { convert(w, TensorRole::kOther, l, n_layers); }, false);
+  }
+  // The token embedding as llama.cpp's file holds it, its lookups reading the blocks: tied, the output's
+  // rows; untied, in the base type.
+  const bool tied = embed_.data == lm_head_.data;
+  const WeightMatrix embedding = embed_;
+  convert(lm_head_, TensorRole::kOutput, 0, n_layers);
+  if (!tied) {
+    convert(embed_, TensorRole::kOther, 0, n_layers);
+  } else if (lm_head_.qtype != kernels::QType::None) {
+    embed_ = lm_head_;
+    release_source(embedding);
+  }
+}
+
+kernels::QType Model::matrix_qtype(int64_t layer, LayerMatrix m) const {
+  return layers_.at(static_cast<size_t>(layer))[m].qtype;
+}
+
+kernels::QType Model::lm_head_qtype() const { return lm_head_.qtype; }
+
+kernels::QType Model::embedding_qtype() const { return embed_.qtype; }
 
 // Plain matrices the matmul reads are repacked into panels (kernels/pack.h), converted to `to` if
 // given. A tied embedding then reads its rows from the packed head, so that matrix is held once.

@@ -15,6 +15,7 @@
 #include "kernels/matmul.h"
 #include "kernels/pack.h"
 #include "kernels/quant.h"
+#include "kernels/quant_mix.h"
 #include "kernels/thread_pool.h"
 #include "kernels/width_tuner.h"
 #include "model/architecture.h"
@@ -47,8 +48,11 @@ struct LoadOptions {
   // Quantize weight matrices at load time (Q8_0, Q4_0 or Q4_K blocks held by the Model; matrices
   // whose width is not a multiple of 32 stay as stored; under Q4_K those not whole super-blocks of
   // 256 take Q8_0). The output projection gets Q8_0 whatever the type, as llama.cpp keeps it at
-  // higher precision; the router and the embedding table stay as stored.
-  kernels::QType quantize = kernels::QType::None;
+  // higher precision; the router and the embedding table stay as stored. A mix (Q4_K_M, Q5_K_M)
+  // takes each matrix's type from kernels::mix_tensor_type, quantized by ggml's reference quantizers,
+  // the token embedding too as llama-quantize's file holds it (tied: the output's blocks; untied: the
+  // base type), its lookups dequantizing rows of those blocks.
+  kernels::Quantization quantize = kernels::QType::None;
   // How KV caches made by make_cache store keys and values. F16 halves the cache's memory and the
   // bytes attention reads per token (attention still computes in float32); see kKvTypeDefault.
   kernels::KvType kv_dtype = kKvTypeReference;
@@ -106,6 +110,11 @@ class Model {
   // several joined by "+" when they differ.
   std::string weight_type() const;
   kernels::ThreadPool& pool() { return pool_; }
+  // The type matrix m of `layer` is held in (QType::None: a plain float matrix; also where the layer
+  // has no such matrix), the output projection's and the token embedding's.
+  kernels::QType matrix_qtype(int64_t layer, LayerMatrix m) const;
+  kernels::QType lm_head_qtype() const;
+  kernels::QType embedding_qtype() const;  // the token embedding table the lookups read
   // False when loaded without lm_head (LoadOptions::lm_head): hidden states only.
   bool has_logits() const { return lm_head_.rows > 0; }
 
@@ -181,6 +190,10 @@ class Model {
   // Rope::factor_set of the model's rotations for a sequence of length seq_len, as one number.
   int factor_set(int64_t seq_len) const;
   void quantize_weights(kernels::QType q);
+  // A mix: each matrix's type by its role (`fused_qkv`: q, k and v are parts of one attn_qkv).
+  void quantize_mix(kernels::QuantMix mix, bool fused_qkv);
+  // w (a plain matrix) replaced by its quantized copy q, which the model keeps; its source released.
+  void hold_quantized(kernels::WeightMatrix& w, kernels::QuantizedMatrix q);
   void pack_weights(std::optional<DType> to);
   void release_source(const kernels::WeightMatrix& source);
 
@@ -189,6 +202,7 @@ class Model {
   Checkpoint checkpoint_;
   std::shared_ptr<const GgufFile> gguf_;                // GGUF models: the mapped file
   std::string load_note_;
+  bool qkv_fused_in_file_ = false;  // a GGUF file's attn_qkv, split at load (what a mix's rule reads)
   InMemoryWeights memory_;                              // weights of from_memory models
   std::vector<kernels::QuantizedMatrix> quantized_;  // storage of quantized matrices
   std::vector<kernels::PackedMatrix> packed_;        // storage of panel-packed plain matrices

@@ -95,14 +95,17 @@ TEST(CliChat, PipedLinesGetOneReplyEach) {
 }
 
 // --quantize (chat, generate and serve share it): the matrices are held as 8- or 4-bit blocks (q4_k:
-// llama.cpp's K-quant super-blocks), the load line says so, and the model still recalls a name across
-// turns.
+// llama.cpp's K-quant super-blocks; q4_k_m / q5_k_m: llama.cpp's mixes, Q6_K among them), the load
+// line says so with the types held, and the model still recalls a name across turns.
 TEST(CliChat, QuantizeFlag) {
   const std::string turns = "printf 'Hello!\\nMy name is Mila.\\nWhat is my name?\\n' | ";
-  for (const std::string q : {"q8_0", "q4_0", "q4_k"}) {
+  for (const std::string q : {"q8_0", "q4_0", "q4_k", "q4_k_m", "q5_k_m"}) {
     const Output o = run(turns + ember_binary() + " chat -m " + model_dir("chat-skills") + " --no-think --quantize " + q + " 2>&1");
     ASSERT_EQ(o.status, 0) << o.out;
-    EXPECT_NE(o.out.find("matrices quantized to " + q), std::string::npos) << o.out;
+    EXPECT_NE(o.out.find("matrices quantized to " + q + " ("), std::string::npos) << o.out;
+    if (q.ends_with("_m")) {
+      EXPECT_NE(o.out.find("q6_k"), std::string::npos) << o.out;
+    }
     EXPECT_NE(o.out.find("Your name is Mila"), std::string::npos) << o.out;
   }
   const Output bad = run(ember_binary() + " generate -m " + model_dir("story-656k") + " -p x --quantize q5_0 2>&1");

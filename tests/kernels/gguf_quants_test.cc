@@ -203,8 +203,9 @@ TEST(GgmlQuantize, Q8_0AndQ4_0AreGgmlsReference) {
     EXPECT_EQ(back[5], t == GgmlType::F32 ? x[5] : t == GgmlType::F16 ? f16_to_f32(f32_to_f16(x[5])) : bf16_to_f32(f32_to_bf16(x[5])));
   }
   EXPECT_TRUE(can_quantize(GgmlType::Q4_K));
-  EXPECT_FALSE(can_quantize(GgmlType::Q6_K));
-  EXPECT_THROW(quantize_row(GgmlType::Q6_K, x.data(), 256, q8.data()), Error);
+  EXPECT_TRUE(can_quantize(GgmlType::Q6_K));
+  EXPECT_FALSE(can_quantize(GgmlType::Q3_K));
+  EXPECT_THROW(quantize_row(GgmlType::Q3_K, x.data(), 256, q8.data()), Error);
   EXPECT_THROW(quantize_row(GgmlType::Q8_0, x.data(), 48, q8.data()), Error);
 }
 

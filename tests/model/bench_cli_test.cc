@@ -40,7 +40,7 @@ TEST(BenchCli, LabelsTheDtypeHeldInMemory) {
   const test::Output bad = test::run_command("'" + test::ember_binary() + "' bench -m '" + test::model_dir("story-656k") +
                                              "' --dtype f8 -p 8 -n 2 --reps 1 2>&1");
   EXPECT_NE(bad.status, 0);
-  EXPECT_NE(bad.out.find("--dtype: f8 not in {f32,f16,bf16,q8_0,q4_0,q4_k}"), std::string::npos) << bad.out;  // at parse time
+  EXPECT_NE(bad.out.find("--dtype: f8 not in {f32,f16,bf16,q8_0,q4_0,q4_k,q4_k_m,q5_k_m}"), std::string::npos) << bad.out;  // at parse time
 }
 
 // Before its repetitions bench runs one unmeasured prompt and a few decode steps, as llama-bench
