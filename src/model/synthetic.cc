@@ -107,31 +107,26 @@ inline uint64_t mix(uint64_t& s) {
   return z ^ (z >> 31);
 }
 
-void add_tensor(InMemoryWeights& w, const std::string& name, std::vector<int64_t> shape, DType dtype, float range,
-                uint64_t seed, kernels::ThreadPool& pool) {
+// A tensor of n elements of `elem_bytes` each, element i written by put(out, i, s) with s the
+// splitmix64 state of its 65536-element chunk (so the values do not depend on the thread count).
+template <class Put>
+void add_random(InMemoryWeights& w, const std::string& name, std::vector<int64_t> shape, DType dtype, bool u8,
+                uint64_t seed, kernels::ThreadPool& pool, Put&& put) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
-  std::vector<uint8_t> bytes(static_cast<size_t>(n) * dtype_size(dtype));
+  std::vector<uint8_t> bytes(static_cast<size_t>(n) * (u8 ? 1 : dtype_size(dtype)));
   uint8_t* out = bytes.data();
   constexpr int64_t kChunk = 1 << 16;
   pool.parallel_for((n + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1) {
     for (int64_t c = c0; c < c1; ++c) {
       uint64_t s = seed * 0x100000001B3ull + static_cast<uint64_t>(c);
-      for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) {
-        // range < 0 means a constant |range| (norm weights).
-        const float u = static_cast<float>(mix(s) >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f;
-        const float v = range < 0 ? -range : u * range;
-        switch (dtype) {
-          case DType::F32: std::memcpy(out + i * 4, &v, 4); break;
-          case DType::F16: { const uint16_t h = f32_to_f16(v); std::memcpy(out + i * 2, &h, 2); break; }
-          case DType::BF16: { const uint16_t h = f32_to_bf16(v); std::memcpy(out + i * 2, &h, 2); break; }
-        }
-      }
+      for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i) put(out, i, s);
     }
   });
   TensorInfo t;
   t.name = name;
   t.dtype = dtype;
+  t.u8 = u8;
   t.shape = std::move(shape);
   t.data = bytes.data();
   t.size_bytes = bytes.size();
@@ -140,29 +135,26 @@ void add_tensor(InMemoryWeights& w, const std::string& name, std::vector<int64_t
   w.tensors[name] = std::move(t);
 }
 
+void add_tensor(InMemoryWeights& w, const std::string& name, std::vector<int64_t> shape, DType dtype, float range,
+                uint64_t seed, kernels::ThreadPool& pool) {
+  add_random(w, name, std::move(shape), dtype, false, seed, pool, [&](uint8_t* out, int64_t i, uint64_t& s) {
+    // range < 0 means a constant |range| (norm weights).
+    const float u = static_cast<float>(mix(s) >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f;
+    const float v = range < 0 ? -range : u * range;
+    switch (dtype) {
+      case DType::F32: std::memcpy(out + i * 4, &v, 4); break;
+      case DType::F16: { const uint16_t h = f32_to_f16(v); std::memcpy(out + i * 2, &h, 2); break; }
+      case DType::BF16: { const uint16_t h = f32_to_bf16(v); std::memcpy(out + i * 2, &h, 2); break; }
+    }
+  });
+}
+
 // Random bytes in [lo, hi] as a U8 tensor (MXFP4 blocks and scales).
 void add_bytes(InMemoryWeights& w, const std::string& name, std::vector<int64_t> shape, int lo, int hi, uint64_t seed,
                kernels::ThreadPool& pool) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  std::vector<uint8_t> bytes(static_cast<size_t>(n));
-  constexpr int64_t kChunk = 1 << 16;
-  pool.parallel_for((n + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1) {
-    for (int64_t c = c0; c < c1; ++c) {
-      uint64_t s = seed * 0x100000001B3ull + static_cast<uint64_t>(c);
-      for (int64_t i = c * kChunk; i < std::min(n, (c + 1) * kChunk); ++i)
-        bytes[static_cast<size_t>(i)] = static_cast<uint8_t>(lo + static_cast<int>(mix(s) % static_cast<uint64_t>(hi - lo + 1)));
-    }
+  add_random(w, name, std::move(shape), DType::F32, true, seed, pool, [&](uint8_t* out, int64_t i, uint64_t& s) {
+    out[i] = static_cast<uint8_t>(lo + static_cast<int>(mix(s) % static_cast<uint64_t>(hi - lo + 1)));
   });
-  TensorInfo t;
-  t.name = name;
-  t.u8 = true;
-  t.shape = std::move(shape);
-  t.data = bytes.data();
-  t.size_bytes = bytes.size();
-  t.file = "synthetic";
-  w.data[name] = std::move(bytes);
-  w.tensors[name] = std::move(t);
 }
 
 // gpt-oss's experts as its checkpoints store them: fused gate_up [E][H][2I] and down [E][I][H] with
