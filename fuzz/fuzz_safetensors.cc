@@ -43,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     const ember::model::SafetensorsFile f(dir.write("input.safetensors", input));
     for (const auto& [name, t] : f.tensors()) {
-      if (static_cast<uint64_t>(t.numel()) * ember::dtype_size(t.dtype) != t.size_bytes) std::abort();
+      if (static_cast<uint64_t>(t.numel()) * t.element_bytes() != t.size_bytes) std::abort();
       sink = sink ^ touch(t);
     }
   } catch (const ember::Error&) {

@@ -45,9 +45,10 @@ for f in "${fuzzers[@]}"; do
   status=ok
   [ -e "$log.failed" ] && status=FAILED && failed+=("$f")
   # The last status line ("#N DONE cov: C ft: F ...") and the final stats hold the numbers.
-  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
-  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
-  ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | cut -d' ' -f2)
+  # A fuzzer that crashed on a seed printed none of these: `|| true` keeps the summary (and the crash) coming.
+  execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1 || true)
+  cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | cut -d' ' -f2 || true)
+  ft=$(grep -o 'ft: [0-9]*' "$log" | tail -1 | cut -d' ' -f2 || true)
   summary+=("$(printf '%-22s %6ss %10s execs  cov %6s  ft %6s  %s' "$f" "$seconds" "${execs:-?}" "${cov:-?}" "${ft:-?}" "$status")")
 done
 for f in "${failed[@]}"; do

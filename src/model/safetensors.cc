@@ -29,6 +29,8 @@ int64_t TensorInfo::numel() const {
   return n;
 }
 
+size_t TensorInfo::element_bytes() const { return u8 ? 1 : dtype_size(dtype); }
+
 SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
   const size_t size = file_.size();
   if (size < 8) fail(path, "truncated safetensors file: " + std::to_string(size) + " bytes, no header length");
@@ -84,7 +86,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : file_(path) {
     if (end > data_size)
       fail(where, "byte range [" + std::to_string(begin) + ", " + std::to_string(end) + ") lies outside the file's " +
                       std::to_string(data_size) + " data bytes");
-    const uint64_t expected = numel * (info.u8 ? 1 : dtype_size(info.dtype));
+    const uint64_t expected = numel * info.element_bytes();
     if (end - begin != expected)
       fail(where, "shape " + shape_string(info.shape) + " of " + (info.u8 ? "U8" : dtype_name(info.dtype)) + " needs " +
                       std::to_string(expected) + " bytes but the byte range holds " + std::to_string(end - begin));

@@ -24,6 +24,7 @@ struct TensorInfo {
   bool u8 = false;
 
   int64_t numel() const;
+  size_t element_bytes() const;  // 1 for U8, else dtype_size(dtype)
 };
 
 // "[2048, 128]": a shape as error messages write it.

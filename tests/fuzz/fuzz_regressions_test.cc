@@ -58,6 +58,36 @@ TEST(FuzzRegressions, EveryKeptInputRunsCleanly) {
   EXPECT_GT(inputs, 0u) << "no kept inputs under " << EMBER_FUZZ_REGRESSIONS;
 }
 
+std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// The shared model files that fuzz.sh seeds its targets with pass the same harnesses here, so a seed
+// that breaks an invariant (a new dtype, a new config key) fails in ctest, not first in the fuzz run.
+TEST(FuzzRegressions, EverySharedModelFileRunsCleanly) {
+  namespace fs = std::filesystem;
+  size_t configs = 0, files = 0;
+  for (const auto& m : fs::directory_iterator(fs::path(EMBER_SHARED_DIR) / "models")) {
+    if (!m.is_directory()) continue;
+    if (fs::exists(m.path() / "config.json")) {
+      SCOPED_TRACE((m.path() / "config.json").string());
+      EXPECT_EQ(run(fuzz_config_one, read_file(m.path() / "config.json")), 0);
+      ++configs;
+    }
+    for (const auto& e : fs::directory_iterator(m.path())) {
+      if (e.path().extension() != ".safetensors" || e.file_size() > (1200u << 10)) continue;  // as make_seeds.py
+      SCOPED_TRACE(e.path().string());
+      EXPECT_EQ(run(fuzz_safetensors_one, read_file(e.path())), 0);
+      ++files;
+    }
+  }
+  EXPECT_GT(configs, 0u);
+  EXPECT_GT(files, 0u);
+}
+
 // Bodies nested far deeper than a fuzzer's short inputs reach: the request parser refuses them
 // before any recursive JSON copy or render could overflow the stack.
 TEST(FuzzRegressions, DeeplyNestedRequestBodies) {
