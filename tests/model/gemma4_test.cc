@@ -111,6 +111,33 @@ TEST(Gemma4, KvCacheHoldsOnlyTheUnsharedLayers) {
   }
 }
 
+// gemma-4-E2B's published config (bench/models): a token of context costs the keys and values of
+// its first num_hidden_layers - num_kv_shared_layers layers only, at each layer type's head width,
+// and every later layer attends over the last unshared layer of its own type.
+TEST(Gemma4, E2bMemoryPlanCountsTheUnsharedLayersOnly) {
+  const std::string dir = std::string(EMBER_SOURCE_DIR) + "/bench/models/gemma-4-e2b-it";
+  const json t = json::parse(read_file(dir + "/config.json"))["text_config"];
+  const ModelConfig c = load_config(dir);
+  const int64_t n = t["num_hidden_layers"], shared = t["num_kv_shared_layers"], kv_heads = t["num_key_value_heads"];
+  ASSERT_GT(shared, 0);
+  ASSERT_EQ(c.layers.size(), static_cast<size_t>(n));
+  int64_t want = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const bool full = t["layer_types"][i] == "full_attention";
+    const int64_t width = full ? t["global_head_dim"].get<int64_t>() : t["head_dim"].get<int64_t>();
+    if (i < n - shared) want += 2 * kv_heads * width * 2;  // keys and values in F16
+    int64_t source = i;
+    if (i >= n - shared)
+      for (int64_t j = n - shared - 1; j >= 0; --j)
+        if (t["layer_types"][j] == t["layer_types"][i]) {
+          source = j;
+          break;
+        }
+    EXPECT_EQ(c.kv_layer_of(static_cast<size_t>(i)), source) << "layer " << i;
+  }
+  EXPECT_EQ(KvCache::bytes_per_token(c, kernels::KvType::F16), want);
+}
+
 // Forks of a prefilled prefix (a shared system prompt, beams) continue bit for bit as a sequence
 // that computed the same prefix itself does, and writing into them leaves the prefix's owner as it
 // was: the shared layers read the fork's own copy of their source layer's blocks.
