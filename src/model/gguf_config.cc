@@ -230,7 +230,8 @@ void read_layer_kinds(const ArchKeys& k, ModelConfig& c) {
   if (!g.has(flags_key)) return;
   const GgufKv* kv = g.find(flags_key);
   const nlohmann::json flags = g.get_json(flags_key);
-  if (kv->type != GgufValueType::Array || flags.size() != c.layers.size())
+  const size_t blocks = c.layers.size() + static_cast<size_t>(k.trailing_blocks);
+  if (kv->type != GgufValueType::Array || (flags.size() != c.layers.size() && flags.size() != blocks))
     fail(g.path(), "metadata " + flags_key + " must be an array of one bool per layer (" + std::to_string(c.layers.size()) + ")");
   for (size_t l = 0; l < c.layers.size(); ++l) {
     if (!flags[l].is_boolean()) fail(g.path(), "metadata " + flags_key + " must be an array of bools");
@@ -301,13 +302,21 @@ ModelConfig gguf_config(const GgufFile& g) {
   const std::string& where = g.path();
   const GgufArchitecture& ga = gguf_architecture(g);
   ModelConfig c;
-  const ArchKeys k{g, std::string(ga.arch)};
+  // llama.cpp writes a model's multi-token-prediction blocks (Qwen3-Next, Qwen3.5) after its decoder
+  // layers and counts them in block_count; Ember does not draft with them, so they are not layers.
+  const std::string nextn_key = std::string(ga.arch) + ".nextn_predict_layers";
+  const int64_t nextn = g.get_int_or(nextn_key, 0);
+  const ArchKeys k{g, std::string(ga.arch), nextn};
   const int64_t experts = g.get_int_or(k.key("expert_count"), 0);
   if (experts < 0) fail(where, "metadata " + k.key("expert_count") + " must not be negative");
   const Architecture* arch = &resolve_model_type(k, ga, experts, c);
 
   c.hidden_size = k.positive("embedding_length");
   c.num_hidden_layers = k.positive("block_count");
+  if (nextn < 0 || nextn >= c.num_hidden_layers)
+    fail(where, "metadata " + nextn_key + " is " + std::to_string(nextn) + ", not between 0 and " + k.key("block_count") +
+                    " (" + std::to_string(c.num_hidden_layers) + ")");
+  c.num_hidden_layers -= nextn;
   check_dimensions(c, where);  // before anything is sized by the layer count
   c.num_attention_heads = k.positive("attention.head_count");
   // llama.cpp's arrays of one value per layer (Gemma 4's); read_gguf_layer_plan gives each layer its own.

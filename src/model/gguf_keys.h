@@ -13,6 +13,9 @@ namespace ember::model {
 struct ArchKeys {
   const GgufFile& g;
   std::string arch;
+  // Blocks after the decoder's (llama.cpp's multi-token-prediction blocks, {arch}.nextn_predict_layers):
+  // per-layer arrays may hold entries for them too, which are not read.
+  int64_t trailing_blocks = 0;
 
   std::string key(const char* name) const { return arch + "." + name; }
   int64_t positive(const char* name) const {
@@ -38,10 +41,11 @@ struct ArchKeys {
 
  private:
   std::vector<int64_t> array(const char* name, int64_t layers) const {
-    const std::vector<int64_t> v = g.get_int_array(key(name));
-    if (static_cast<int64_t>(v.size()) != layers)
+    std::vector<int64_t> v = g.get_int_array(key(name));
+    if (static_cast<int64_t>(v.size()) != layers && static_cast<int64_t>(v.size()) != layers + trailing_blocks)
       fail(g.path(), "metadata " + key(name) + " has " + std::to_string(v.size()) + " entries for " +
                          std::to_string(layers) + " layers");
+    v.resize(static_cast<size_t>(layers));
     for (int64_t x : v)
       if (x <= 0) fail(g.path(), "metadata " + key(name) + " must hold positive values (got " + std::to_string(x) + ")");
     return v;

@@ -15,6 +15,7 @@
 
 #include "gguf_fixtures.h"
 #include "gguf_golden.h"
+#include "gguf_rewrite.h"
 #include "engine/session.h"
 #include "kernels/gguf_quants.h"
 #include "model/config.h"
@@ -151,6 +152,54 @@ TEST(GgufHybridSession, SecondTurnRestartsFromTheDeepestSnapshot) {
     std::printf("turn 2 (%zu tokens): %lld prefilled %s state snapshots\n", second.size(),
                 static_cast<long long>(prefilled), snapshots == 0 ? "without" : "with");
   }
+}
+
+// llama.cpp's converter writes Qwen3-Next's and Qwen3.5's multi-token-prediction block after the
+// decoder's (block_count counts it, nextn_predict_layers says how many): a file with one, made here
+// from each float file by appending a copy of its last layer's tensors and the block's own, gives the
+// file's golden logits: the block is not run as a layer.
+TEST(GgufHybridMtp, TrailingPredictionBlocksAreNotLayers) {
+  size_t checked = 0;
+  for (const HybridFile& p : hybrid_files()) {
+    const nlohmann::json e = test::read_json(p.expectation);
+    const nlohmann::json& f = e["files"][p.file];
+    if (!test::is_float_file(f["tensor_types"])) continue;
+    SCOPED_TRACE(p.file);
+    const GgufFile g(test::gguf_path(p.file));
+    const std::string arch = g.get_string("general.architecture");
+    const int64_t blocks = g.get_int(arch + ".block_count");
+    test::GgufEdits edits;
+    edits.keys[arch + ".block_count"] = test::GgufValue{4, 0, blocks + 1};
+    edits.keys[arch + ".nextn_predict_layers"] = test::GgufValue{4, 0, 1};
+    if (g.has(arch + ".attention.recurrent_layers")) {
+      nlohmann::json flags = g.get_json(arch + ".attention.recurrent_layers");
+      flags.push_back(false);  // the block attends, as llama.cpp writes it
+      edits.keys[arch + ".attention.recurrent_layers"] = test::GgufValue{9, 7, flags};
+    }
+    const std::string last = "blk." + std::to_string(blocks - 1) + ".", mtp = "blk." + std::to_string(blocks) + ".";
+    for (const GgufTensor& t : g.tensors())
+      if (t.name.rfind(last, 0) == 0) edits.copies.emplace_back(mtp + t.name.substr(last.size()), t.name);
+    edits.copies.emplace_back(mtp + "nextn.enorm.weight", "output_norm.weight");
+    edits.copies.emplace_back(mtp + "nextn.hnorm.weight", "output_norm.weight");
+    const test::TempFolder dir;
+    const std::string path = dir.write("mtp-" + p.file, test::rewrite_gguf(g, edits));
+    EXPECT_EQ(gguf_config(GgufFile(path)).num_hidden_layers, blocks);
+    auto m = Model::load(path, {.threads = 2, .progress = {}});
+    const test::GoldenResult r = test::run_golden(*m, e, f, test::Greedy::kExact);
+    ASSERT_FALSE(r.cases.empty());
+    test::expect_golden(r);
+    // As many prediction blocks as blocks leaves no decoder: refused by the key's name.
+    edits.keys[arch + ".nextn_predict_layers"] = test::GgufValue{4, 0, blocks + 1};
+    const std::string bad = dir.write("bad-" + p.file, test::rewrite_gguf(g, edits));
+    try {
+      (void)gguf_config(GgufFile(bad));
+      ADD_FAILURE() << "nextn_predict_layers = block_count was accepted";
+    } catch (const Error& err) {
+      EXPECT_NE(std::string(err.what()).find(arch + ".nextn_predict_layers"), std::string::npos) << err.what();
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 2u) << "qwen3next and qwen35 float files";
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, GgufHybrid, ::testing::ValuesIn(hybrid_files()),

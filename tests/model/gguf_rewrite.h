@@ -28,6 +28,8 @@ struct GgufEdits {
   // Every tensor of another type dequantized to F32 (gguf-py's reference values): the file's exact
   // math run on Ember's float path.
   bool to_f32 = false;
+  // Tensors added after the file's own: (new name, the tensor whose type, dims and bytes it copies).
+  std::vector<std::pair<std::string, std::string>> copies;
 };
 
 // The bytes of one value of GGUF type `type` (arrays of scalars and strings only).
@@ -86,6 +88,11 @@ inline std::string rewrite_gguf(const model::GgufFile& g, const GgufEdits& edits
       data.resize(static_cast<size_t>(row * rows), '\0');
     }
     w.tensor(t.name, dims, type, data);
+  }
+  for (const auto& [name, source] : edits.copies) {
+    const model::GgufTensor& t = g.tensor(source);
+    w.tensor(name, std::vector<uint64_t>(t.dims.begin(), t.dims.end()), static_cast<uint32_t>(t.type),
+             std::string(reinterpret_cast<const char*>(t.data), t.size_bytes));
   }
   return w.bytes();
 }
