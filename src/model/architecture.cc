@@ -144,6 +144,18 @@ const TensorNames kQwen35Names = [] {
   return n;
 }();
 
+// Qwen3.5's mixture of experts (Qwen3.6-35B-A3B's model_type): Qwen3.5's layout with Qwen3-Next's
+// router, experts and gated shared expert.
+const TensorNames kQwen35MoeNames = [] {
+  TensorNames n = kQwen35Names;
+  n.router = kQwen3NextNames.router;
+  n.expert_prefix = kQwen3NextNames.expert_prefix;
+  n.expert_matrices = kQwen3NextNames.expert_matrices;
+  n.shared_expert = kQwen3NextNames.shared_expert;
+  n.shared_expert_gate = kQwen3NextNames.shared_expert_gate;
+  return n;
+}();
+
 const TensorNames kGgufNames{
     .embed = "token_embd.weight",
     .lm_head = "output.weight",
@@ -245,6 +257,10 @@ const Architecture kArchitectures[] = {
     {.model_type = "qwen3_5", .names = &kQwen35Names, .bias = BiasRule::kAttentionBias, .qk_norm = true,
      .window = WindowRule::kNone, .gemma_norms = false, .local_rope = false, .no_rope_layers = false,
      .partial_rotary = true, .moe = MoeRule::kNone, .linear = LinearRule::kSeparate, .rotary_factor_default = 0.25,
+     .head_dim_default = 256, .text_config = "text_config"},
+    {.model_type = "qwen3_5_moe", .names = &kQwen35MoeNames, .bias = BiasRule::kAttentionBias, .qk_norm = true,
+     .window = WindowRule::kNone, .gemma_norms = false, .local_rope = false, .no_rope_layers = false,
+     .partial_rotary = true, .moe = MoeRule::kQwen, .linear = LinearRule::kSeparate, .rotary_factor_default = 0.25,
      .head_dim_default = 256, .text_config = "text_config"},
 };
 }  // namespace

@@ -95,6 +95,16 @@ constexpr GgufArchitecture kPlain{.arch = "",
                                   .stacked_experts = false,
                                   .expert_width_key = ""};
 
+// Qwen3.5 (dense): value heads stored tiled.
+constexpr GgufArchitecture kGgufQwen35 = edited(kPlain, [](GgufArchitecture& a) {
+  a.arch = "qwen35";
+  a.model_type = "qwen3_5";
+  a.names = &kGgufHybridNames;
+  a.norms_stored_plus_one = true;
+  a.linear_layout = LinearRule::kSeparate;
+  a.tiled_value_heads = true;
+});
+
 const GgufArchitecture kGgufArchitectures[] = {
     // Llama, Mistral (no window key: llama.cpp attends to every position) and Mixtral (expert_count > 0).
     edited(kPlain, [](GgufArchitecture& a) {
@@ -187,14 +197,13 @@ const GgufArchitecture kGgufArchitectures[] = {
       a.stacked_experts = true;
       a.expert_width_key = "expert_feed_forward_length";
     }),
-    // Qwen3.5 (dense): value heads stored tiled.
-    edited(kPlain, [](GgufArchitecture& a) {
-      a.arch = "qwen35";
-      a.model_type = "qwen3_5";
-      a.names = &kGgufHybridNames;
-      a.norms_stored_plus_one = true;
-      a.linear_layout = LinearRule::kSeparate;
-      a.tiled_value_heads = true;
+    kGgufQwen35,
+    // Qwen3.5's mixture of experts (Qwen3.6-35B-A3B): qwen35's layers with qwen3next's experts.
+    edited(kGgufQwen35, [](GgufArchitecture& a) {
+      a.arch = "qwen35moe";
+      a.model_type = a.moe_model_type = "qwen3_5_moe";
+      a.stacked_experts = true;
+      a.expert_width_key = "expert_feed_forward_length";
     }),
 };
 

@@ -202,6 +202,58 @@ TEST(GgufHybridMtp, TrailingPredictionBlocksAreNotLayers) {
   EXPECT_GE(checked, 2u) << "qwen3next and qwen35 float files";
 }
 
+// Arch qwen35moe (Qwen3.6-35B-A3B's files): no shared file carries one, so one is made from each
+// qwen35 float file with its MLPs as mixtures that compute the same: one expert holding the dense MLP
+// (stacked as llama.cpp stores experts, chosen with weight 1) and a shared expert whose output rows are
+// zero. The file must give the qwen35 file's golden logits through the experts' code path.
+TEST(GgufHybridMoe, Qwen35MoeOfOneExpertIsTheDenseModel) {
+  size_t checked = 0;
+  for (const HybridFile& p : hybrid_files()) {
+    const nlohmann::json e = test::read_json(p.expectation);
+    const nlohmann::json& f = e["files"][p.file];
+    const GgufFile g(test::gguf_path(p.file));
+    if (!test::is_float_file(f["tensor_types"]) || g.get_string("general.architecture") != "qwen35") continue;
+    SCOPED_TRACE(p.file);
+    test::GgufEdits edits;
+    for (const GgufKv& kv : g.metadata())
+      if (kv.key.rfind("qwen35.", 0) == 0) {
+        edits.keys[kv.key] = std::nullopt;
+        edits.keys["qwen35moe." + kv.key.substr(7)] =
+            test::GgufValue{static_cast<uint32_t>(kv.type), static_cast<uint32_t>(kv.element_type), g.get_json(kv.key)};
+      }
+    edits.keys["general.architecture"] = test::GgufValue{8, 0, "qwen35moe"};
+    const int64_t width = g.get_int("qwen35.feed_forward_length"), hidden = g.get_int("qwen35.embedding_length");
+    edits.keys["qwen35moe.expert_count"] = test::GgufValue{4, 0, 1};
+    edits.keys["qwen35moe.expert_used_count"] = test::GgufValue{4, 0, 1};
+    edits.keys["qwen35moe.expert_feed_forward_length"] = test::GgufValue{4, 0, width};
+    edits.keys["qwen35moe.expert_shared_feed_forward_length"] = test::GgufValue{4, 0, width};
+    const auto H = static_cast<uint64_t>(hidden), I = static_cast<uint64_t>(width);
+    const int64_t blocks = g.get_int("qwen35.block_count");
+    for (int64_t l = 0; l < blocks; ++l) {
+      const std::string b = "blk." + std::to_string(l) + ".";
+      edits.renames[b + "ffn_gate.weight"] = {b + "ffn_gate_exps.weight", {H, I, 1}};
+      edits.renames[b + "ffn_up.weight"] = {b + "ffn_up_exps.weight", {H, I, 1}};
+      edits.renames[b + "ffn_down.weight"] = {b + "ffn_down_exps.weight", {I, H, 1}};
+      edits.zeros.push_back({b + "ffn_gate_inp.weight", {H, 1}});
+      edits.zeros.push_back({b + "ffn_gate_inp_shexp.weight", {H}});
+      edits.copies.emplace_back(b + "ffn_gate_shexp.weight", b + "ffn_gate.weight");
+      edits.copies.emplace_back(b + "ffn_up_shexp.weight", b + "ffn_up.weight");
+      edits.zeros.push_back({b + "ffn_down_shexp.weight", {I, H}});
+    }
+    const test::TempFolder dir;
+    const std::string path = dir.write("moe-" + p.file, test::rewrite_gguf(g, edits));
+    const ModelConfig c = gguf_config(GgufFile(path));
+    EXPECT_EQ(c.model_type, "qwen3_5_moe");
+    EXPECT_EQ(c.moe.num_experts, 1);
+    auto m = Model::load(path, {.threads = 2, .progress = {}});
+    const test::GoldenResult r = test::run_golden(*m, e, f, test::Greedy::kExact);
+    ASSERT_FALSE(r.cases.empty());
+    test::expect_golden(r);
+    ++checked;
+  }
+  EXPECT_GE(checked, 1u) << "no qwen35 float file in gguf/hybrid";
+}
+
 INSTANTIATE_TEST_SUITE_P(Files, GgufHybrid, ::testing::ValuesIn(hybrid_files()),
                          test::gguf_case_name);
 

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "base/error.h"
@@ -30,6 +31,9 @@ struct GgufEdits {
   bool to_f32 = false;
   // Tensors added after the file's own: (new name, the tensor whose type, dims and bytes it copies).
   std::vector<std::pair<std::string, std::string>> copies;
+  // Tensors renamed (with new dims over the same bytes), and F32 tensors of zeros added.
+  std::map<std::string, std::pair<std::string, std::vector<uint64_t>>> renames;
+  std::vector<std::pair<std::string, std::vector<uint64_t>>> zeros;
 };
 
 // The bytes of one value of GGUF type `type` (arrays of scalars and strings only).
@@ -87,7 +91,14 @@ inline std::string rewrite_gguf(const model::GgufFile& g, const GgufEdits& edits
       const auto row = static_cast<uint64_t>(kernels::ggml_row_bytes(t.type, static_cast<int64_t>(dims.at(0))));
       data.resize(static_cast<size_t>(row * rows), '\0');
     }
-    w.tensor(t.name, dims, type, data);
+    std::string name = t.name;
+    if (const auto r = edits.renames.find(t.name); r != edits.renames.end()) std::tie(name, dims) = r->second;
+    w.tensor(name, dims, type, data);
+  }
+  for (const auto& [name, dims] : edits.zeros) {
+    uint64_t n = 1;
+    for (uint64_t d : dims) n *= d;
+    w.tensor(name, dims, static_cast<uint32_t>(kernels::GgmlType::F32), std::string(static_cast<size_t>(n * 4), '\0'));
   }
   for (const auto& [name, source] : edits.copies) {
     const model::GgufTensor& t = g.tensor(source);
