@@ -2,6 +2,7 @@
 // GGUF files (llama.cpp's model format, versions 2 and 3, little-endian), mapped read-only: typed
 // metadata, tensor infos and their bytes. The whole structure is validated when the file opens;
 // every error is an ember::Error naming the file, the byte offset and the key or tensor at fault.
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -74,6 +75,11 @@ class GgufFile {
   uint64_t alignment() const { return alignment_; }
   uint64_t data_offset() const { return data_offset_; }  // start of the tensor data section
   size_t file_size() const { return file_.size(); }
+  // Whether [p, p + bytes) lies in this file's mapping (a tensor used in place).
+  bool maps(const void* p, size_t bytes) const {
+    const auto* b = static_cast<const uint8_t*>(p);
+    return b >= file_.data() && bytes <= file_.size() && b - file_.data() <= static_cast<std::ptrdiff_t>(file_.size() - bytes);
+  }
 
   // Metadata, in file order.
   const std::vector<GgufKv>& metadata() const { return kvs_; }

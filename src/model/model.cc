@@ -291,14 +291,17 @@ WeightMatrix Model::Source::bind(const TensorInfo& t) const {
 }
 
 // A matrix copied into packed or quantized form: its source is freed (in-memory weights) or its
-// mapped pages dropped (a checkpoint), so that loading never holds both copies of every matrix. Not
-// while the embedding lookup still reads it.
+// mapped pages dropped (a checkpoint, or a GGUF tensor used in place), so that loading never holds
+// both copies of every matrix. Dropped pages fault back in when read: a tied embedding's are dropped
+// too, and its lookup reads back only the rows it uses; heap memory it still reads is kept.
 void Model::release_source(const WeightMatrix& source) {
-  if (source.data == embed_.data) return;
-  if (memory_.tensors.empty()) {  // mapped from a checkpoint (never madvise heap memory: it would zero it)
-    release_pages(source.data, static_cast<size_t>(source.rows * source.cols) * dtype_size(source.dtype));
+  const size_t bytes = static_cast<size_t>(source.rows * source.cols) * dtype_size(source.dtype);
+  // (Never madvise heap memory: it would zero it.)
+  if (memory_.tensors.empty() || (gguf_ && gguf_->maps(source.data, bytes))) {
+    release_pages(source.data, bytes);
     return;
   }
+  if (source.data == embed_.data) return;
   // Only a whole tensor: the first block of a fused one is not the end of its other blocks.
   for (auto& [name, t] : memory_.tensors)
     if (t.data == source.data && t.size_bytes == static_cast<size_t>(source.rows * source.cols) * dtype_size(source.dtype))
