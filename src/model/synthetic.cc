@@ -38,7 +38,7 @@ constexpr Shape kShapes[] = {
 // parse_config as a folder's are. Qwen3.5-0.8B's published text_config (24 layers, 6 of them full
 // attention, tied 248320-token vocabulary); Qwen3.6-35B-A3B's layers (its published text_config:
 // 256 experts of 512 with a shared expert of 512, 8 per token; Gated DeltaNet of 16 key / 32 value
-// heads of 128) at 2 layers of each kind, laid out as Qwen3-Next's (the same math), with a small
+// heads of 128) at 2 layers of each kind, model_type qwen3_5_moe as published, with a small
 // vocabulary so that the layers' bytes dominate, as qwen3-30b-a3b-2l.
 struct ConfigShape {
   const char* name;
@@ -87,7 +87,7 @@ constexpr ConfigShape kConfigShapes[] = {
        "linear_key_head_dim": 128, "linear_value_head_dim": 128, "linear_num_key_heads": 16,
        "linear_num_value_heads": 16, "eos_token_id": 248044,
        "rope_parameters": {"rope_type": "default", "rope_theta": 10000000, "partial_rotary_factor": 0.25}}})"},
-    {"qwen3.6-35b-a3b-4l", R"({"model_type": "qwen3_next", "tie_word_embeddings": false,
+    {"qwen3.6-35b-a3b-4l", R"({"model_type": "qwen3_5_moe", "tie_word_embeddings": false, "text_config": {
        "hidden_size": 2048, "intermediate_size": 512, "num_hidden_layers": 4, "num_attention_heads": 16,
        "num_key_value_heads": 2, "head_dim": 256, "vocab_size": 2048, "rms_norm_eps": 1e-6,
        "max_position_embeddings": 262144,
@@ -96,7 +96,7 @@ constexpr ConfigShape kConfigShapes[] = {
        "linear_num_key_heads": 16, "linear_num_value_heads": 32, "num_experts": 256, "num_experts_per_tok": 8,
        "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "norm_topk_prob": true,
        "eos_token_id": 248044,
-       "rope_parameters": {"rope_type": "default", "rope_theta": 10000000, "partial_rotary_factor": 0.25}})"},
+       "rope_parameters": {"rope_type": "default", "rope_theta": 10000000, "partial_rotary_factor": 0.25}}})"},
 };
 
 // splitmix64: a fast generator whose streams are independent per seed.
