@@ -153,6 +153,7 @@ const TensorNames kQwen35MoeNames = [] {
   n.expert_matrices = kQwen3NextNames.expert_matrices;
   n.shared_expert = kQwen3NextNames.shared_expert;
   n.shared_expert_gate = kQwen3NextNames.shared_expert_gate;
+  n.stacked_experts = {"gate_up_proj", "down_proj"};
   return n;
 }();
 

@@ -46,6 +46,10 @@ struct TensorNames {
   // Mixtures of experts: the router's stem, and expert E's gate/up/down at expert_prefix + E + "." + stem.
   std::string_view router, expert_prefix;
   std::array<std::string_view, 3> expert_matrices;  // gate, up, down
+  // The same experts stacked, as transformers 5 saves them: expert_prefix + stacked_experts[0]
+  // [E][2I][hidden] (each expert's gate rows, then its up rows) and + stacked_experts[1] [E][hidden][I],
+  // bound as row blocks where a checkpoint holds them instead of one tensor per expert; "": never.
+  std::array<std::string_view, 2> stacked_experts = {};
   // gpt-oss: all experts in one tensor each, expert_prefix + expert_matrices[0] ([E][hidden][2I],
   // input-major, gate and up interleaved by column) and + expert_matrices[2] ([E][I][hidden]), with
   // "_bias" tensors beside them; split and transposed at load.

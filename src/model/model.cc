@@ -583,10 +583,20 @@ void Model::bind_layer_matrices(const Source& cp, const TensorNames& names, int6
     L.shared_gate = bind(cp.require(names.layer(l, names.shared_expert_gate), {1, H}));
   }
   if (names.fused_experts) return bind_fused_experts(cp, names, l, L);
-  if (names.gemma4 != nullptr && g4(names).expert_row_blocks) {  // Gemma 4: each expert's rows of the stacked matrices
-    const std::string prefix(names.expert_prefix);
-    const TensorInfo& gu = cp.require(names.layer(l, prefix + std::string(names.expert_matrices[0]), ""), {E, 2 * I, H});
-    const TensorInfo& dn = cp.require(names.layer(l, prefix + std::string(names.expert_matrices[2]), ""), {E, H, I});
+  // Each expert's rows of the stacked matrices: Gemma 4's only form, or a checkpoint that holds them.
+  const std::string prefix(names.expert_prefix);
+  std::string stacked_gate_up, stacked_down;
+  if (names.gemma4 != nullptr && g4(names).expert_row_blocks) {
+    stacked_gate_up = names.layer(l, prefix + std::string(names.expert_matrices[0]), "");
+    stacked_down = names.layer(l, prefix + std::string(names.expert_matrices[2]), "");
+  } else if (!names.stacked_experts[0].empty() &&
+             cp.find(names.layer(l, prefix + std::string(names.stacked_experts[0]), "")) != nullptr) {
+    stacked_gate_up = names.layer(l, prefix + std::string(names.stacked_experts[0]), "");
+    stacked_down = names.layer(l, prefix + std::string(names.stacked_experts[1]), "");
+  }
+  if (!stacked_gate_up.empty()) {
+    const TensorInfo& gu = cp.require(stacked_gate_up, {E, 2 * I, H});
+    const TensorInfo& dn = cp.require(stacked_down, {E, H, I});
     const WeightMatrix gate_up{gu.data, gu.dtype, E * 2 * I, H}, down{dn.data, dn.dtype, E * H, I};
     for (int64_t e = 0; e < E; ++e) {
       auto& w = L.experts[static_cast<size_t>(e)];

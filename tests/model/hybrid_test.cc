@@ -11,6 +11,7 @@
 
 #include "config_testing.h"
 #include "model/model.h"
+#include "model/safetensors.h"
 #include "model/synthetic.h"
 
 namespace ember::model {
@@ -159,6 +160,118 @@ TEST(HybridModel, MissingTensorNamesIt) {
     EXPECT_MENTIONS(std::string(e.what()), "layers." + std::to_string(last) + ".linear_attn.in_proj_qkv.weight");
   }
   fs::remove_all(dir);
+}
+
+// A Qwen3.5 MoE folder (model_type qwen3_5_moe) made from tiny-qwen35-bf16 with every MLP as a
+// mixture that computes the same: one expert holding the dense MLP, chosen with weight 1, and a shared
+// expert whose output rows are zero. Its experts stored one tensor each, or stacked as transformers 5
+// saves them (gate_up_proj [E][2I][H], down_proj [E][H][I]); both give the dense golden's logits.
+class Qwen35MoeFolder {
+ public:
+  Qwen35MoeFolder(const fs::path& dir, bool stacked) : dir_(dir) {
+    const std::string src = test::model_dir("tiny-qwen35-bf16");
+    fs::create_directories(dir);
+    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"})
+      fs::copy_file(fs::path(src) / f, dir / f, fs::copy_options::overwrite_existing);
+    json config = test::model_config("tiny-qwen35-bf16");
+    config["model_type"] = "qwen3_5_moe";
+    json& t = config["text_config"];
+    const int64_t H = t["hidden_size"], I = t["intermediate_size"];
+    t["model_type"] = "qwen3_5_moe_text";
+    t["num_experts"] = 1;
+    t["num_experts_per_tok"] = 1;
+    t["moe_intermediate_size"] = I;
+    t["shared_expert_intermediate_size"] = I;
+    t["norm_topk_prob"] = true;
+    t["decoder_sparse_step"] = 1;
+    t["mlp_only_layers"] = json::array();
+    std::ofstream(dir / "config.json") << config.dump();
+    const SafetensorsFile in(src + "/model.safetensors");
+    auto bytes = [](const TensorInfo& x) { return std::string(static_cast<const char*>(x.data), x.size_bytes); };
+    const std::string zero_row(static_cast<size_t>(H) * 2, '\0'), zero_down(static_cast<size_t>(H * I) * 2, '\0');
+    for (const auto& [name, info] : in.tensors()) {
+      const size_t at = name.find(".mlp.");
+      if (at == std::string::npos) {
+        add(name, info.shape, bytes(info));
+        continue;
+      }
+      const std::string layer = name.substr(0, at) + ".mlp.", stem = name.substr(at + 5);
+      if (stem == "gate_proj.weight") {  // the layer's other tensors come with it
+        const TensorInfo& up = in.tensors().at(layer + "up_proj.weight");
+        const TensorInfo& down = in.tensors().at(layer + "down_proj.weight");
+        if (stacked) {
+          add(layer + "experts.gate_up_proj", {1, 2 * I, H}, bytes(info) + bytes(up));
+          add(layer + "experts.down_proj", {1, H, I}, bytes(down));
+        } else {
+          add(layer + "experts.0.gate_proj.weight", info.shape, bytes(info));
+          add(layer + "experts.0.up_proj.weight", up.shape, bytes(up));
+          add(layer + "experts.0.down_proj.weight", down.shape, bytes(down));
+        }
+        add(layer + "gate.weight", {1, H}, zero_row);
+        add(layer + "shared_expert.gate_proj.weight", info.shape, bytes(info));
+        add(layer + "shared_expert.up_proj.weight", up.shape, bytes(up));
+        add(layer + "shared_expert.down_proj.weight", down.shape, zero_down);
+        add(layer + "shared_expert_gate.weight", {1, H}, zero_row);
+      }
+    }
+    json header = json::object();
+    std::string data;
+    for (const auto& [name, shape, b] : tensors_) {
+      header[name] = {{"dtype", "BF16"}, {"shape", shape}, {"data_offsets", {data.size(), data.size() + b.size()}}};
+      data += b;
+    }
+    const std::string h = header.dump();
+    std::ofstream out(dir / "model.safetensors", std::ios::binary);
+    const uint64_t n = h.size();
+    out.write(reinterpret_cast<const char*>(&n), 8);
+    out << h << data;
+  }
+  ~Qwen35MoeFolder() { fs::remove_all(dir_); }
+  std::string path() const { return dir_.string(); }
+
+ private:
+  void add(const std::string& name, std::vector<int64_t> shape, std::string b) {
+    tensors_.push_back({name, std::move(shape), std::move(b)});
+  }
+  struct Tensor {
+    std::string name;
+    std::vector<int64_t> shape;
+    std::string bytes;
+  };
+  fs::path dir_;
+  std::vector<Tensor> tensors_;
+};
+
+TEST(HybridMoe, Qwen35MoeFolderOfOneExpertIsTheDenseModel) {
+  json golden;
+  for (const std::string& path : test::golden_jsons("golden/hybrid")) {
+    json j = json::parse(read_file(path));
+    if (j["model"] == "tiny-qwen35-bf16") golden = j;
+  }
+  ASSERT_FALSE(golden.is_null()) << "golden/hybrid has no tiny-qwen35-bf16";
+  const double abs_tol = golden["tolerance"]["logits_abs"], rel_tol = golden["tolerance"]["logits_rel_to_max"];
+  for (const bool stacked : {false, true}) {
+    SCOPED_TRACE(stacked ? "experts stacked" : "one tensor per expert");
+    const Qwen35MoeFolder folder(fs::temp_directory_path() / (stacked ? "ember_qwen35moe_stacked" : "ember_qwen35moe"), stacked);
+    auto m = Model::load(folder.path(), {.threads = 2, .progress = {}});
+    ASSERT_EQ(m->config().model_type, "qwen3_5_moe");
+    ASSERT_EQ(m->config().moe.num_experts, 1);
+    size_t checked = 0;
+    for (const json& c : golden["cases"]) {
+      const auto ids = c["prompt_ids"].get<std::vector<int32_t>>();
+      const auto want = c["last_logits"].get<std::vector<float>>();
+      auto cache = m->make_cache(static_cast<int64_t>(ids.size()));
+      KvSequence seq(*cache);
+      const std::vector<float> got = m->forward(seq, ids);
+      ASSERT_EQ(got.size(), want.size());
+      float top = 0;
+      for (float v : want) top = std::max(top, std::fabs(v));
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_LE(std::fabs(got[i] - want[i]), abs_tol + rel_tol * top) << c["name"] << " logit " << i;
+      ++checked;
+    }
+    EXPECT_GT(checked, 0u);
+  }
 }
 
 // The bench shapes of the published hybrids parse, and random weights for every hybrid layout (the
