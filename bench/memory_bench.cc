@@ -23,6 +23,7 @@
 
 #include "base/error.h"
 #include "model/model.h"
+#include "model/safetensors_writer.h"
 #include "model/synthetic.h"
 #include "model_folder.h"
 
@@ -63,7 +64,7 @@ int run(const Args& a, const char* self) {
     kernels::ThreadPool pool(a.threads);
     const model::InMemoryWeights w = model::synthetic_weights(c, DType::BF16, 1, pool);
     bench::write_config(c, DType::BF16, dir / "config.json");
-    bench::write_safetensors(w, dir / "model.safetensors");
+    model::write_safetensors(w, dir / "model.safetensors");
   }
   const auto file_bytes = static_cast<double>(fs::file_size(dir / "model.safetensors"));
   const double kv_bytes = static_cast<double>(a.ctx) * static_cast<double>(c.num_hidden_layers) * 2.0 *

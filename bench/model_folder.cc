@@ -8,6 +8,7 @@
 #include "base/mapped_file.h"
 #include "kernels/thread_pool.h"
 #include "model/config.h"
+#include "model/safetensors_writer.h"
 #include "model/synthetic.h"
 
 namespace ember::bench {
@@ -33,27 +34,6 @@ DType torch_dtype(const std::string& name) {  // BF16 for a missing or unknown n
 }
 
 }  // namespace
-
-void write_safetensors(const model::InMemoryWeights& w, const fs::path& file) {
-  nlohmann::ordered_json header = {{"__metadata__", {{"format", "pt"}}}};
-  size_t offset = 0;
-  for (const auto& [name, info] : w.tensors) {
-    const size_t n = w.data.at(name).size();
-    header[name] = {{"dtype", info.u8 ? "U8" : dtype_name(info.dtype)}, {"shape", info.shape}, {"data_offsets", {offset, offset + n}}};
-    offset += n;
-  }
-  std::string text = header.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
-  std::ofstream out(file, std::ios::binary);
-  const uint64_t len = text.size();
-  out.write(reinterpret_cast<const char*>(&len), 8);  // x86-64 is little-endian
-  out.write(text.data(), static_cast<std::streamsize>(text.size()));
-  for (const auto& [name, info] : w.tensors) {
-    const std::vector<uint8_t>& bytes = w.data.at(name);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  }
-  if (!out) throw Error(file.string() + ": write failed");
-}
 
 void write_config(const model::ModelConfig& c, DType dtype, const fs::path& file) {
   nlohmann::ordered_json j = {
@@ -87,7 +67,7 @@ void write_random_model_folder(const fs::path& source, const fs::path& dir) {
   const auto raw = nlohmann::json::parse(read_file((dir / "config.json").string()));
   const DType dtype = torch_dtype(raw.value("torch_dtype", ""));
   kernels::ThreadPool pool(0);
-  write_safetensors(model::synthetic_weights(config, dtype, 1, pool), dir / "model.safetensors");
+  model::write_safetensors(model::synthetic_weights(config, dtype, 1, pool), dir / "model.safetensors");
 }
 
 }  // namespace ember::bench

@@ -9,9 +9,6 @@
 
 namespace ember::bench {
 
-// Writes `weights` as one safetensors file: 8-byte little-endian header length, JSON header, data.
-void write_safetensors(const model::InMemoryWeights& weights, const std::filesystem::path& file);
-
 // Writes `config` as a Hugging Face config.json (the fields Ember reads).
 void write_config(const model::ModelConfig& config, DType dtype, const std::filesystem::path& file);
 

@@ -10,8 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "config_testing.h"
+#include "fuzz_util.h"
 #include "model/model.h"
 #include "model/safetensors.h"
+#include "model/safetensors_writer.h"
 #include "model/synthetic.h"
 
 namespace ember::model {
@@ -168,9 +170,9 @@ TEST(HybridModel, MissingTensorNamesIt) {
 // saves them (gate_up_proj [E][2I][H], down_proj [E][H][I]); both give the dense golden's logits.
 class Qwen35MoeFolder {
  public:
-  Qwen35MoeFolder(const fs::path& dir, bool stacked) : dir_(dir) {
+  explicit Qwen35MoeFolder(bool stacked) {
     const std::string src = test::model_dir("tiny-qwen35-bf16");
-    fs::create_directories(dir);
+    const fs::path dir = dir_.path();
     for (const char* f : {"tokenizer.json", "tokenizer_config.json", "generation_config.json"})
       fs::copy_file(fs::path(src) / f, dir / f, fs::copy_options::overwrite_existing);
     json config = test::model_config("tiny-qwen35-bf16");
@@ -187,59 +189,55 @@ class Qwen35MoeFolder {
     t["mlp_only_layers"] = json::array();
     std::ofstream(dir / "config.json") << config.dump();
     const SafetensorsFile in(src + "/model.safetensors");
-    auto bytes = [](const TensorInfo& x) { return std::string(static_cast<const char*>(x.data), x.size_bytes); };
-    const std::string zero_row(static_cast<size_t>(H) * 2, '\0'), zero_down(static_cast<size_t>(H * I) * 2, '\0');
+    InMemoryWeights w;
+    auto add = [&w](const std::string& name, std::vector<int64_t> shape, std::vector<uint8_t> bytes,
+                    DType dtype = DType::BF16) {  // the zeros are BF16, as the MLPs they stand beside
+      TensorInfo t;
+      t.name = name;
+      t.dtype = dtype;
+      t.shape = std::move(shape);
+      t.size_bytes = bytes.size();
+      w.tensors[name] = t;
+      w.data[name] = std::move(bytes);
+    };
+    auto bytes = [](const TensorInfo& x) {
+      const auto* p = static_cast<const uint8_t*>(x.data);
+      return std::vector<uint8_t>(p, p + x.size_bytes);
+    };
+    const std::vector<uint8_t> zero_row(static_cast<size_t>(H) * 2, 0), zero_down(static_cast<size_t>(H * I) * 2, 0);
     for (const auto& [name, info] : in.tensors()) {
       const size_t at = name.find(".mlp.");
       if (at == std::string::npos) {
-        add(name, info.shape, bytes(info));
+        add(name, info.shape, bytes(info), info.dtype);
         continue;
       }
       const std::string layer = name.substr(0, at) + ".mlp.", stem = name.substr(at + 5);
-      if (stem == "gate_proj.weight") {  // the layer's other tensors come with it
-        const TensorInfo& up = in.tensors().at(layer + "up_proj.weight");
-        const TensorInfo& down = in.tensors().at(layer + "down_proj.weight");
-        if (stacked) {
-          add(layer + "experts.gate_up_proj", {1, 2 * I, H}, bytes(info) + bytes(up));
-          add(layer + "experts.down_proj", {1, H, I}, bytes(down));
-        } else {
-          add(layer + "experts.0.gate_proj.weight", info.shape, bytes(info));
-          add(layer + "experts.0.up_proj.weight", up.shape, bytes(up));
-          add(layer + "experts.0.down_proj.weight", down.shape, bytes(down));
-        }
-        add(layer + "gate.weight", {1, H}, zero_row);
-        add(layer + "shared_expert.gate_proj.weight", info.shape, bytes(info));
-        add(layer + "shared_expert.up_proj.weight", up.shape, bytes(up));
-        add(layer + "shared_expert.down_proj.weight", down.shape, zero_down);
-        add(layer + "shared_expert_gate.weight", {1, H}, zero_row);
+      if (stem != "gate_proj.weight") continue;  // the layer's other MLP tensors come with it
+      const TensorInfo& up = in.tensors().at(layer + "up_proj.weight");
+      const TensorInfo& down = in.tensors().at(layer + "down_proj.weight");
+      if (stacked) {
+        std::vector<uint8_t> gate_up = bytes(info);
+        const std::vector<uint8_t> u = bytes(up);
+        gate_up.insert(gate_up.end(), u.begin(), u.end());
+        add(layer + "experts.gate_up_proj", {1, 2 * I, H}, std::move(gate_up), info.dtype);
+        add(layer + "experts.down_proj", {1, H, I}, bytes(down), down.dtype);
+      } else {
+        add(layer + "experts.0.gate_proj.weight", info.shape, bytes(info), info.dtype);
+        add(layer + "experts.0.up_proj.weight", up.shape, bytes(up), up.dtype);
+        add(layer + "experts.0.down_proj.weight", down.shape, bytes(down), down.dtype);
       }
+      add(layer + "gate.weight", {1, H}, zero_row);
+      add(layer + "shared_expert.gate_proj.weight", info.shape, bytes(info), info.dtype);
+      add(layer + "shared_expert.up_proj.weight", up.shape, bytes(up), up.dtype);
+      add(layer + "shared_expert.down_proj.weight", down.shape, zero_down);
+      add(layer + "shared_expert_gate.weight", {1, H}, zero_row);
     }
-    json header = json::object();
-    std::string data;
-    for (const auto& [name, shape, b] : tensors_) {
-      header[name] = {{"dtype", "BF16"}, {"shape", shape}, {"data_offsets", {data.size(), data.size() + b.size()}}};
-      data += b;
-    }
-    const std::string h = header.dump();
-    std::ofstream out(dir / "model.safetensors", std::ios::binary);
-    const uint64_t n = h.size();
-    out.write(reinterpret_cast<const char*>(&n), 8);
-    out << h << data;
+    write_safetensors(w, dir / "model.safetensors");
   }
-  ~Qwen35MoeFolder() { fs::remove_all(dir_); }
-  std::string path() const { return dir_.string(); }
+  const std::string& path() const { return dir_.path(); }
 
  private:
-  void add(const std::string& name, std::vector<int64_t> shape, std::string b) {
-    tensors_.push_back({name, std::move(shape), std::move(b)});
-  }
-  struct Tensor {
-    std::string name;
-    std::vector<int64_t> shape;
-    std::string bytes;
-  };
-  fs::path dir_;
-  std::vector<Tensor> tensors_;
+  fuzz::TempDir dir_;
 };
 
 TEST(HybridMoe, Qwen35MoeFolderOfOneExpertIsTheDenseModel) {
@@ -252,7 +250,7 @@ TEST(HybridMoe, Qwen35MoeFolderOfOneExpertIsTheDenseModel) {
   const double abs_tol = golden["tolerance"]["logits_abs"], rel_tol = golden["tolerance"]["logits_rel_to_max"];
   for (const bool stacked : {false, true}) {
     SCOPED_TRACE(stacked ? "experts stacked" : "one tensor per expert");
-    const Qwen35MoeFolder folder(fs::temp_directory_path() / (stacked ? "ember_qwen35moe_stacked" : "ember_qwen35moe"), stacked);
+    const Qwen35MoeFolder folder(stacked);
     auto m = Model::load(folder.path(), {.threads = 2, .progress = {}});
     ASSERT_EQ(m->config().model_type, "qwen3_5_moe");
     ASSERT_EQ(m->config().moe.num_experts, 1);
