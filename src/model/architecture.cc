@@ -83,7 +83,6 @@ const Gemma4Names kGemma4Extra{
     .expert_norm = "pre_feedforward_layernorm_2",
     .dense_out_norm = "post_feedforward_layernorm_1",
     .experts_out_norm = "post_feedforward_layernorm_2",
-    .expert_row_blocks = true,
 };
 const Gemma4Names kGemma4TextExtra = [] {
   Gemma4Names n = kGemma4Extra;
@@ -98,7 +97,7 @@ TensorNames gemma4_names(std::string_view prefix, const Gemma4Names& extra) {
   n.base_prefix = prefix;
   n.router = "router.proj";
   n.expert_prefix = "experts.";
-  n.expert_matrices = {"gate_up_proj", "", "down_proj"};
+  n.stacked_experts = {"gate_up_proj", "down_proj"};  // its only form
   n.gemma4 = &extra;
   return n;
 }

@@ -20,9 +20,6 @@ struct Gemma4Names {
   // suffix); the experts' input norm, and the norms of the dense and expert outputs before their sum.
   std::string_view router_scale, expert_scale;
   std::string_view expert_norm, dense_out_norm, experts_out_norm;
-  // experts.gate_up_proj [E][2I][hidden] (gate rows, then up rows) and experts.down_proj [E][hidden][I]
-  // (expert_prefix + expert_matrices[0] / [2]): row blocks of plain matrices.
-  bool expert_row_blocks = false;
 };
 
 // The weight matrices of one decoder layer, in the order the forward pass uses them.
@@ -48,7 +45,8 @@ struct TensorNames {
   std::array<std::string_view, 3> expert_matrices;  // gate, up, down
   // The same experts stacked, as transformers 5 saves them: expert_prefix + stacked_experts[0]
   // [E][2I][hidden] (each expert's gate rows, then its up rows) and + stacked_experts[1] [E][hidden][I],
-  // bound as row blocks where a checkpoint holds them instead of one tensor per expert; "": never.
+  // bound as row blocks: always where expert_matrices is empty (Gemma 4), else where a checkpoint holds
+  // them instead of one tensor per expert (Qwen3.5's MoE); "": never.
   std::array<std::string_view, 2> stacked_experts = {};
   // gpt-oss: all experts in one tensor each, expert_prefix + expert_matrices[0] ([E][hidden][2I],
   // input-major, gate and up interleaved by column) and + expert_matrices[2] ([E][I][hidden]), with

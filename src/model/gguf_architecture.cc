@@ -38,7 +38,6 @@ const Gemma4Names kGgufGemma4Extra{
     .expert_norm = "pre_ffw_norm_2",
     .dense_out_norm = "post_ffw_norm_1",
     .experts_out_norm = "post_ffw_norm_2",
-    .expert_row_blocks = true,
 };
 
 const TensorNames kGgufGemma4Names = edited(kGgufGemmaNames, [](TensorNames& n) { n.gemma4 = &kGgufGemma4Extra; });

@@ -304,8 +304,7 @@ void Model::release_source(const WeightMatrix& source) {
   if (source.data == embed_.data) return;
   // Only a whole tensor: the first block of a fused one is not the end of its other blocks.
   for (auto& [name, t] : memory_.tensors)
-    if (t.data == source.data && t.size_bytes == static_cast<size_t>(source.rows * source.cols) * dtype_size(source.dtype))
-      memory_.data.erase(name);
+    if (t.data == source.data && t.size_bytes == bytes) memory_.data.erase(name);
 }
 
 void Model::hold_quantized(WeightMatrix& w, kernels::QuantizedMatrix q) {
@@ -583,20 +582,12 @@ void Model::bind_layer_matrices(const Source& cp, const TensorNames& names, int6
     L.shared_gate = bind(cp.require(names.layer(l, names.shared_expert_gate), {1, H}));
   }
   if (names.fused_experts) return bind_fused_experts(cp, names, l, L);
-  // Each expert's rows of the stacked matrices: Gemma 4's only form, or a checkpoint that holds them.
+  // Each expert's rows of the stacked matrices (TensorNames::stacked_experts).
   const std::string prefix(names.expert_prefix);
-  std::string stacked_gate_up, stacked_down;
-  if (names.gemma4 != nullptr && g4(names).expert_row_blocks) {
-    stacked_gate_up = names.layer(l, prefix + std::string(names.expert_matrices[0]), "");
-    stacked_down = names.layer(l, prefix + std::string(names.expert_matrices[2]), "");
-  } else if (!names.stacked_experts[0].empty() &&
-             cp.find(names.layer(l, prefix + std::string(names.stacked_experts[0]), "")) != nullptr) {
-    stacked_gate_up = names.layer(l, prefix + std::string(names.stacked_experts[0]), "");
-    stacked_down = names.layer(l, prefix + std::string(names.stacked_experts[1]), "");
-  }
-  if (!stacked_gate_up.empty()) {
+  const std::string stacked_gate_up = names.layer(l, prefix + std::string(names.stacked_experts[0]), "");
+  if (!names.stacked_experts[0].empty() && (names.expert_matrices[0].empty() || cp.find(stacked_gate_up) != nullptr)) {
     const TensorInfo& gu = cp.require(stacked_gate_up, {E, 2 * I, H});
-    const TensorInfo& dn = cp.require(stacked_down, {E, H, I});
+    const TensorInfo& dn = cp.require(names.layer(l, prefix + std::string(names.stacked_experts[1]), ""), {E, H, I});
     const WeightMatrix gate_up{gu.data, gu.dtype, E * 2 * I, H}, down{dn.data, dn.dtype, E * H, I};
     for (int64_t e = 0; e < E; ++e) {
       auto& w = L.experts[static_cast<size_t>(e)];

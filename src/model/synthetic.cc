@@ -207,8 +207,8 @@ void gemma4_layer_tensors(const ModelConfig& c, const Gemma4Names& g, const Tens
   vec(names.layer(l, g.router_scale, ""), H, -1.0f);
   vec(names.layer(l, g.expert_scale, ""), E, -1.0f);
   const std::string prefix(names.expert_prefix);
-  stacked(names.layer(l, prefix + std::string(names.expert_matrices[0]), ""), E, 2 * I, H);
-  stacked(names.layer(l, prefix + std::string(names.expert_matrices[2]), ""), E, H, I);
+  stacked(names.layer(l, prefix + std::string(names.stacked_experts[0]), ""), E, 2 * I, H);
+  stacked(names.layer(l, prefix + std::string(names.stacked_experts[1]), ""), E, H, I);
   for (std::string_view norm : {g.expert_norm, g.dense_out_norm, g.experts_out_norm}) vec(names.layer(l, norm), H, -1.0f);
 }
 
