@@ -17,8 +17,9 @@
 namespace ember::kernels {
 namespace {
 
-// Weight types: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k, 6 q5_k, 7 q6_k (random ggml blocks).
-constexpr int kKinds = 8;
+// Weight types: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k, 6 q5_k, 7 q6_k, 8 q3_k, 9 iq4_xs (random ggml
+// blocks).
+constexpr int kKinds = 10;
 struct Fixture {
   std::vector<float> wf;
   std::vector<uint16_t> wh;
@@ -36,14 +37,18 @@ struct Fixture {
       w = WeightMatrix{wh.data(), kind == 1 ? DType::F16 : DType::BF16, rows, cols};
     }
     if (kind >= 5) {  // random bytes with a small float16 d (and dmin) in every super-block
-      const GgmlType t = kind == 5 ? GgmlType::Q4_K : kind == 6 ? GgmlType::Q5_K : GgmlType::Q6_K;
+      constexpr GgmlType kTypes[] = {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q3_K, GgmlType::IQ4_XS};
+      const GgmlType t = kTypes[kind - 5];
       const int64_t bb = ggml_type_info(t).block_bytes, n = rows * cols / kQK_K;
       std::vector<uint8_t> blocks(static_cast<size_t>(n * bb));
       std::uniform_int_distribution<int> byte(0, 255);
       for (auto& b : blocks) b = static_cast<uint8_t>(byte(rng));
       const uint16_t h = f32_to_f16(0.01f);
       for (int64_t i = 0; i < n; ++i)
-        for (int64_t at : t == GgmlType::Q6_K ? std::vector<int64_t>{208} : std::vector<int64_t>{0, 2})
+        for (int64_t at : t == GgmlType::Q6_K   ? std::vector<int64_t>{208}
+                          : t == GgmlType::Q3_K   ? std::vector<int64_t>{108}
+                          : t == GgmlType::IQ4_XS ? std::vector<int64_t>{0}
+                                                  : std::vector<int64_t>{0, 2})
           std::memcpy(blocks.data() + i * bb + at, &h, 2);
       qm = from_ggml_blocks(t, blocks.data(), rows, cols, pool);
       w = qm.view();

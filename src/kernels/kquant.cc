@@ -31,6 +31,17 @@ void kq_store_u16(uint8_t* p, uint16_t v) {
   p[1] = static_cast<uint8_t>(v >> 8);
 }
 
+// Packed 6-bit field f of row i (kquant.h): put into a zeroed tile, and read back (unsigned).
+void kq_put_field(QType q, uint8_t* tile, int f, int64_t i, int v) {
+  uint8_t* base = tile + kq_scales(q);
+  base[kq_field_lo(f, i)] |= static_cast<uint8_t>((v & 0x0F) << (4 * (f % 2)));
+  base[kq_field_hi(q, f, i)] |= static_cast<uint8_t>(((v >> 4) & 3) << (2 * (f % 4)));
+}
+int kq_get_field(QType q, const uint8_t* tile, int f, int64_t i) {
+  const uint8_t* base = tile + kq_scales(q);
+  return ((base[kq_field_lo(f, i)] >> (4 * (f % 2))) & 0x0F) | (((base[kq_field_hi(q, f, i)] >> (2 * (f % 4))) & 3) << 4);
+}
+
 // Quant e of row i in a tile (zeroed before the first put), through its nibble and bit planes.
 template <QType Q>
 void kq_put_quant(uint8_t* tile, int64_t i, int e, int v) {
@@ -67,8 +78,8 @@ void kq_q4_k_parts_to_ember(const KqParts& p, uint8_t* tile, int64_t i) {
   kq_store_u16(tile + kKqD + 2 * i, p.d);
   kq_store_u16(tile + kKqDmin + 2 * i, p.dmin);
   for (int j = 0; j < 8; ++j) {
-    tile[kKqSc + kq_pair_byte(j, i)] = static_cast<uint8_t>(p.sc[j]);
-    tile[kKqMin + kq_pair_byte(j, i)] = static_cast<uint8_t>(p.m[j]);
+    kq_put_field(QType::Q4_K, tile, j, i, p.sc[j]);
+    kq_put_field(QType::Q4_K, tile, 8 + j, i, p.m[j]);
   }
   for (int pair = 0; pair < 4; ++pair)
     for (int u = 0; u < 8; ++u)
@@ -103,7 +114,7 @@ void kq_repack_row(const uint8_t* in, uint8_t* tile, int64_t i) {
     std::memcpy(tile + kKqD + 2 * i, in + 108, 2);
     for (int j = 0; j < 16; ++j) {
       const int low = j < 8 ? (sc[j] & 0x0F) : (sc[j - 8] >> 4), high = (sc[8 + j % 4] >> (2 * (j / 4))) & 3;
-      tile[kKq3Sc + kq_pair_byte(j, i)] = static_cast<uint8_t>(static_cast<int8_t>((low | (high << 4)) - 32));
+      kq_put_field(q, tile, j, i, low | (high << 4));  // the scale less 32
     }
     // q - 4 is ggml's quant: its low 2 bits, less 4 where the high bit is clear.
     for (int e = 0; e < kQK_K; ++e) {
@@ -126,7 +137,7 @@ void kq_repack_row(const uint8_t* in, uint8_t* tile, int64_t i) {
     const int high = in[2] | (in[3] << 8);
     for (int j = 0; j < 8; ++j) {
       const int ls = ((in[4 + j / 2] >> (4 * (j % 2))) & 0x0F) | (((high >> (2 * j)) & 3) << 4);
-      tile[kKqXsSc + kq_pair_byte(j, i)] = static_cast<uint8_t>(static_cast<int8_t>(ls - 32));
+      kq_put_field(q, tile, j, i, ls);  // the scale less 32
     }
     for (int e = 0; e < kQK_K; ++e) {
       const uint8_t b = in[8 + 16 * (e / 32) + e % 16];
@@ -156,8 +167,8 @@ void kq_repack_row(const uint8_t* in, uint8_t* tile, int64_t i) {
     for (int j = 0; j < 8; ++j) {
       int sc, m;
       kquant_scale_min(j, in + 4, sc, m);
-      tile[kKqSc + kq_pair_byte(j, i)] = static_cast<uint8_t>(sc);
-      tile[kKqMin + kq_pair_byte(j, i)] = static_cast<uint8_t>(m);
+      kq_put_field(q, tile, j, i, sc);
+      kq_put_field(q, tile, 8 + j, i, m);
     }
     // Byte 32 p + l of the quants holds element 64 p + l in its low nibble and 64 p + 32 + l in its
     // high one: Ember's nibble byte of pair p, unit u, as it is.
@@ -181,6 +192,11 @@ void kq_parts_from_ember_t(const uint8_t* tile, int64_t i, KqParts& p) {
   p.d = kq_load_u16(tile + kKqD + 2 * i);
   p.dmin = kq_has_dmin(q) ? kq_load_u16(tile + kKqDmin + 2 * i) : 0;
   for (int j = 0; j < kQK_K / p.sub; ++j) {
+    if constexpr (kq_packed_fields(q)) {
+      p.sc[j] = kq_get_field(q, tile, j, i) - (kq_signed_scales(q) ? 32 : 0);
+      p.m[j] = kq_has_dmin(q) ? kq_get_field(q, tile, 8 + j, i) : kq_offset(q) * p.sc[j];
+      continue;
+    }
     const uint8_t b = tile[kq_scales(q) + kq_pair_byte(j, i)];
     if constexpr (kq_signed_scales(q)) {
       p.sc[j] = static_cast<int8_t>(b);
@@ -188,9 +204,6 @@ void kq_parts_from_ember_t(const uint8_t* tile, int64_t i, KqParts& p) {
     } else if constexpr (q == QType::Q2_K) {
       p.sc[j] = b & 0x0F;
       p.m[j] = b >> 4;
-    } else {
-      p.sc[j] = b;
-      p.m[j] = tile[kKqMin + kq_pair_byte(j, i)];
     }
   }
   for (int e = 0; e < kQK_K; ++e) p.q[e] = static_cast<uint8_t>(kq_get_quant<q>(tile, i, e));

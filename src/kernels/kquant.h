@@ -14,7 +14,12 @@
 // tiles of a group one after the other (kq_tile_bytes each); row i's bytes in a tile:
 //   d (float16) at kKqD + 2i; dmin (Q2_K, Q4_K, Q5_K) at kKqDmin + 2i; the scale of sub-block j at
 //   kq_scales(q) + kq_pair_byte(j, i) (Q2_K: its scale in the low nibble, its min in the high one;
-//   Q3_K, Q6_K, IQ4_XS: signed bytes) and Q4_K / Q5_K's min at kKqMin + kq_pair_byte(j, i).
+//   Q6_K, IQ3_S: signed bytes). Q3_K, Q4_K, Q5_K and IQ4_XS keep their 6-bit scales (Q4_K, Q5_K: and
+//   mins) at 6 bits, as the file does: field f of row i (kq_fields(q) of them; Q4_K / Q5_K: the
+//   scales, then the mins at 8 + j) has its low 4 bits in nibble f % 2 of byte kq_field_lo(f, i) and
+//   its high 2 bits at bit 2 (f % 4) of byte kq_field_hi(q, f, i), both from kq_scales(q). A kernel
+//   unpacks a tile's fields once (kq_unpack_fields) to bytes at kq_pair_byte(f, i), less 32 where
+//   signed (Q3_K, IQ4_XS), the form the other types store.
 //   A pair of sub-blocks' scales (mins) of a row are adjacent: one widening load gives each row lane
 //   the pair of 16-bit factors that multiply two sums at once.
 //   Nibbles (Q4_K, Q5_K, Q6_K, IQ4_XS): a 64-byte unit holds 4 consecutive quants of each of the 16
@@ -29,9 +34,8 @@
 //   IQ3_S: unit n = 8j + u (4 weights of each row: one grid index) has the indices' low bytes at
 //   kKqS3Idx + 16n + i, their ninth bits as bit i of the 16-bit word at kKqS3IdxHi + 2n, and the
 //   weights' signs as bit 4i + k of the 64-bit word at kKqS3Signs + 8n (1: negative).
-// Per row and super-block that is the file's size (Q2_K 84 bytes, Q6_K 210) or a few bytes more (Q3_K
-// 114 against 110, Q4_K 148 against 144, Q5_K 180 against 176, IQ4_XS 138 against 136, IQ3_S 114
-// against 110: the scales unpacked to bytes).
+// Per row and super-block that is the file's size (Q2_K 84 bytes, Q3_K 110, Q4_K 144, Q5_K 176, Q6_K
+// 210, IQ4_XS 136), or a few bytes more (IQ3_S 114 against 110: its 4-bit scales as bytes).
 #include <cstdint>
 #include <vector>
 
@@ -53,10 +57,11 @@ constexpr int64_t kKqRows = 16;  // rows per group
 constexpr int64_t kq_block_bytes(QType q) {
   switch (q) {
     case QType::Q2_K: return 84;
-    case QType::Q3_K: case QType::IQ3_S: return 114;
-    case QType::Q4_K: return 148;
-    case QType::Q5_K: return 180;
-    case QType::IQ4_XS: return 138;
+    case QType::Q3_K: return 110;
+    case QType::IQ3_S: return 114;
+    case QType::Q4_K: return 144;
+    case QType::Q5_K: return 176;
+    case QType::IQ4_XS: return 136;
     default: return 210;  // Q6_K
   }
 }
@@ -76,11 +81,11 @@ constexpr bool kq_has_high_plane(QType q) {
   return q == QType::Q2_K || q == QType::Q3_K || q == QType::Q5_K || q == QType::Q6_K;
 }
 // Field offsets within a tile.
-constexpr int64_t kKqD = 0, kKqDmin = 32, kKqSc = 64, kKqMin = 192, kKqNibbles = 320, kKq5Bits = 2368;
+constexpr int64_t kKqD = 0, kKqDmin = 32, kKqSc = 64, kKqNibbles = 256, kKq5Bits = 2304;  // Q4_K, Q5_K
 constexpr int64_t kKq6Sc = 32, kKq6Nibbles = 288, kKq6Bits = 2336;
 constexpr int64_t kKq2Sc = 64, kKq2Bits = 320;                     // Q2_K
-constexpr int64_t kKq3Sc = 32, kKq3Bits = 288, kKq3High = 1312;   // Q3_K: bits 0-1, bit 2
-constexpr int64_t kKqXsSc = 32, kKqXsNibbles = 160;               // IQ4_XS
+constexpr int64_t kKq3Sc = 32, kKq3Bits = 224, kKq3High = 1248;   // Q3_K: bits 0-1, bit 2
+constexpr int64_t kKqXsSc = 32, kKqXsNibbles = 128;               // IQ4_XS
 constexpr int64_t kKqS3Sc = 32, kKqS3Idx = 160, kKqS3IdxHi = 1184, kKqS3Signs = 1312;  // IQ3_S
 constexpr int64_t kq_scales(QType q) {
   switch (q) {
@@ -92,6 +97,16 @@ constexpr int64_t kq_scales(QType q) {
     default: return kKqSc;
   }
 }
+// 6-bit fields kept packed (see above): how many per row, where a field's bits lie from
+// kq_scales(q), and the bytes they unpack to (kq_pair_byte order; Q4_K / Q5_K's mins from byte 128).
+constexpr bool kq_packed_fields(QType q) {
+  return q == QType::Q3_K || q == QType::Q4_K || q == QType::Q5_K || q == QType::IQ4_XS;
+}
+constexpr int kq_fields(QType q) { return q == QType::IQ4_XS ? 8 : 16; }
+constexpr int64_t kq_field_lo(int f, int64_t i) { return 16 * (f / 2) + i; }
+constexpr int64_t kq_field_hi(QType q, int f, int64_t i) { return 8 * kq_fields(q) + 16 * (f / 4) + i; }
+constexpr int64_t kq_unpacked_fields_bytes(QType q) { return 16 * kq_fields(q); }
+constexpr int64_t kKqUnpackedMins = 128;  // Q4_K / Q5_K: where the mins begin among the unpacked fields
 constexpr int64_t kq_nibbles(QType q) { return q == QType::Q6_K ? kKq6Nibbles : q == QType::IQ4_XS ? kKqXsNibbles : kKqNibbles; }
 // Where unit u of sub-block pair p (64 bytes: 4 quants of each row) lies among a tile's nibbles.
 constexpr int64_t kq_unit_offset(QType q, int p, int u) { return 64 * (p * (kq_sub_width(q) / 4) + u); }
@@ -119,6 +134,9 @@ constexpr int kq3_bit2_shift(int j, int u) { return kq_field_shift(1, j, u); }
 static_assert(kKq6Bits + 16 * 64 == kq_tile_bytes(QType::Q6_K) && kKq5Bits + 16 * 32 == kq_tile_bytes(QType::Q5_K));
 static_assert(kKq2Bits + 16 * 64 == kq_tile_bytes(QType::Q2_K) && kKq3High + 16 * 32 == kq_tile_bytes(QType::Q3_K));
 static_assert(kKqXsNibbles + 16 * 128 == kq_tile_bytes(QType::IQ4_XS) && kKq3Bits + 16 * 64 == kKq3High);
+static_assert(kKqSc + 12 * kq_fields(QType::Q4_K) == kKqNibbles && kKq3Sc + 12 * kq_fields(QType::Q3_K) == kKq3Bits &&
+              kKqXsSc + 12 * kq_fields(QType::IQ4_XS) == kKqXsNibbles && kKqNibbles + 16 * 128 == kKq5Bits &&
+              kKqNibbles + 16 * 128 == kq_tile_bytes(QType::Q4_K));
 static_assert(kKqS3Idx + 64 * 16 == kKqS3IdxHi && kKqS3IdxHi + 64 * 2 == kKqS3Signs &&
               kKqS3Signs + 64 * 8 == kq_tile_bytes(QType::IQ3_S));
 

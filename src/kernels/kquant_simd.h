@@ -2,8 +2,11 @@
 // Internal: what both K-quant kernel files (matmul_kquant_avx2.cc, matmul_kquant_avx512.cc) share.
 // Internal linkage on purpose: each file compiles its own copy with its own target flags, so the
 // AVX-512 build of a helper can never be the one an AVX2 machine runs.
+#include <immintrin.h>
+
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "kernels/iq3s_grid.h"
 #include "kernels/kquant.h"
@@ -18,7 +21,69 @@ struct KqShape {
   static constexpr int kUnits = kWidth / 4;
   static constexpr int kPairs = static_cast<int>(kQK_K) / (2 * kWidth);
   static constexpr int64_t kNibbles = kq_nibbles(Q);
-  static constexpr int64_t kScales = kq_scales(Q);
+};
+
+// A tile's packed 6-bit fields (kquant.h: Q3_K, Q4_K, Q5_K, IQ4_XS) as the bytes the other types
+// store: field pair p of the 16 rows at out + 32 p in kq_pair_byte order, less 32 where signed.
+// Once per tile, so that the sums read their factors with one widening load as for any type.
+template <QType Q>
+inline void kq_unpack_fields(const uint8_t* tile, uint8_t* out) {
+  constexpr int kFields = kq_fields(Q);
+  const uint8_t* lo = tile + kq_scales(Q);
+  const uint8_t* hi = lo + kq_field_hi(Q, 0, 0);
+  const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(3);
+  const __m256i bias = _mm256_set1_epi8(static_cast<char>(kq_signed_scales(Q) ? 32 : 0));
+  // Two field pairs (2q, 2q + 1) at once, one per 128-bit lane: their high bits share 16 bytes, pair
+  // 2q's at bits 0-3 of each byte and 2q + 1's at bits 4-7.
+  #pragma GCC unroll 4
+  for (int q = 0; q < kFields / 4; ++q) {
+    const __m256i l = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(lo + 32 * q));
+    const __m256i h = _mm256_srlv_epi64(
+        _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(hi + 16 * q))),
+        _mm256_setr_epi64x(0, 0, 4, 4));
+    const __m256i a = _mm256_or_si256(_mm256_and_si256(l, m4), _mm256_slli_epi16(_mm256_and_si256(h, m2), 4));
+    const __m256i b = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l, 4), m4),
+                                      _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(h, 2), m2), 4));
+    const __m256i sa = _mm256_sub_epi8(a, bias), sb = _mm256_sub_epi8(b, bias);
+    const __m256i rows_lo = _mm256_unpacklo_epi8(sa, sb), rows_hi = _mm256_unpackhi_epi8(sa, sb);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64 * q), _mm256_permute2x128_si256(rows_lo, rows_hi, 0x20));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 64 * q + 32), _mm256_permute2x128_si256(rows_lo, rows_hi, 0x31));
+  }
+}
+
+// A group's scale bytes, super-block b's at at(b, ...) (kq_pair_byte order): the tiles' own, or for
+// the packed types (kq_packed_fields) their fields unpacked. A prompt unpacks a group's once for all
+// its token tiles (set); a decode step, which reads each tile once, unpacks each as it streams it
+// (a separate pass over the group's scales would read them ahead of the prefetches).
+template <QType Q>
+class KqGroupScales {
+ public:
+  explicit KqGroupScales(const KQuantActs& a) : n_blocks_(a.n_blocks), per_group_(kq_packed_fields(Q) && a.n > 2) {
+    if (per_group_ && n_blocks_ * kStride > static_cast<int64_t>(sizeof(stack_)))
+      heap_.resize(static_cast<size_t>(n_blocks_ * kStride));
+  }
+  // Makes the group whose first tile is `tiles` current.
+  void set(const uint8_t* tiles) {
+    if (!per_group_ || tiles == tiles_) return;
+    uint8_t* out = heap_.empty() ? stack_ : heap_.data();
+    for (int64_t b = 0; b < n_blocks_; ++b) kq_unpack_fields<Q>(tiles + b * kq_tile_bytes(Q), out + b * kStride);
+    tiles_ = tiles;
+  }
+  // Super-block b's scale bytes, `tile` its tile; `buf` (kStride bytes) where it is unpacked now.
+  const uint8_t* at(int64_t b, const uint8_t* tile, uint8_t* buf) const {
+    if constexpr (!kq_packed_fields(Q)) return tile + kq_scales(Q);
+    if (per_group_) return (heap_.empty() ? stack_ : heap_.data()) + b * kStride;
+    kq_unpack_fields<Q>(tile, buf);
+    return buf;
+  }
+  static constexpr int64_t kStride = kq_packed_fields(Q) ? kq_unpacked_fields_bytes(Q) : 1;
+
+ private:
+  int64_t n_blocks_;
+  bool per_group_;
+  alignas(64) uint8_t stack_[kq_packed_fields(Q) ? 32768 : 1];  // 128 super-blocks of 16 fields: rows of 32768
+  std::vector<uint8_t> heap_;
+  const uint8_t* tiles_ = nullptr;
 };
 
 // Four activation quants as one int32 (a dot-product lane's operand).

@@ -95,11 +95,12 @@ inline __m256i kq_maddubs(__m256i w, __m256i x) {
 }
 
 // Lane i: row 8h + i's pair of 16-bit scales (sub-blocks 2p, 2p + 1) and mins (Q3_K, Q6_K, IQ4_XS:
-// the scales again; Q2_K: its scale bytes' high nibbles).
+// the scales again; Q2_K: its scale bytes' high nibbles), from the tile's scale bytes `sc`
+// (kq_scale_bytes).
 template <QType Q>
-inline __m256i kq_scale_pairs256(const uint8_t* tile, int p, int h);
+inline __m256i kq_scale_pairs256(const uint8_t* sc, int p, int h);
 template <QType Q>
-inline __m256i kq_min_pairs256(const uint8_t* tile, int p, int h);
+inline __m256i kq_min_pairs256(const uint8_t* sc, int p, int h);
 
 // Lane i of the result: row 8h + i's pair of 16-bit factors (sub-blocks 2p, 2p + 1) from the 8
 // byte pairs at p (kq_pair_byte), signed for Q6_K's scales.
@@ -110,23 +111,23 @@ inline __m256i kq_pairs256(const uint8_t* p) {
 }
 
 template <QType Q>
-inline __m256i kq_scale_pairs256(const uint8_t* tile, int p, int h) {
-  const __m256i v = kq_pairs256<kq_signed_scales(Q)>(tile + kq_scales(Q) + 32 * p + 16 * h);
+inline __m256i kq_scale_pairs256(const uint8_t* sc, int p, int h) {
+  const __m256i v = kq_pairs256<kq_signed_scales(Q)>(sc + 32 * p + 16 * h);
   return Q == QType::Q2_K ? _mm256_and_si256(v, _mm256_set1_epi16(0x0F)) : v;
 }
 template <QType Q>
-inline __m256i kq_min_pairs256(const uint8_t* tile, int p, int h) {
-  if constexpr (kq_signed_scales(Q)) return kq_scale_pairs256<Q>(tile, p, h);
-  else if constexpr (Q == QType::Q2_K) return _mm256_srli_epi16(kq_pairs256<false>(tile + kKq2Sc + 32 * p + 16 * h), 4);
-  else return kq_pairs256<false>(tile + kKqMin + 32 * p + 16 * h);
+inline __m256i kq_min_pairs256(const uint8_t* sc, int p, int h) {
+  if constexpr (kq_signed_scales(Q)) return kq_scale_pairs256<Q>(sc, p, h);
+  else if constexpr (Q == QType::Q2_K) return _mm256_srli_epi16(kq_pairs256<false>(sc + 32 * p + 16 * h), 4);
+  else return kq_pairs256<false>(sc + kKqUnpackedMins + 32 * p + 16 * h);
 }
 
 // Sub-block pair p of super-block b for HP 8-row halves from h0 and NT tokens from t0: adds
 // sum sc * (q . x) to isum. The 16-bit sums of a row are multiplied by its scale, repeated in both
 // halves of the lane, as they widen: no float work per sub-block.
 template <QType Q, int NT, int HP>
-[[gnu::always_inline]] inline void kq_pair_sums(const uint8_t* tile, const KQuantActs& a, int64_t t0, int64_t b, int p,
-                                                int h0, __m256i (&isum)[HP][NT]) {
+[[gnu::always_inline]] inline void kq_pair_sums(const uint8_t* tile, const uint8_t* sc_bytes, const KQuantActs& a,
+                                                int64_t t0, int64_t b, int p, int h0, __m256i (&isum)[HP][NT]) {
   using S = KqShape<Q>;
   const __m256i dup_a = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13,
                                          0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13);
@@ -134,7 +135,7 @@ template <QType Q, int NT, int HP>
   __m256i sca[HP], scb[HP];
   #pragma GCC unroll 2
   for (int i = 0; i < HP; ++i) {
-    const __m256i sc = kq_scale_pairs256<Q>(tile, p, h0 + i);
+    const __m256i sc = kq_scale_pairs256<Q>(sc_bytes, p, h0 + i);
     sca[i] = _mm256_shuffle_epi8(sc, dup_a);
     scb[i] = _mm256_shuffle_epi8(sc, dup_b);
   }
@@ -195,8 +196,8 @@ template <QType Q>
 // the registers with one half, so they take two passes (the second finds the tiles cached). Per
 // super-block the integer sums isum and msum (kquant_row_dot) are exact; they meet the floats once.
 template <QType Q, int NT>
-[[gnu::noinline]] void kq_tile(const uint8_t* tiles, const KQuantActs& a, int64_t t0, float* y, int64_t ldy,
-                               int64_t valid_rows) {
+[[gnu::noinline]] void kq_tile(const uint8_t* tiles, const KqGroupScales<Q>& scales, const KQuantActs& a, int64_t t0,
+                               float* y, int64_t ldy, int64_t valid_rows) {
   using S = KqShape<Q>;
   constexpr int HP = NT == 1 ? 2 : 1;
   const int64_t nb = a.n_blocks;
@@ -209,6 +210,8 @@ template <QType Q, int NT>
       for (int t = 0; t < NT; ++t) acc[i][t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* tile = tiles + b * kq_tile_bytes(Q);
+      alignas(32) uint8_t buf[KqGroupScales<Q>::kStride];
+      const uint8_t* sc = scales.at(b, tile, buf);
       __m256i isum[HP][NT], msum[HP][NT];
       #pragma GCC unroll 2
       for (int i = 0; i < HP; ++i)
@@ -216,13 +219,13 @@ template <QType Q, int NT>
         for (int t = 0; t < NT; ++t) isum[i][t] = msum[i][t] = _mm256_setzero_si256();
       for (int p = 0; p < S::kPairs; ++p) {
         if (NT <= 2 && h0 == 0) kq_prefetch_ahead<Q>(tile, p);
-        kq_pair_sums<Q, NT, HP>(tile, a, t0, b, p, h0, isum);
+        kq_pair_sums<Q, NT, HP>(tile, sc, a, t0, b, p, h0, isum);
         // msum: the pair's mins (Q3_K, Q6_K: scales) times the activations' sums, two per madd
         // (IQ4_XS: its signed values carry no offset).
         if constexpr (Q == QType::IQ4_XS) continue;
         #pragma GCC unroll 2
         for (int i = 0; i < HP; ++i) {
-          const __m256i m = kq_min_pairs256<Q>(tile, p, h0 + i);
+          const __m256i m = kq_min_pairs256<Q>(sc, p, h0 + i);
           #pragma GCC unroll 2
           for (int t = 0; t < NT; ++t) {
             const int32_t sums = kq_act_sum_pair<Q>(a, (t0 + t) * nb + b, p);
@@ -263,9 +266,11 @@ template <QType Q, int NT>
 
 void kquant_groups_avx2(const WeightMatrix& w, const KQuantActs& a, float* y, int64_t g0, int64_t g1) {
   with_kquant_type(w.qtype, [&]<QType Q>() {
+    KqGroupScales<Q> scales(a);
     for_each_kquant_tile<kKqTileTokens>(w, a, g0, g1, [&]<int NT>(const uint8_t* tiles, int64_t g, int64_t t) {
       const int64_t r = g * kKqRows;
-      kq_tile<Q, NT>(tiles, a, t, y + t * w.rows + r, w.rows, std::min(kKqRows, w.rows - r));
+      scales.set(tiles);
+      kq_tile<Q, NT>(tiles, scales, a, t, y + t * w.rows + r, w.rows, std::min(kKqRows, w.rows - r));
     });
   });
 }

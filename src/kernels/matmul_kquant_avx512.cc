@@ -81,8 +81,8 @@ template <QType Q>
 
 // One group x NT tokens over all super-blocks.
 template <QType Q, int NT>
-[[gnu::noinline]] void kq_tile512(const uint8_t* tiles, const KQuantActs& a, int64_t t0, float* y, int64_t ldy,
-                                  __mmask16 rows_mask) {
+[[gnu::noinline]] void kq_tile512(const uint8_t* tiles, const KqGroupScales<Q>& scales, const KQuantActs& a, int64_t t0,
+                                  float* y, int64_t ldy, __mmask16 rows_mask) {
   using S = KqShape<Q>;
   constexpr bool kSigned = kq_signed_scales(Q);
   const int64_t nb = a.n_blocks;
@@ -98,6 +98,8 @@ template <QType Q, int NT>
     if constexpr (NT <= 2)
       for (int64_t l = 0; l < kq_tile_bytes(Q); l += kCacheLine)
         _mm_prefetch(reinterpret_cast<const char*>(tile + kDecodePrefetchAhead + l), _MM_HINT_T0);
+    alignas(32) uint8_t buf[KqGroupScales<Q>::kStride];
+    const uint8_t* sc_bytes = scales.at(b, tile, buf);
     __m512i isum[NT], msum[NT];
     #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) isum[t] = msum[t] = _mm512_setzero_si512();
@@ -131,11 +133,11 @@ template <QType Q, int NT>
       // The pair's scales as 32-bit lanes (the low and high halves of each pair), and its mins (Q3_K,
       // Q6_K, IQ4_XS: the scales again; Q2_K: the high nibbles of its scale bytes) times the
       // activations' sums, two per madd.
-      const __m512i sbytes = kq_pairs512<kSigned>(tile + S::kScales + 32 * p);
+      const __m512i sbytes = kq_pairs512<kSigned>(sc_bytes + 32 * p);
       const __m512i sc = Q == QType::Q2_K ? _mm512_and_si512(sbytes, _mm512_set1_epi16(0x0F)) : sbytes;
       const __m512i sca = kSigned ? _mm512_srai_epi32(_mm512_slli_epi32(sc, 16), 16) : _mm512_and_si512(sc, _mm512_set1_epi32(0xFFFF));
       const __m512i scb = kSigned ? _mm512_srai_epi32(sc, 16) : _mm512_srli_epi32(sc, 16);
-      const __m512i m = kSigned ? sc : Q == QType::Q2_K ? _mm512_srli_epi16(sbytes, 4) : kq_pairs512<false>(tile + kKqMin + 32 * p);
+      const __m512i m = kSigned ? sc : Q == QType::Q2_K ? _mm512_srli_epi16(sbytes, 4) : kq_pairs512<false>(sc_bytes + kKqUnpackedMins + 32 * p);
       #pragma GCC unroll 8
       for (int t = 0; t < NT; ++t) {
         const int64_t tb = (t0 + t) * nb + b;
@@ -171,10 +173,12 @@ template <QType Q, int NT>
 
 void kquant_groups_avx512(const WeightMatrix& w, const KQuantActs& a, float* y, int64_t g0, int64_t g1) {
   with_kquant_type(w.qtype, [&]<QType Q>() {
+    KqGroupScales<Q> scales(a);
     for_each_kquant_tile<kKqTileTokens512>(w, a, g0, g1, [&]<int NT>(const uint8_t* tiles, int64_t g, int64_t t) {
       const int64_t r = g * kKqRows;
+      scales.set(tiles);
       const __mmask16 m = w.rows - r >= kKqRows ? __mmask16(0xFFFF) : __mmask16((1u << (w.rows - r)) - 1);
-      kq_tile512<Q, NT>(tiles, a, t, y + t * w.rows + r, w.rows, m);
+      kq_tile512<Q, NT>(tiles, scales, a, t, y + t * w.rows + r, w.rows, m);
     });
   });
 }

@@ -65,6 +65,9 @@ void for_each_layer_matrix(LayerT& L, F&& f, bool with_router = true) {
 }  // namespace
 
 // Activations of one batch, reused across calls.
+// Tokens a dense MLP computes at once (Model::mlp).
+constexpr int64_t kMlpChunk = 64;
+
 struct Model::Scratch {
   std::vector<float> x, xb, q, k, v, att, gate, up, last, logits;
   std::vector<float> router, moe_in, moe_out;                   // mixture-of-experts layers
@@ -80,8 +83,10 @@ struct Model::Scratch {
     v.resize(n * c.max_kv_dim());
     att.resize(n * c.max_q_dim());
     const int64_t width = std::max({c.max_mlp_width(), c.moe.intermediate_size, c.moe.shared_intermediate_size});
-    gate.resize(n * width);
-    up.resize(n * width);
+    // A dense MLP runs its tokens in chunks (Model::mlp); experts take all of a batch's tokens at once.
+    const int64_t mlp_rows = c.moe.num_experts > 0 ? n : std::min(n, kMlpChunk);
+    gate.resize(mlp_rows * width);
+    up.resize(mlp_rows * width);
     last.resize(n * c.hidden_size);
     if (c.moe.num_experts > 0) {
       router.resize(n * c.moe.num_experts);
@@ -863,9 +868,15 @@ void Model::activate(float* gate, const float* up, int64_t n) const {
 void Model::mlp(const Layer& L, const float* x, int64_t n, float* out) {
   if (L[LayerMatrix::kGate].rows == 0) return experts(L, x, n, out);  // experts in place of the dense MLP
   Scratch& s = *scratch_;
-  project(L, {{LayerMatrix::kGate, s.gate.data()}, {LayerMatrix::kUp, s.up.data()}}, x, n);
-  activate(s.gate.data(), s.up.data(), n * L[LayerMatrix::kGate].rows);
-  project(L, {{LayerMatrix::kDown, out}}, s.gate.data(), n);
+  const int64_t H = config_.hidden_size;
+  // In chunks of tokens: the gate and up rows of a long prompt would be the largest buffers of the
+  // pass (Llama-3.2-1B at 128 tokens: 8 MiB), and every row is computed alone either way.
+  for (int64_t t = 0; t < n; t += kMlpChunk) {
+    const int64_t m = std::min(kMlpChunk, n - t);
+    project(L, {{LayerMatrix::kGate, s.gate.data()}, {LayerMatrix::kUp, s.up.data()}}, x + t * H, m);
+    activate(s.gate.data(), s.up.data(), m * L[LayerMatrix::kGate].rows);
+    project(L, {{LayerMatrix::kDown, out + t * H}}, s.gate.data(), m);
+  }
 }
 
 // A mixture of experts: each token's router softmax picks its top experts_per_tok (the lower index
