@@ -199,17 +199,25 @@ int run_bench(const BenchArgs& a) {
     }
     decode.push_back(static_cast<double>(a.gen) / seconds_since(t0));
   }
+  // The peak of the model alone, before a draft model loads.
+  const double run_peak = peak_resident_mib(), rss = resident_mib();
   std::optional<SpecBench> sb;
-  const engine::SpecOptions spec = a.spec.resolve(c, false);
-  if (spec.mode != engine::SpecMode::kOff) {
+  const std::string spec_mode = a.spec.effective_mode();
+  if (spec_mode != "off") {
     if (a.model_dir.empty()) fail("bench", "--spec needs a model (-m): its tokenizer runs the generation rules");
     const tokenizer::Tokenizer tk = model::load_tokenizer(a.model_dir);
-    const std::vector<int32_t> sp = a.spec_text.empty() ? prompt : tk.encode(a.spec_text, true);
-    note("speculation: greedy decode of " + std::to_string(a.gen) + " tokens without and with --spec " + a.spec.mode);
-    sb = run_spec_bench(*m, tk, sp, a.gen, a.reps, spec);
+    ModelOptions load;
+    load.dir = a.model_dir;
+    load.threads = a.threads;
+    load.kv_dtype = a.kv_dtype;
+    const engine::SpecOptions spec = a.spec.resolve(*m, tk, load);
+    if (spec.mode != engine::SpecMode::kOff) {
+      const std::vector<int32_t> sp = a.spec_text.empty() ? prompt : tk.encode(a.spec_text, true);
+      note("speculation: greedy decode of " + std::to_string(a.gen) + " tokens without and with --spec " + spec_mode);
+      sb = run_spec_bench(*m, tk, sp, a.gen, a.reps, spec);
+    }
   }
   const double pf = median(prefill), dc = median(decode), tt = median(ttft);
-  const double run_peak = peak_resident_mib(), rss = resident_mib();
   const double peak = std::max(load_peak, run_peak);
 
   if (a.json) {
@@ -244,7 +252,7 @@ int run_bench(const BenchArgs& a) {
     if (reset) j["peak_rss_inference_mib"] = run_peak;
     j["rss_mib"] = rss;
     if (sb) {
-      j["spec"] = a.spec.mode;
+      j["spec"] = spec_mode;
       j["spec_decode_tok_s_plain"] = sb->plain;  // both through a Session, greedy
       j["spec_decode_tok_s"] = sb->spec;
       j["spec_speedup"] = sb->plain > 0 ? sb->spec / sb->plain : 0.0;
@@ -295,7 +303,7 @@ int run_bench(const BenchArgs& a) {
     std::printf("%-28s %12.0f\n", "RSS MiB (end)", rss);
     if (sb) {
       std::printf("%-28s %12.2f\n", "session decode tok/s", sb->plain);
-      std::printf("%-28s %12.2f\n", ("--spec " + a.spec.mode + " decode tok/s").c_str(), sb->spec);
+      std::printf("%-28s %12.2f\n", ("--spec " + spec_mode + " decode tok/s").c_str(), sb->spec);
       std::printf("%-28s %11.2fx\n", "speculation speed-up", sb->plain > 0 ? sb->spec / sb->plain : 0.0);
       std::printf("%-28s %11.1f%%\n", "guesses taken", 100.0 * sb->acceptance);
       std::printf("%-28s %12.2f\n", "tokens per pass", sb->tokens_per_pass);

@@ -71,7 +71,7 @@ class ChatApp {
     // As the server's reasoning_effort: gpt-oss's template writes it into its system message.
     if (!o.reasoning_effort.empty()) options_.extra_variables["reasoning_effort"] = o.reasoning_effort;
     if (!m_.params.max_new_tokens && !o.sampling.to_the_end) m_.params.max_new_tokens = 1024;
-    chat_.session().set_speculation(o.spec.resolve(m_.model->config(), o.model.quiet));
+    chat_.session().set_speculation(o.spec.resolve(*m_.model, m_.tokenizer, o.model));
     reset();
   }
 

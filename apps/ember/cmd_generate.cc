@@ -80,7 +80,7 @@ Run add_generate_command(CLI::App& app) {
       // --beams asks for beam search, not beam sampling: the model's own do_sample yields to it.
       if (o->sampling.any_warper()) throw Error("--beams cannot be combined with sampling flags (beam sampling is not supported)");
       if (grammar) throw Error("--beams cannot be combined with --json-schema or --grammar");
-      if (o->spec.mode != "off") throw Error("--beams cannot be combined with --spec (beam search does not speculate)");
+      if (o->spec.effective_mode() != "off") throw Error("--beams cannot be combined with --spec (beam search does not speculate)");
       params.num_beams = *o->beams;
       params.do_sample = false;
     }
@@ -94,7 +94,7 @@ Run add_generate_command(CLI::App& app) {
     if (samples > 1 && !params.do_sample) throw Error("--num-return-sequences without --beams needs sampling (e.g. --temperature 1)");
     const std::optional<engine::GrammarConstraint> constraint = constraint_for(std::move(grammar), tok, o->grammar.source());
     engine::Session session(*model, tok, context);
-    session.set_speculation(o->spec.resolve(model->config(), o->model.quiet));
+    session.set_speculation(o->spec.resolve(*model, tok, o->model));
     for (int32_t i = 0; i < samples; ++i) {
       engine::GenerationRequest request;
       request.prompt = prompt;

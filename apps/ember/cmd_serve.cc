@@ -41,7 +41,7 @@ int serve(ServeOpts& o) {
   LoadedModel m = load_model(o.model);
   // The server keeps as many blocks again for reusing finished conversations' prefixes.
   o.scheduler.context = planned_context(*m.model, o.model, o.scheduler.max_parallel, engine::Scheduler::kPoolFactor);
-  o.scheduler.spec = o.spec.resolve(m.model->config(), o.model.quiet);
+  o.scheduler.spec = o.spec.resolve(*m.model, m.tokenizer, o.model);
   server::Server srv(*m.model, m.tokenizer, o.scheduler, o.server);
   const int port = srv.bind();
   if (!o.model.quiet)

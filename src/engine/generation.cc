@@ -228,7 +228,14 @@ GenerationStep Generation::finish(FinishReason reason) {
   return out;
 }
 
-GenerationStep Generation::step(std::span<const float> logits) {
+GenerationStep Generation::step(std::span<const float> logits) { return next(logits, nullptr); }
+
+GenerationStep Generation::step(std::span<const float> logits, int32_t proposed, std::span<const sampling::Candidate> q) {
+  const Proposal p{proposed, q};
+  return next(logits, &p);
+}
+
+GenerationStep Generation::next(std::span<const float> logits, const Proposal* proposal) {
   GenerationStep out;
   if (done_) return out;
   const auto generated_count = [&] { return static_cast<int64_t>(context_.size()) - prompt_tokens(); };
@@ -245,8 +252,9 @@ GenerationStep Generation::step(std::span<const float> logits) {
     }
     dead_end();  // never an empty "stop": the output is not what was asked for
   }
-  const int32_t tok = sampler_.sample(constrained ? std::span<const float>(masked_) : logits, context_,
-                                      request_.prompt.size());
+  const std::span<const float> row = constrained ? std::span<const float>(masked_) : logits;
+  const int32_t tok = proposal ? sampler_.sample_proposed(row, context_, request_.prompt.size(), proposal->token, proposal->q)
+                               : sampler_.sample(row, context_, request_.prompt.size());
   if (constrained && think_open_ && tok == *think_open_ && context_.size() == request_.prompt.size())
     grammar_on_ = false;
   else if (constrained && !is_eos(tok) && !matcher_->accept_token(tok))

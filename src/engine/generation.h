@@ -114,6 +114,9 @@ class Generation {
 
   // The logits after the last token fed (the prompt's last token at first). Not after done().
   GenerationStep step(std::span<const float> logits);
+  // The same where a draft model proposed the next token from its distribution q (speculative
+  // sampling, sampling::Sampler::sample_proposed): the token is drawn as step() draws it.
+  GenerationStep step(std::span<const float> logits, int32_t proposed, std::span<const sampling::Candidate> q);
   // Ends the sequence early (cancelled, failed): flushes the text held back. Nothing after done().
   GenerationStep finish(FinishReason reason);
 
@@ -146,6 +149,11 @@ class Generation {
   void route(std::string text, GenerationStep& out);  // to content, or through the reasoning parser
   bool in_reasoning() const { return request_.harmony ? request_.harmony->in_reasoning() : parser_.in_reasoning(); }
   void end(FinishReason reason, GenerationStep& out);
+  struct Proposal {
+    int32_t token;
+    std::span<const sampling::Candidate> q;
+  };
+  GenerationStep next(std::span<const float> logits, const Proposal* proposal);
 
   GenerationRequest request_;
   int64_t context_limit_, max_new_;

@@ -54,7 +54,7 @@ struct Scheduler::Sequence {
         siblings(std::move(pending.siblings)),
         gen(tok, std::move(pending.request), context, vocab),
         kv(cache) {
-    if (spec_options.mode != SpecMode::kOff && gen.request().speculate) spec.emplace(spec_options);
+    if (spec_options.mode != SpecMode::kOff && gen.request().speculate) spec.emplace(spec_options, context, vocab);
   }
 
   const GenerationRequest& req() const { return gen.request(); }
@@ -89,7 +89,9 @@ Scheduler::Scheduler(model::Model& model, const tokenizer::Tokenizer& tokenizer,
   options_.max_parallel = std::max<int64_t>(1, options_.max_parallel);
   options_.prefill_chunk = std::max<int64_t>(1, options_.prefill_chunk);
   if (options_.cached_sequences <= 0) options_.cached_sequences = 2 * options_.max_parallel;
-  if (!spec_unsupported(model.config()).empty()) options_.spec = SpecOptions{};
+  if (!spec_unsupported(model.config()).empty() ||
+      (options_.spec.draft_model && !spec_unsupported(options_.spec.draft_model->config()).empty()))
+    options_.spec = SpecOptions{};
   // Running sequences never reference more distinct blocks than their tables hold, so this many
   // blocks always suffice once finished sequences are evicted; the rest of the pool is the reuse cache.
   const int64_t per_seq = ceil_div(options_.context, options_.block_size) + 1;

@@ -18,7 +18,13 @@ Session::Session(model::Model& model, const tokenizer::Tokenizer& tokenizer, int
 
 std::string Session::set_speculation(const SpecOptions& options) {
   std::string why = options.mode == SpecMode::kOff ? "" : spec_unsupported(model_.config());
+  if (why.empty() && options.draft_model) {
+    why = spec_unsupported(options.draft_model->config());
+    if (!why.empty()) why = "the draft model: " + why;
+  }
   spec_ = why.empty() ? options : SpecOptions{};
+  // One drafter for every generation of the session: a draft model's cache follows the conversation.
+  drafter_ = spec_.mode == SpecMode::kOff ? nullptr : make_drafter(spec_, context_, model_.config().vocab_size);
   return why;
 }
 
@@ -69,7 +75,8 @@ GenerationResult Session::generate(GenerationRequest request, const GenerationCa
   };
   t0 = std::chrono::steady_clock::now();
   std::optional<Speculator> spec;
-  if (spec_.mode != SpecMode::kOff && gen.request().speculate) spec.emplace(spec_);
+  if (spec_.mode != SpecMode::kOff && gen.request().speculate)
+    spec.emplace(spec_, context_, model_.config().vocab_size, drafter_.get());
   const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
   std::vector<float> pass;       // a verification pass's logits, every row (reused: no copies per pass)
   std::span<const float> rows;   // of pass: after its last unguessed token, then after each guess

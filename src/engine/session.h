@@ -83,6 +83,7 @@ class Session {
   std::vector<int32_t> cached_;  // the tokens whose keys and values are in seq_
   std::vector<float> logits_;    // logits after the last cached token
   SpecOptions spec_;
+  std::unique_ptr<Drafter> drafter_;  // with speculation on
 };
 
 }  // namespace ember::engine

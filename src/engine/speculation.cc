@@ -1,6 +1,7 @@
 #include "engine/speculation.h"
 
 #include <algorithm>
+#include <random>
 
 #include "base/error.h"
 #include "model/recurrent_state.h"
@@ -10,12 +11,19 @@ namespace ember::engine {
 SpecMode parse_spec_mode(const std::string& name) {
   if (name == "off") return SpecMode::kOff;
   if (name == "ngram") return SpecMode::kNgram;
-  if (name == "draft")
-    throw Error("--spec draft (a draft model) is not implemented yet; use --spec ngram (prompt lookup) or off");
-  throw Error("unknown speculation mode '" + name + "' (off, ngram)");
+  if (name == "draft") return SpecMode::kDraft;
+  throw Error("unknown speculation mode '" + name + "' (off, ngram, draft)");
 }
 
-const char* spec_mode_name(SpecMode mode) { return mode == SpecMode::kNgram ? "ngram" : "off"; }
+const char* spec_mode_name(SpecMode mode) {
+  return mode == SpecMode::kNgram ? "ngram" : mode == SpecMode::kDraft ? "draft" : "off";
+}
+
+namespace {
+// With the length at 0, a draft model's shadow guess (what keeps the acceptance estimate alive) costs
+// a draft pass: one every this many steps.
+constexpr int64_t kShadowEvery = 8;
+}  // namespace
 
 std::string spec_unsupported(const model::ModelConfig& config) {
   if (model::RecurrentLayout(config).bytes() > 0)
@@ -23,10 +31,32 @@ std::string spec_unsupported(const model::ModelConfig& config) {
   return "";
 }
 
+void check_draft_vocabulary(const tokenizer::Tokenizer& target, const tokenizer::Tokenizer& draft) {
+  const int32_t n = std::min(target.vocab_size(), draft.vocab_size());
+  auto token = [](const tokenizer::Tokenizer& t, int32_t id) -> std::optional<std::string> {
+    try {
+      return t.id_to_token(id);
+    } catch (const Error&) {
+      return std::nullopt;  // an id the vocabulary skips
+    }
+  };
+  auto shown = [](const std::optional<std::string>& t) { return t ? "'" + *t + "'" : std::string("no token"); };
+  for (int32_t id = 0; id < n; ++id) {
+    const auto a = token(target, id), b = token(draft, id);
+    if (a != b)
+      throw Error("the draft model's tokenizer differs from the target's at id " + std::to_string(id) + ": the target has " +
+                  shown(a) + ", the draft " + shown(b) + " (a draft model needs the target's vocabulary)");
+  }
+  if (target.vocab_size() != draft.vocab_size())
+    throw Error("the draft model's tokenizer has " + std::to_string(draft.vocab_size()) + " tokens and the target's " +
+                std::to_string(target.vocab_size()) + "; the first token only one has is id " + std::to_string(n) +
+                " (a draft model needs the target's vocabulary)");
+}
+
 NgramDrafter::NgramDrafter(int64_t ngram_min, int64_t ngram_max, int64_t window)
     : min_(std::max<int64_t>(1, ngram_min)), max_(std::max(min_, ngram_max)), window_(std::max<int64_t>(2, window)) {}
 
-void NgramDrafter::propose(std::span<const int32_t> context, int64_t k, std::vector<int32_t>& out) {
+void NgramDrafter::propose(std::span<const int32_t> context, int64_t k, std::vector<int32_t>& out) const {
   const auto len = static_cast<int64_t>(context.size());
   const int64_t lo = std::max<int64_t>(0, len - window_);
   for (int64_t n = std::min(max_, len - 1); n >= min_; --n) {
@@ -41,13 +71,90 @@ void NgramDrafter::propose(std::span<const int32_t> context, int64_t k, std::vec
   }
 }
 
-std::unique_ptr<Drafter> make_drafter(const SpecOptions& o) {
+ModelDrafter::ModelDrafter(model::Model& draft, int64_t context, int64_t target_vocab)
+    : model_(draft),
+      target_vocab_(target_vocab),
+      // Room for the guesses past the context: a pass may guess up to the context's end.
+      cache_(draft.make_cache(context + 64)),
+      seq_(*cache_) {}
+
+// The draft's cache holds `context` but its last token, which is run again for its logits unless
+// they are those of the last pass.
+void ModelDrafter::catch_up(std::span<const int32_t> context) {
+  size_t keep = 0;
+  while (keep < cached_.size() && keep < context.size() && cached_[keep] == context[keep]) ++keep;
+  if (keep == context.size() && keep == cached_.size() && !logits_.empty()) return;
+  keep = std::min(keep, context.size() - 1);
+  seq_.truncate(static_cast<int64_t>(keep));
+  keep = static_cast<size_t>(seq_.length());  // a cut may go back further (never for the models a draft may be)
+  cached_.resize(keep);
+  logits_ = model_.forward(seq_, context.subspan(keep));
+  cached_.assign(context.begin(), context.end());
+}
+
+int32_t ModelDrafter::choose(const Generation& gen, std::span<const int32_t> context, Draft& out) {
+  // Only ids the target has (a draft's padded vocabulary may be wider).
+  const auto row = std::span<const float>(logits_).first(std::min(logits_.size(), static_cast<size_t>(target_vocab_)));
+  const size_t n_prompt = gen.request().prompt.size();
+  if (!gen.request().params.sampling()) return sampler_->sample(row, context, n_prompt);
+  const std::span<const sampling::Candidate> q = sampler_->distribution(row, context, n_prompt);
+  // A draw from q (the request's seed, offset: the draft's draws are its own).
+  double u = rng_->uniform();
+  int32_t token = q.back().id;
+  for (const sampling::Candidate& c : q)
+    if ((u -= c.p) < 0) {
+      token = c.id;
+      break;
+    }
+  out.q.emplace_back(q.begin(), q.end());
+  return token;
+}
+
+void ModelDrafter::start(const GenerationRequest& request) {
+  sampling::SamplingParams params = request.params;
+  params.logprobs = false;
+  params.top_logprobs = 0;
+  sampler_.emplace(params);
+  // The draft's draws are its own: the request's seed, moved off the target's, so a seed still
+  // makes the whole generation reproducible.
+  rng_.emplace(params.seed ? *params.seed ^ 0x9E3779B97F4A7C15ULL : std::random_device{}());
+}
+
+void ModelDrafter::draft(const Generation& gen, int64_t k, Draft& out) {
+  const std::span<const int32_t> context = gen.context();
+  k = std::min<int64_t>(k, cache_->capacity_tokens() - static_cast<int64_t>(context.size()));
+  if (k <= 0 || context.empty()) return;
+  if (!sampler_) throw Error("internal: a draft model drafted before start()");
+  catch_up(context);
+  ahead_.assign(context.begin(), context.end());
+  for (int64_t i = 0; i < k; ++i) {
+    const int32_t t = choose(gen, ahead_, out);
+    out.tokens.push_back(t);
+    ahead_.push_back(t);
+    if (i + 1 == k) break;
+    const int32_t one[1] = {t};
+    logits_ = model_.forward(seq_, one);
+    cached_.push_back(t);
+  }
+  // The draft's logits are now after its second-to-last guess: the next catch_up runs again from
+  // the first token the target did not take (or from the context's end).
+  logits_.clear();
+}
+
+std::unique_ptr<Drafter> make_drafter(const SpecOptions& o, int64_t context, int64_t target_vocab) {
   if (o.mode == SpecMode::kNgram) return std::make_unique<NgramDrafter>(o.ngram_min, o.ngram_max, o.window);
+  if (o.mode == SpecMode::kDraft) {
+    if (!o.draft_model) throw Error("internal: --spec draft without a draft model");
+    return std::make_unique<ModelDrafter>(*o.draft_model, context, target_vocab);
+  }
   return nullptr;
 }
 
-Speculator::Speculator(const SpecOptions& options)
-    : options_(options), drafter_(make_drafter(options)), cost_(options.token_cost) {
+Speculator::Speculator(const SpecOptions& options, int64_t context, int64_t target_vocab, Drafter* drafter)
+    : options_(options),
+      own_(drafter ? nullptr : make_drafter(options, context, target_vocab)),
+      drafter_(drafter ? drafter : own_.get()),
+      cost_(options.token_cost) {
   if (!drafter_) throw Error("internal: a Speculator needs a speculation mode");
 }
 
@@ -83,33 +190,46 @@ void Speculator::observe(bool agreed) {
 const std::vector<int32_t>& Speculator::draft(const Generation& gen, int64_t room) {
   draft_.clear();
   shadow_.clear();
-  if (gen.done()) return draft_;
+  if (gen.done()) return draft_.tokens;
+  if (!started_) {
+    drafter_->start(gen.request());
+    started_ = true;
+  }
   // A guess taken ends where the length or the context would: none past the token before that.
   room = std::min(room, gen.room() - 1);
   const int64_t k = std::min(draft_length(), room);
-  if (k > 0) drafter_->propose(gen.context(), k, draft_);
-  else if (room > 0) drafter_->propose(gen.context(), 1, shadow_);
-  if (!draft_.empty()) {
-    ++counts_.passes;
-    counts_.drafted += static_cast<int64_t>(draft_.size());
+  if (k > 0) {
+    drafter_->draft(gen, k, draft_);
+    idle_steps_ = 0;
+  } else if (room > 0 && (options_.mode != SpecMode::kDraft || ++idle_steps_ % kShadowEvery == 0)) {
+    drafter_->draft(gen, 1, shadow_);
   }
-  return draft_;
+  if (!draft_.tokens.empty()) {
+    ++counts_.passes;
+    counts_.drafted += static_cast<int64_t>(draft_.tokens.size());
+  }
+  return draft_.tokens;
 }
 
 Verdict Speculator::verify(Generation& gen, std::span<const float> rows, size_t vocab) {
-  if (rows.size() != (draft_.size() + 1) * vocab)
+  const std::vector<int32_t>& guesses = draft_.tokens;
+  if (rows.size() != (guesses.size() + 1) * vocab)
     throw Error("internal: a verification pass has " + std::to_string(rows.size() / vocab) + " rows for " +
-                std::to_string(draft_.size()) + " guesses");
+                std::to_string(guesses.size()) + " guesses");
   Verdict v;
   size_t taken = 0;
   for (;;) {
-    GenerationStep s = gen.step(rows.subspan(taken * vocab, vocab));
+    const std::span<const float> row = rows.subspan(taken * vocab, vocab);
+    // A guess drawn from the draft's distribution is kept or replaced by speculative sampling.
+    GenerationStep s = taken < draft_.q.size() ? gen.step(row, guesses[taken], draft_.q[taken]) : gen.step(row);
     // What the guess for this row was: the fed one, or with none fed the drafter's unfed first guess.
-    const int32_t* guess = taken < draft_.size() ? &draft_[taken] : taken == 0 && !shadow_.empty() ? &shadow_[0] : nullptr;
+    const int32_t* guess = taken < guesses.size()                    ? &guesses[taken]
+                           : taken == 0 && !shadow_.tokens.empty() ? &shadow_.tokens[0]
+                                                                   : nullptr;
     if (guess && !s.tokens.empty()) observe(s.tokens.front().id == *guess);
     // The row after a guess is usable when this step appended exactly that guess and goes on.
-    const bool agreed = taken < draft_.size() && !s.finished && s.tokens.size() == 1 && s.feed.size() == 1 &&
-                        s.feed[0] == draft_[taken];
+    const bool agreed = taken < guesses.size() && !s.finished && s.tokens.size() == 1 && s.feed.size() == 1 &&
+                        s.feed[0] == guesses[taken];
     for (GeneratedToken& t : s.tokens) v.step.tokens.push_back(std::move(t));
     v.step.content += s.content;
     v.step.reasoning += s.reasoning;
@@ -119,8 +239,8 @@ Verdict Speculator::verify(Generation& gen, std::span<const float> rows, size_t 
     ++taken;
   }
   counts_.accepted += static_cast<int64_t>(taken);
-  run_ = !draft_.empty() && taken == draft_.size() ? static_cast<int64_t>(taken) : 0;
-  v.rejected = static_cast<int64_t>(draft_.size() - taken);
+  run_ = !guesses.empty() && taken == guesses.size() ? static_cast<int64_t>(taken) : 0;
+  v.rejected = static_cast<int64_t>(guesses.size() - taken);
   draft_.clear();
   shadow_.clear();
   return v;

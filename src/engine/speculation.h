@@ -5,12 +5,18 @@
 // token Generation chose equals the guess fed after it; the first disagreement, an end, a stop or a
 // forced token ends the run there and the cache drops the positions past it. Every rule (sampling,
 // grammar masks, stop strings, end tokens, thinking budgets, logprobs) therefore sees the same logits
-// in the same order as without speculation: greedy output is the same token for token, and a seeded
-// sampler draws the same tokens too (one draw per token, from the same logits).
+// in the same order as without speculation: greedy output is the same token for token.
+//
+// Guesses without a distribution (prompt lookup; a draft model's under greedy decoding) are checked by
+// drawing from the target's logits as without them: a seeded sampler draws the same tokens too. A
+// draft model that samples proposes each guess with the distribution q it drew it from, and the
+// target keeps it with probability min(1, p / q), else draws from max(0, p - q) (speculative
+// sampling): the tokens are distributed as without speculation, with more of them kept.
 //
 // Session and the Scheduler drive this through one Speculator per sequence; beam search does not.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -18,13 +24,14 @@
 #include "engine/generation.h"
 #include "model/config.h"
 #include "model/model.h"
+#include "sampling/sampler.h"
+#include "tokenizer/tokenizer.h"
 
 namespace ember::engine {
 
-enum class SpecMode { kOff, kNgram };
+enum class SpecMode { kOff, kNgram, kDraft };
 
-// "off" or "ngram" (the --spec flag); "draft" (a draft model) is refused as not implemented yet.
-// Throws ember::Error otherwise.
+// "off", "ngram" or "draft" (the --spec flag). Throws ember::Error otherwise.
 SpecMode parse_spec_mode(const std::string& name);
 const char* spec_mode_name(SpecMode mode);
 
@@ -41,19 +48,40 @@ struct SpecOptions {
   // until the driver's timings (Speculator::timed) measure it. On CPU a tiny model's pass is
   // compute-bound (chat-skills: about 0.25); a large one's reads the weights once for all its tokens.
   double token_cost = 0.25;
+  // kDraft: the draft model (same vocabulary as the target: check_draft_vocabulary), shared by every
+  // sequence's drafter; each drafter keeps its own KV cache of it.
+  std::shared_ptr<model::Model> draft_model;
 };
 
 // Why a model cannot speculate, "" when it can: a hybrid's recurrent state (Qwen3-Next, Qwen3.5)
 // cannot be rolled back past rejected guesses (KvSequence::truncate goes back to a snapshot or to 0).
+// The same holds for a draft model.
 std::string spec_unsupported(const model::ModelConfig& config);
 
-// Guesses the tokens that follow a context. The interface a draft model will implement too.
+// Throws ember::Error unless a draft's tokenizer gives every token the target's id: the same
+// vocabulary size and the same token at every id. The message names the first token that differs.
+void check_draft_vocabulary(const tokenizer::Tokenizer& target, const tokenizer::Tokenizer& draft);
+
+// Guesses for one verification pass: the tokens, and where they were sampled, the distribution each
+// was drawn from (q[i] for tokens[i], normalised; empty: guesses without one).
+struct Draft {
+  std::vector<int32_t> tokens;
+  std::vector<std::vector<sampling::Candidate>> q;
+  void clear() {
+    tokens.clear();
+    q.clear();
+  }
+};
+
+// Guesses the tokens that follow a generation's context.
 class Drafter {
  public:
   virtual ~Drafter() = default;
-  // Up to `k` (>= 1) tokens likely to follow `context` (prompt and generated so far); fewer or none
-  // when it has no guess.
-  virtual void propose(std::span<const int32_t> context, int64_t k, std::vector<int32_t>& out) = 0;
+  // A generation begins (its options, its seed): called before its first draft().
+  virtual void start(const GenerationRequest& /*request*/) {}
+  // Up to `k` (>= 1) tokens likely to follow gen.context() (prompt and generated so far); fewer or
+  // none when it has no guess.
+  virtual void draft(const Generation& gen, int64_t k, Draft& out) = 0;
 };
 
 // Prompt lookup: the continuation of the most recent earlier occurrence of the longest suffix of the
@@ -62,13 +90,44 @@ class Drafter {
 class NgramDrafter final : public Drafter {
  public:
   NgramDrafter(int64_t ngram_min, int64_t ngram_max, int64_t window);
-  void propose(std::span<const int32_t> context, int64_t k, std::vector<int32_t>& out) override;
+  void draft(const Generation& gen, int64_t k, Draft& out) override { propose(gen.context(), k, out.tokens); }
+  void propose(std::span<const int32_t> context, int64_t k, std::vector<int32_t>& out) const;
 
  private:
   int64_t min_, max_, window_;
 };
 
-std::unique_ptr<Drafter> make_drafter(const SpecOptions& options);
+// A draft model: a smaller model with the target's vocabulary runs ahead on its own KV cache. Each
+// draft() brings that cache to the generation's context (keeping the common prefix: a rejected guess
+// is rolled back, a new prompt shares what it can), then decodes k tokens one pass each: the argmax
+// (greedy requests, after the request's penalties) or a draw from the request's sampler applied to
+// the draft's logits, whose distribution goes with the guess.
+class ModelDrafter final : public Drafter {
+ public:
+  // `context`: the most tokens a sequence holds (the draft's cache is sized to it, plus the guesses);
+  // `target_vocab`: the target's logits (guesses stay below it).
+  ModelDrafter(model::Model& draft, int64_t context, int64_t target_vocab);
+  void start(const GenerationRequest& request) override;
+  void draft(const Generation& gen, int64_t k, Draft& out) override;
+
+ private:
+  void catch_up(std::span<const int32_t> context);
+  int32_t choose(const Generation& gen, std::span<const int32_t> context, Draft& out);
+
+  model::Model& model_;
+  int64_t target_vocab_;
+  std::unique_ptr<model::KvCache> cache_;
+  model::KvSequence seq_;
+  std::vector<int32_t> cached_;  // the tokens in seq_
+  std::vector<float> logits_;    // the draft's logits after cached_.back()
+  std::vector<int32_t> ahead_;   // context and guesses so far (penalties see the guesses too)
+  // The sampler of the generation being drafted for (its options) and the draft's own draws.
+  std::optional<sampling::Sampler> sampler_;
+  std::optional<sampling::Rng> rng_;
+};
+
+// The drafter of `options`' mode; `context` bounds a draft model's cache, `target_vocab` its guesses.
+std::unique_ptr<Drafter> make_drafter(const SpecOptions& options, int64_t context, int64_t target_vocab);
 
 struct SpecCounts {
   int64_t passes = 0;    // verification passes that fed at least one guess
@@ -85,7 +144,9 @@ struct Verdict {
 // One sequence's speculation: its drafter, its adaptive draft length and its counts.
 class Speculator {
  public:
-  explicit Speculator(const SpecOptions& options);
+  // `drafter`: one the driver keeps between generations (a Session's draft model keeps its cache
+  // across turns); null: the Speculator makes its own (make_drafter).
+  Speculator(const SpecOptions& options, int64_t context, int64_t target_vocab, Drafter* drafter = nullptr);
 
   // The guesses to feed after the step's feed (already in gen's context): at most `room` of them
   // (what the model's rotation allows; see draft_room), none past gen's length and context limits.
@@ -109,11 +170,15 @@ class Speculator {
   void observe(bool agreed);
 
   SpecOptions options_;
-  std::unique_ptr<Drafter> drafter_;
-  std::vector<int32_t> draft_;
+  std::unique_ptr<Drafter> own_;
+  Drafter* drafter_;
+  Draft draft_;
   // With no guess fed (the length at 0), the drafter's first guess is still compared with the token
-  // chosen next, for free, so that the estimate can recover.
-  std::vector<int32_t> shadow_;
+  // chosen next, so that the estimate can recover (free for prompt lookup; a draft model's costs a
+  // draft pass, so it is asked for one only every kShadowEvery steps).
+  Draft shadow_;
+  int64_t idle_steps_ = 0;
+  bool started_ = false;  // drafter_->start() called for this generation
   double p_ = 0.6;  // recent acceptance of a guessed token
   // Guesses come in runs (a copied passage): after a pass that took all its k guesses the next may
   // guess 2k, whatever the estimate says; 0 after one that did not.

@@ -323,6 +323,43 @@ std::span<const Candidate> Sampler::distribution(std::span<const float> logits, 
   return c;
 }
 
+int32_t Sampler::sample_proposed(std::span<const float> logits, std::span<const int32_t> context, size_t n_prompt,
+                                 int32_t proposed, std::span<const Candidate> q) {
+  if (!params_.sampling()) return sample(logits, context, n_prompt);
+  const std::span<const Candidate> p = distribution(logits, context, n_prompt);
+  if (q_dense_.size() < logits.size()) q_dense_.assign(logits.size(), 0.0f);
+  for (const Candidate& c : q)
+    if (c.id >= 0 && static_cast<size_t>(c.id) < q_dense_.size()) q_dense_[static_cast<size_t>(c.id)] = c.p;
+  const float q_of_proposed =
+      proposed >= 0 && static_cast<size_t>(proposed) < q_dense_.size() ? q_dense_[static_cast<size_t>(proposed)] : 0.0f;
+  float p_of_proposed = 0.0f;
+  for (const Candidate& c : p)
+    if (c.id == proposed) p_of_proposed = c.p;
+  int32_t token = -1;
+  if (q_of_proposed > 0.0f && rng_.uniform() * q_of_proposed < p_of_proposed) {
+    token = proposed;
+  } else {
+    // The residual max(0, p - q), drawn by walking it in the candidates' order; p itself where it is
+    // empty (p equal to q to the last bit, where a rejection has probability 0 anyway).
+    double total = 0;
+    for (const Candidate& c : p) total += std::max(0.0f, c.p - q_dense_[static_cast<size_t>(c.id)]);
+    const bool plain = !(total > 0);
+    if (plain) total = 1.0;
+    double u = rng_.uniform() * total;
+    for (const Candidate& c : p) {
+      const double w = plain ? c.p : std::max(0.0f, c.p - q_dense_[static_cast<size_t>(c.id)]);
+      if (w <= 0) continue;
+      token = c.id;  // the last positive one takes what rounding leaves of u
+      if ((u -= w) < 0) break;
+    }
+  }
+  for (const Candidate& c : q)
+    if (c.id >= 0 && static_cast<size_t>(c.id) < q_dense_.size()) q_dense_[static_cast<size_t>(c.id)] = 0.0f;
+  if (token < 0) throw Error("internal: speculative sampling found no token with probability above 0");
+  if (want_logprobs_) compute_logprobs(logits, token);
+  return token;
+}
+
 void Sampler::compute_logprobs(std::span<const float> logits, int32_t token) {
   const float m = vec::max_value(logits);
   const double lse = m + std::log(static_cast<double>(vec::sum_exp(logits, 1.0f, m)));

@@ -48,6 +48,13 @@ class Sampler {
   // Throws ember::Error when a context id is outside the vocabulary or no logit is finite.
   int32_t sample(std::span<const float> logits, std::span<const int32_t> context, size_t n_prompt);
 
+  // Speculative sampling (Leviathan et al. 2023): `proposed` was drawn from a draft's distribution q
+  // (its distribution(), normalised). Keeps it with probability min(1, p / q), p the distribution
+  // sample() draws from; otherwise draws from max(0, p - q) normalised. The token so chosen is
+  // distributed as sample()'s. Greedy: sample() (the argmax, whatever was proposed).
+  int32_t sample_proposed(std::span<const float> logits, std::span<const int32_t> context, size_t n_prompt,
+                          int32_t proposed, std::span<const Candidate> q);
+
   // The log-probabilities of the last sampled token; null unless params.logprobs or top_logprobs > 0.
   const TokenLogprobs* last_logprobs() const { return want_logprobs_ ? &logprobs_ : nullptr; }
 
@@ -89,6 +96,7 @@ class Sampler {
   std::vector<int32_t> counts_;
   std::vector<float> heap_;
   std::vector<double> block_sums_;
+  std::vector<float> q_dense_;  // sample_proposed: the draft's probabilities by id (0 elsewhere)
   size_t n_ = 0;
   bool p_set_ = false;  // cand_[i].p holds exp(logit - max) for the survivors
   TokenLogprobs logprobs_;

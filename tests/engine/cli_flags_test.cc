@@ -52,8 +52,8 @@ TEST(CliFlags, ModelAndSamplingFlagsHaveRanges) {
                   {"chat -m " + model_dir("chat-skills") + " --think-budget -2", "--think-budget", "-1 and"}});
 }
 
-// --spec: off by default; ngram prints the same text and says how many guesses were taken; a model
-// or a mode that cannot speculate says so; --spec-max has a range.
+// --spec: off by default; ngram and a draft model print the same text and say how many guesses were
+// taken; a model or a draft that cannot speculate says so; --spec-max has a range.
 TEST(CliFlags, SpecPrintsTheSameTextAndSaysWhatItCannot) {
   const std::string text = "'Lily had a red ball. Lily had a red ball. Lily had a red ball. Lily had'";
   auto generate = [&](const std::string& model, const std::string& flags) {
@@ -72,9 +72,25 @@ TEST(CliFlags, SpecPrintsTheSameTextAndSaysWhatItCannot) {
   EXPECT_EQ(hybrid.status, 0) << hybrid.out;
   EXPECT_NE(hybrid.out.find("speculation off: a hybrid model's recurrent state cannot be rolled back"), std::string::npos)
       << hybrid.out;
-  const Output draft = ember("generate -m " + story + " -p hi --spec draft");
-  EXPECT_NE(draft.status, 0);
-  EXPECT_NE(draft.out.find("not implemented yet"), std::string::npos) << draft.out;
+  // A draft model: the target's own weights in q4_0, or another folder; the same text either way.
+  const Output own = generate(story, "--spec draft --draft-quantize q4_0");
+  ASSERT_EQ(own.status, 0);
+  EXPECT_EQ(own.out, plain.out);
+  const Output folder = generate(story, "--draft-model " + story);  // --draft-model alone means --spec draft
+  ASSERT_EQ(folder.status, 0);
+  EXPECT_EQ(folder.out, plain.out);
+  const Output draft_stats = ember("generate -m " + story + " -p " + text + " -n 40 --draft-model " + story);
+  EXPECT_TRUE(std::regex_search(draft_stats.out, std::regex("speculation: [0-9]+ of [0-9]+ guesses taken"))) << draft_stats.out;
+  const Output no_draft = ember("generate -m " + story + " -p hi --spec draft");
+  EXPECT_NE(no_draft.status, 0);
+  EXPECT_NE(no_draft.out.find("--spec draft needs a draft model"), std::string::npos) << no_draft.out;
+  // Another vocabulary (chat-skills adds 4 tokens to story-656k's 2048) is refused, naming the token.
+  const Output other = ember("generate -m " + story + " -p hi --draft-model " + model_dir("chat-skills"));
+  EXPECT_NE(other.status, 0);
+  EXPECT_NE(other.out.find("id 2048"), std::string::npos) << other.out;
+  const Output mixed = ember("generate -m " + story + " -p hi --spec ngram --draft-quantize q4_0");
+  EXPECT_NE(mixed.status, 0);
+  EXPECT_NE(mixed.out.find("go with --spec draft"), std::string::npos) << mixed.out;
   const Output beams = ember("generate -m " + story + " -p hi --spec ngram --beams 2");
   EXPECT_NE(beams.status, 0);
   EXPECT_NE(beams.out.find("--beams cannot be combined with --spec"), std::string::npos) << beams.out;

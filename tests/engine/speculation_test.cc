@@ -7,7 +7,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <filesystem>
 
 #include "engine/chat_prompt.h"
 #include "engine/chat_session.h"
@@ -20,8 +19,6 @@
 
 namespace ember::engine {
 namespace {
-
-namespace fs = std::filesystem;
 
 SpecOptions ngram(bool adaptive, int64_t max_draft = 4) {
   SpecOptions o;
@@ -79,25 +76,11 @@ TEST(NgramDrafter, ProposesTheContinuationOfTheLongestRecentMatch) {
   EXPECT_TRUE(out.empty());
 }
 
-TEST(SpecMode, ParsesOffAndNgramAndRefusesTheRest) {
+TEST(SpecMode, ParsesOffNgramAndDraftAndRefusesTheRest) {
   EXPECT_EQ(parse_spec_mode("off"), SpecMode::kOff);
   EXPECT_EQ(parse_spec_mode("ngram"), SpecMode::kNgram);
-  EXPECT_THROW(parse_spec_mode("draft"), Error);
+  EXPECT_EQ(parse_spec_mode("draft"), SpecMode::kDraft);
   EXPECT_THROW(parse_spec_mode("fast"), Error);
-}
-
-// Every model path that generates: the folders (not the embedding-only ones, which a sentence-
-// transformers config marks) and the GGUF files.
-std::vector<std::string> generating_models() {
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(test::shared_dir() + "/models")) {
-    if (e.is_directory() && fs::exists(e.path() / "config.json") && !fs::exists(e.path() / "modules.json"))
-      out.push_back(e.path().string());
-  }
-  for (const auto& e : fs::directory_iterator(test::shared_path("models", "gguf")))
-    if (e.path().extension() == ".gguf") out.push_back(e.path().string());
-  std::sort(out.begin(), out.end());
-  return out;
 }
 
 // What verification rests on: a pass of [token + guesses] with single_tail computes every row with
@@ -142,7 +125,7 @@ sampling::SamplingParams greedy(int n) {
 
 // Greedy with and without guesses, alone and batched, and the cache after rejected guesses.
 TEST(SpecGreedy, EqualsPlainOnEveryModelAloneAndBatched) {
-  const auto models = generating_models();
+  const auto models = test::generating_models();
   ASSERT_GT(models.size(), 20u);
   int64_t taken_somewhere = 0, drafted_somewhere = 0;
   for (const std::string& path : models) {
