@@ -196,6 +196,75 @@ BENCHMARK_CAPTURE(BM_ConcurrentStreamingChats, tinyllama_1_1b, "tinyllama-1.1b")
 BENCHMARK_CAPTURE(BM_ConcurrentStreamingChats, tinyllama_1_1b_q4_0, "tinyllama-1.1b-q4_0")
     ->Arg(1)->Arg(4)->Arg(16)->UseManualTime()->Unit(benchmark::kMillisecond);
 
+// Speculation in the batched server, task (a) of bench/spec_bench: C clients each ask chat-skills to
+// repeat a phrase (the reply repeats the prompt), greedy, served without speculation (mode 0), with
+// prompt lookup (1) or with chat-skills' own q4_0 copy as draft (2). Aggregate generated tokens/s.
+ClientResult repeat_chat(int port, int i) {
+  static const char* const kAsks[] = {"Repeat the phrase king milk 8 times.", "Say ladder guitar cloud 5 times.",
+                                      "Repeat the phrase red apple tree 6 times.", "Say sun moon 9 times."};
+  httplib::Client c("127.0.0.1", port);
+  c.set_read_timeout(300, 0);
+  const ordered_json body{{"messages", {{{"role", "user"}, {"content", kAsks[i % 4]}}}},
+                          {"max_tokens", 128},
+                          {"temperature", 0},
+                          {"chat_template_kwargs", {{"enable_thinking", false}}}};
+  ClientResult r;
+  const auto t0 = Clock::now();
+  auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
+  r.ttft = std::chrono::duration<double>(Clock::now() - t0).count();
+  r.ok = res && res->status == 200;
+  if (r.ok) r.tokens = ordered_json::parse(res->body)["usage"]["completion_tokens"].get<int64_t>();
+  return r;
+}
+
+void BM_SpeculativeRepeatChats(benchmark::State& state) {
+  Fixture& fx = fixture("chat-skills");
+  const int clients = static_cast<int>(state.range(0)), mode = static_cast<int>(state.range(1));
+  ember::engine::SchedulerOptions so;
+  so.max_parallel = 16;
+  if (mode > 0) {
+    so.spec.mode = mode == 1 ? ember::engine::SpecMode::kNgram : ember::engine::SpecMode::kDraft;
+    if (mode == 2) {
+      static std::shared_ptr<ember::model::Model> draft =
+          ember::model::Model::load(fx.dir, {.threads = 0, .progress = {}, .quantize = ember::kernels::QType::Q4_0});
+      so.spec.draft_model = draft;
+    }
+  }
+  ember::server::ServerOptions o;
+  o.port = 0;
+  ember::server::Server srv(*fx.model, fx.tok, so, o);
+  const int port = srv.bind();
+  std::thread runner([&] { srv.run(); });
+  int64_t tokens = 0, errors = 0;
+  for (auto _ : state) {
+    std::vector<ClientResult> results(static_cast<size_t>(clients));
+    const auto t0 = Clock::now();
+    std::vector<std::thread> threads;
+    for (int i = 0; i < clients; ++i) threads.emplace_back([&, i] { results[static_cast<size_t>(i)] = repeat_chat(port, i); });
+    for (auto& t : threads) t.join();
+    state.SetIterationTime(std::chrono::duration<double>(Clock::now() - t0).count());
+    for (const auto& r : results) {
+      errors += r.ok ? 0 : 1;
+      tokens += r.tokens;
+    }
+  }
+  const ember::engine::SchedulerStats st = srv.scheduler().stats();
+  srv.stop();
+  runner.join();
+  state.counters["tokens_per_s"] = benchmark::Counter(static_cast<double>(tokens), benchmark::Counter::kIsRate);
+  state.counters["acceptance"] =
+      st.spec_drafted > 0 ? static_cast<double>(st.spec_accepted) / static_cast<double>(st.spec_drafted) : 0.0;
+  if (errors > 0) {
+    g_failed_requests += errors;
+    state.SkipWithError("some requests failed");
+  }
+}
+BENCHMARK(BM_SpeculativeRepeatChats)
+    ->ArgNames({"clients", "spec"})
+    ->ArgsProduct({{1, 4}, {0, 1, 2}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
 // One decode step of B sequences whose caches hold kContext positions: what the scheduler runs per
 // step once every client is past its prompt.
 // Args: batch, threads (0: all cores; 1 shows the work without thread hand-offs).

@@ -1,9 +1,10 @@
-// Speculative decoding (prompt lookup) against plain decoding on three tasks: (a) replies that repeat
-// the prompt (chat-skills asked to repeat phrases), (b) a long story-656k continuation, (c) chat-skills
-// questions. Prints decode tokens/s without and with --spec ngram (adaptive), their ratio, the
+// Speculative decoding against plain decoding on three tasks: (a) replies that repeat the prompt
+// (chat-skills asked to repeat phrases), (b) a long story-656k continuation, (c) chat-skills
+// questions. Prints decode tokens/s without and with speculation (adaptive), their ratio, the
 // acceptance rate and the tokens per verification pass; medians over --reps runs. Greedy, so both
-// runs produce the same tokens (checked).
-//   spec_bench [--reps N] [--max-draft K] [--threads T]
+// runs produce the same tokens (checked). --spec ngram: prompt lookup; --spec draft: a draft model,
+// each task's model quantized at load (--draft-quantize, q4_0 by default).
+//   spec_bench [--reps N] [--max-draft K] [--threads T] [--spec ngram|draft] [--draft-quantize TYPE]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -15,6 +16,7 @@
 
 #include "engine/chat_prompt.h"
 #include "engine/session.h"
+#include "kernels/quant.h"
 #include "model/model.h"
 
 namespace {
@@ -37,8 +39,11 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   int reps = 5, threads = 2;
   int64_t max_draft = 8;
+  std::string mode = "ngram", draft_quantize = "q4_0";
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--spec")) mode = argv[i + 1];
+    else if (!std::strcmp(argv[i], "--draft-quantize")) draft_quantize = argv[i + 1];
     else if (!std::strcmp(argv[i], "--max-draft")) max_draft = std::atoll(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
   }
@@ -72,6 +77,9 @@ int main(int argc, char** argv) {
     const std::string dir = models + name;
     auto model = model::Model::load(dir, {.threads = threads, .progress = {}});
     const auto tok = tokenizer::Tokenizer::from_folder(dir);
+    std::shared_ptr<model::Model> draft;
+    if (mode == "draft")
+      draft = model::Model::load(dir, {.threads = threads, .progress = {}, .quantize = kernels::parse_quantization(draft_quantize)});
     std::vector<std::vector<int32_t>> prompts;
     std::string label;
     int max_new = 128;
@@ -104,8 +112,9 @@ int main(int argc, char** argv) {
       for (int spec : {0, 1}) {
         engine::Session s(*model, tok);
         engine::SpecOptions so;
-        so.mode = spec ? engine::SpecMode::kNgram : engine::SpecMode::kOff;
+        so.mode = spec ? engine::parse_spec_mode(mode) : engine::SpecMode::kOff;
         so.max_draft = max_draft;
+        so.draft_model = draft;
         s.set_speculation(so);
         int64_t n = 0;
         double secs = 0;

@@ -85,6 +85,8 @@ struct SpecFlags {
       } catch (const Error& e) {
         throw Error("draft model " + d.dir + ": " + e.what());
       }
+      // Decode is bound by the bytes a step reads: the draft's share of the target's, until measured.
+      o.draft_cost = static_cast<double>(draft->decode_weight_bytes()) / static_cast<double>(target.decode_weight_bytes());
       o.draft_model = std::move(draft);
     }
     return o;

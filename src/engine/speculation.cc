@@ -1,8 +1,10 @@
 #include "engine/speculation.h"
 
 #include <algorithm>
+#include <chrono>
 #include <random>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "model/recurrent_state.h"
 
@@ -21,8 +23,8 @@ const char* spec_mode_name(SpecMode mode) {
 
 namespace {
 // With the length at 0, a draft model's shadow guess (what keeps the acceptance estimate alive) costs
-// a draft pass: one every this many steps.
-constexpr int64_t kShadowEvery = 8;
+// a draft pass: one every kShadowEvery steps, twice as far apart after each that missed, up to kShadowMost.
+constexpr int64_t kShadowEvery = 8, kShadowMost = 128;
 }  // namespace
 
 std::string spec_unsupported(const model::ModelConfig& config) {
@@ -125,6 +127,7 @@ void ModelDrafter::draft(const Generation& gen, int64_t k, Draft& out) {
   k = std::min<int64_t>(k, cache_->capacity_tokens() - static_cast<int64_t>(context.size()));
   if (k <= 0 || context.empty()) return;
   if (!sampler_) throw Error("internal: a draft model drafted before start()");
+  const auto t0 = std::chrono::steady_clock::now();
   catch_up(context);
   ahead_.assign(context.begin(), context.end());
   for (int64_t i = 0; i < k; ++i) {
@@ -139,6 +142,9 @@ void ModelDrafter::draft(const Generation& gen, int64_t k, Draft& out) {
   // The draft's logits are now after its second-to-last guess: the next catch_up runs again from
   // the first token the target did not take (or from the context's end).
   logits_.clear();
+  constexpr double kWeight = 0.1;
+  const double per_guess = seconds_since(t0) / static_cast<double>(k);
+  per_guess_ = per_guess_ == 0 ? per_guess : per_guess_ + kWeight * (per_guess - per_guess_);
 }
 
 std::unique_ptr<Drafter> make_drafter(const SpecOptions& o, int64_t context, int64_t target_vocab) {
@@ -160,25 +166,46 @@ Speculator::Speculator(const SpecOptions& options, int64_t context, int64_t targ
 
 int64_t Speculator::draft_length() const {
   if (!options_.adaptive) return options_.max_draft;
-  if (run_ > 0) return std::min(options_.max_draft, 2 * run_);
+  // What one more guess costs, relative to a one-token pass: its row in the pass, and a draft
+  // model's pass that made it.
+  const double cost = cost_ + draft_cost();
+  auto pays = [&](double gained, int64_t k) { return gained / (1.0 + cost * static_cast<double>(k)) > 1.02; };
+  // After a pass that took all its guesses, the next guesses twice as many, if a run that long pays.
+  if (run_ > 0) {
+    const int64_t k = std::min(options_.max_draft, 2 * run_);
+    if (pays(static_cast<double>(k + 1), k)) return k;
+  }
   // Tokens a pass yields over what it costs, with each guess taken with probability p_ given the
-  // previous one was: (1 + p + ... + p^k) / (1 + cost * k), best k.
+  // previous one was: (1 + p + ... + p^k) / (1 + cost * k), best k; a clear gain only.
   int64_t best = 0;
-  double best_rate = 1.0, gained = 1.0, term = 1.0;
+  double best_rate = 1.02, gained = 1.0, term = 1.0;
   for (int64_t k = 1; k <= options_.max_draft; ++k) {
     term *= p_;
     gained += term;
-    const double rate = gained / (1.0 + cost_ * static_cast<double>(k));
-    if (rate > best_rate * 1.02) best = k, best_rate = rate;  // a clear gain only
+    const double rate = gained / (1.0 + cost * static_cast<double>(k));
+    if (rate > best_rate) best = k, best_rate = rate;
   }
   return best;
+}
+
+double Speculator::draft_cost() const {
+  const double guess = drafter_->seconds_per_guess();
+  return guess > 0 && one_ > 0 ? std::min(guess / one_, 4.0) : options_.draft_cost;
 }
 
 void Speculator::timed(int64_t tokens, double seconds) {
   constexpr double kWeight = 0.1;
   auto average = [&](double& into, double x) { into = into == 0 ? x : into + kWeight * (x - into); };
-  if (tokens <= 1) average(one_, seconds);
-  else if (one_ > 0) average(extra_, std::max(0.0, seconds - one_) / static_cast<double>(tokens - 1));
+  if (tokens <= 1) {
+    average(one_, seconds);
+    single_ = true;
+  } else if (!single_) {
+    // No one-token pass yet (every pass guessed): one from this pass and the cost assumed so far,
+    // so that a draft model's cost can be weighed from the start.
+    average(one_, seconds / (1.0 + cost_ * static_cast<double>(tokens - 1)));
+  } else {
+    average(extra_, std::max(0.0, seconds - one_) / static_cast<double>(tokens - 1));
+  }
   if (one_ > 0 && extra_ > 0) cost_ = std::clamp(extra_ / one_, 0.01, 4.0);
 }
 
@@ -201,8 +228,9 @@ const std::vector<int32_t>& Speculator::draft(const Generation& gen, int64_t roo
   if (k > 0) {
     drafter_->draft(gen, k, draft_);
     idle_steps_ = 0;
-  } else if (room > 0 && (options_.mode != SpecMode::kDraft || ++idle_steps_ % kShadowEvery == 0)) {
+  } else if (room > 0 && (options_.mode != SpecMode::kDraft || ++idle_steps_ >= shadow_every_)) {
     drafter_->draft(gen, 1, shadow_);
+    idle_steps_ = 0;
   }
   if (!draft_.tokens.empty()) {
     ++counts_.passes;
@@ -226,7 +254,12 @@ Verdict Speculator::verify(Generation& gen, std::span<const float> rows, size_t 
     const int32_t* guess = taken < guesses.size()                    ? &guesses[taken]
                            : taken == 0 && !shadow_.tokens.empty() ? &shadow_.tokens[0]
                                                                    : nullptr;
-    if (guess && !s.tokens.empty()) observe(s.tokens.front().id == *guess);
+    if (guess && !s.tokens.empty()) {
+      const bool right = s.tokens.front().id == *guess;
+      observe(right);
+      // A draft model's shadow guesses grow rarer while they keep missing.
+      if (guess == shadow_.tokens.data()) shadow_every_ = right ? kShadowEvery : std::min(2 * shadow_every_, kShadowMost);
+    }
     // The row after a guess is usable when this step appended exactly that guess and goes on.
     const bool agreed = taken < guesses.size() && !s.finished && s.tokens.size() == 1 && s.feed.size() == 1 &&
                         s.feed[0] == guesses[taken];

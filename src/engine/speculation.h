@@ -51,6 +51,10 @@ struct SpecOptions {
   // kDraft: the draft model (same vocabulary as the target: check_draft_vocabulary), shared by every
   // sequence's drafter; each drafter keeps its own KV cache of it.
   std::shared_ptr<model::Model> draft_model;
+  // What a draft model's guess costs relative to a target pass of one token, until measured (a
+  // Session times both; the Scheduler's batched passes are not timed per sequence): e.g. the ratio
+  // of the bytes their decode steps read. Counted by the adaptive length.
+  double draft_cost = 0;
 };
 
 // Why a model cannot speculate, "" when it can: a hybrid's recurrent state (Qwen3-Next, Qwen3.5)
@@ -79,6 +83,8 @@ class Drafter {
   virtual ~Drafter() = default;
   // A generation begins (its options, its seed): called before its first draft().
   virtual void start(const GenerationRequest& /*request*/) {}
+  // What a guess has cost lately, in seconds (0: nothing worth counting, as prompt lookup's).
+  virtual double seconds_per_guess() const { return 0; }
   // Up to `k` (>= 1) tokens likely to follow gen.context() (prompt and generated so far); fewer or
   // none when it has no guess.
   virtual void draft(const Generation& gen, int64_t k, Draft& out) = 0;
@@ -109,6 +115,7 @@ class ModelDrafter final : public Drafter {
   ModelDrafter(model::Model& draft, int64_t context, int64_t target_vocab);
   void start(const GenerationRequest& request) override;
   void draft(const Generation& gen, int64_t k, Draft& out) override;
+  double seconds_per_guess() const override { return per_guess_; }
 
  private:
   void catch_up(std::span<const int32_t> context);
@@ -124,6 +131,7 @@ class ModelDrafter final : public Drafter {
   // The sampler of the generation being drafted for (its options) and the draft's own draws.
   std::optional<sampling::Sampler> sampler_;
   std::optional<sampling::Rng> rng_;
+  double per_guess_ = 0;  // a moving average of a draft()'s seconds per guess
 };
 
 // The drafter of `options`' mode; `context` bounds a draft model's cache, `target_vocab` its guesses.
@@ -165,6 +173,8 @@ class Speculator {
   // The draft length the acceptance estimate (or a run of taken guesses) asks for now (0: not worth guessing).
   int64_t draft_length() const;
   double acceptance() const { return p_; }
+  // A guess's cost in the draft model, relative to a target pass of one token.
+  double draft_cost() const;
 
  private:
   void observe(bool agreed);
@@ -175,9 +185,9 @@ class Speculator {
   Draft draft_;
   // With no guess fed (the length at 0), the drafter's first guess is still compared with the token
   // chosen next, so that the estimate can recover (free for prompt lookup; a draft model's costs a
-  // draft pass, so it is asked for one only every kShadowEvery steps).
+  // draft pass, so it is asked for one only every shadow_every_ steps).
   Draft shadow_;
-  int64_t idle_steps_ = 0;
+  int64_t idle_steps_ = 0, shadow_every_ = 8;  // kShadowEvery (speculation.cc)
   bool started_ = false;  // drafter_->start() called for this generation
   double p_ = 0.6;  // recent acceptance of a guessed token
   // Guesses come in runs (a copied passage): after a pass that took all its k guesses the next may
@@ -185,6 +195,7 @@ class Speculator {
   int64_t run_ = 0;
   double cost_;      // options_.token_cost, then as measured
   double one_ = 0, extra_ = 0;  // seconds of a one-token pass, and per further token (0: not measured)
+  bool single_ = false;         // one_ measured on one-token passes (else estimated from longer ones)
   SpecCounts counts_;
 };
 

@@ -79,8 +79,6 @@ TEST(CliFlags, SpecPrintsTheSameTextAndSaysWhatItCannot) {
   const Output folder = generate(story, "--draft-model " + story);  // --draft-model alone means --spec draft
   ASSERT_EQ(folder.status, 0);
   EXPECT_EQ(folder.out, plain.out);
-  const Output draft_stats = ember("generate -m " + story + " -p " + text + " -n 40 --draft-model " + story);
-  EXPECT_TRUE(std::regex_search(draft_stats.out, std::regex("speculation: [0-9]+ of [0-9]+ guesses taken"))) << draft_stats.out;
   const Output no_draft = ember("generate -m " + story + " -p hi --spec draft");
   EXPECT_NE(no_draft.status, 0);
   EXPECT_NE(no_draft.out.find("--spec draft needs a draft model"), std::string::npos) << no_draft.out;

@@ -133,6 +133,32 @@ TEST(SpecDraft, TheTargetAsItsOwnDraftTakesEveryGuess) {
   EXPECT_LT(got.decode_steps, 16);
 }
 
+// The adaptive length weighs what a draft model's guess costs against a target pass: a draft as slow
+// as the target is not asked for guesses, a cheap one is.
+TEST(SpecDraft, AdaptiveLengthCountsTheDraftsCost) {
+  struct Timed final : Drafter {
+    double seconds = 0;
+    void draft(const Generation&, int64_t, Draft&) override {}
+    double seconds_per_guess() const override { return seconds; }
+  };
+  Timed slow, cheap;
+  slow.seconds = 0.1;
+  cheap.seconds = 0.002;
+  SpecOptions o;
+  o.mode = SpecMode::kDraft;
+  o.max_draft = 8;
+  Speculator with_slow(o, 64, 100, &slow), with_cheap(o, 64, 100, &cheap);
+  for (Speculator* s : {&with_slow, &with_cheap}) s->timed(1, 0.1);  // a target pass of one token: 0.1 s
+  EXPECT_EQ(with_slow.draft_length(), 0);
+  EXPECT_GT(with_cheap.draft_length(), 0);
+  // Before any timing, the options' estimate (e.g. the ratio of bytes a decode step reads) stands in.
+  o.draft_cost = 2.0;
+  Timed unmeasured;
+  EXPECT_EQ(Speculator(o, 64, 100, &unmeasured).draft_length(), 0);
+  o.draft_cost = 0.05;
+  EXPECT_GT(Speculator(o, 64, 100, &unmeasured).draft_length(), 0);
+}
+
 TEST(SpecDraft, AnotherVocabularyIsRefusedByItsFirstDifferentToken) {
   const auto qwen = model::load_tokenizer(test::shared_path("tokenizers", "qwen3"));
   const auto llama = model::load_tokenizer(test::shared_path("tokenizers", "llama-3.2"));
