@@ -315,6 +315,7 @@ bool Scheduler::step() {
     rows += it.all_logits ? it.tokens.size() : 1;
   }
   ensure_blocks(needed);
+  const auto pass_start = Clock::now();
   try {
     model_.forward(items);
   } catch (const std::exception& e) {
@@ -322,6 +323,7 @@ bool Scheduler::step() {
     return true;
   }
 
+  const double pass_seconds = seconds_between(pass_start, Clock::now());
   int64_t generated_before = 0, generated_after = 0, prefilled = 0, drafted = 0, accepted = 0;
   for (const auto& s : running_) generated_before += static_cast<int64_t>(s->gen.generated().size());
   for (size_t i = 0; i < items.size(); ++i) {
@@ -330,6 +332,9 @@ bool Scheduler::step() {
     if (s.prefilling()) prefilled += static_cast<int64_t>(ran.size());
     s.kv_tokens.insert(s.kv_tokens.end(), ran.begin(), ran.end());
     if (s.prefilling()) continue;  // more prompt to go: these logits are not needed
+    // What the pass cost, for the adaptive length: the batch's whole pass, which this sequence's
+    // guesses lengthen and its draft model's passes (run between passes) delay.
+    if (s.spec) s.spec->timed(static_cast<int64_t>(ran.size()), pass_seconds);
     // The rows from the last token fed before the guesses on.
     const size_t n_rows = static_cast<size_t>(s.guesses) + 1;
     const float* first = items[i].logits + (items[i].all_logits ? ran.size() - n_rows : 0) * vocab;
