@@ -48,13 +48,13 @@ void RequestStream::publish(const std::function<void(StreamUpdate&)>& change) {
 
 struct Scheduler::Sequence {
   Sequence(Pending pending, model::KvCache& cache, const tokenizer::Tokenizer& tok, int64_t context, int64_t vocab,
-           const SpecOptions& spec_options)
+           const SpecOptions& spec_options, const SpecLearned& learned)
       : stream(std::move(pending.stream)),
         submitted(pending.submitted),
         siblings(std::move(pending.siblings)),
         gen(tok, std::move(pending.request), context, vocab),
         kv(cache) {
-    if (spec_options.mode != SpecMode::kOff && gen.request().speculate) spec.emplace(spec_options, context, vocab);
+    if (spec_options.mode != SpecMode::kOff && gen.request().speculate) spec.emplace(spec_options, context, vocab, nullptr, learned);
   }
 
   const GenerationRequest& req() const { return gen.request(); }
@@ -222,7 +222,7 @@ void Scheduler::admit() {
 
 void Scheduler::start(Pending p) {
   auto seq = std::make_unique<Sequence>(std::move(p), *cache_, tokenizer_, options_.context, model_.config().vocab_size,
-                                        options_.spec);
+                                        options_.spec, spec_learned_);
   Sequence& s = *seq;
   const auto& prompt = s.req().prompt;
 
@@ -394,7 +394,8 @@ std::vector<Scheduler::Sequence*> Scheduler::fork_siblings(Sequence& s) {
     GenerationRequest r = s.req();
     r.params = params_of_choice(std::move(r.params), static_cast<int64_t>(i) + 1);
     auto c = std::make_unique<Sequence>(Pending{std::move(r), std::move(s.siblings[i]), s.submitted, {}}, *cache_,
-                                        tokenizer_, options_.context, model_.config().vocab_size, options_.spec);
+                                        tokenizer_, options_.context, model_.config().vocab_size, options_.spec,
+                                        spec_learned_);
     c->kv = s.kv.fork();
     c->kv_tokens = s.kv_tokens;
     c->reused = s.reused;
@@ -489,6 +490,12 @@ void Scheduler::remove_finished() {
 
 // A finished sequence's cache goes to the reuse list (a cancelled one's is freed at once).
 void Scheduler::retire(Sequence& s) {
+  // What its speculation learnt of costs (a longer pass, a draft model's guess) is where the next
+  // request starts; acceptance belongs to a request's text, so each starts from the prior.
+  if (s.spec) {
+    spec_learned_ = s.spec->learned();
+    spec_learned_.p = SpecLearned{}.p;
+  }
   if (s.stream->cancelled() || s.kv_tokens.empty()) return;
   auto c = std::make_unique<Cached>(Cached{std::move(s.kv), std::move(s.kv_tokens)});
   lru_.push_front(std::move(c));

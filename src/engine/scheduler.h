@@ -158,6 +158,7 @@ class Scheduler {
   // Owned by the scheduler thread.
   std::vector<std::unique_ptr<Sequence>> running_;
   std::deque<std::unique_ptr<Cached>> lru_;  // front: most recently used
+  SpecLearned spec_learned_;  // the last finished speculating sequence's estimates: new ones start there
   std::vector<float> logits_;
   std::thread thread_;
 };

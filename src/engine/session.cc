@@ -25,6 +25,7 @@ std::string Session::set_speculation(const SpecOptions& options) {
   spec_ = why.empty() ? options : SpecOptions{};
   // One drafter for every generation of the session: a draft model's cache follows the conversation.
   drafter_ = spec_.mode == SpecMode::kOff ? nullptr : make_drafter(spec_, context_, model_.config().vocab_size);
+  spec_learned_ = {};
   return why;
 }
 
@@ -76,7 +77,7 @@ GenerationResult Session::generate(GenerationRequest request, const GenerationCa
   t0 = std::chrono::steady_clock::now();
   std::optional<Speculator> spec;
   if (spec_.mode != SpecMode::kOff && gen.request().speculate)
-    spec.emplace(spec_, context_, model_.config().vocab_size, drafter_.get());
+    spec.emplace(spec_, context_, model_.config().vocab_size, drafter_.get(), spec_learned_);
   const size_t vocab = static_cast<size_t>(model_.config().vocab_size);
   std::vector<float> pass;       // a verification pass's logits, every row (reused: no copies per pass)
   std::span<const float> rows;   // of pass: after its last unguessed token, then after each guess
@@ -132,6 +133,7 @@ GenerationResult Session::generate(GenerationRequest request, const GenerationCa
   }
   if (!kept.empty()) logits_.assign(kept.begin(), kept.end());
   if (spec) {
+    spec_learned_ = spec->learned();  // the next turn starts from what this one learnt
     r.drafted = spec->counts().drafted;
     r.accepted = spec->counts().accepted;
   }

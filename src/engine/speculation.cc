@@ -21,12 +21,6 @@ const char* spec_mode_name(SpecMode mode) {
   return mode == SpecMode::kNgram ? "ngram" : mode == SpecMode::kDraft ? "draft" : "off";
 }
 
-namespace {
-// With the length at 0, a draft model's shadow guess (what keeps the acceptance estimate alive) costs
-// a draft pass: one every kShadowEvery steps, twice as far apart after each that missed, up to kShadowMost.
-constexpr int64_t kShadowEvery = 8, kShadowMost = 128;
-}  // namespace
-
 std::string spec_unsupported(const model::ModelConfig& config) {
   if (model::RecurrentLayout(config).bytes() > 0)
     return "a hybrid model's recurrent state cannot be rolled back past rejected guesses";
@@ -156,11 +150,13 @@ std::unique_ptr<Drafter> make_drafter(const SpecOptions& o, int64_t context, int
   return nullptr;
 }
 
-Speculator::Speculator(const SpecOptions& options, int64_t context, int64_t target_vocab, Drafter* drafter)
+Speculator::Speculator(const SpecOptions& options, int64_t context, int64_t target_vocab, Drafter* drafter,
+                       const Learned& learned)
     : options_(options),
       own_(drafter ? nullptr : make_drafter(options, context, target_vocab)),
       drafter_(drafter ? drafter : own_.get()),
-      cost_(options.token_cost) {
+      learned_(learned) {
+  if (learned_.cost < 0) learned_.cost = options.token_cost;
   if (!drafter_) throw Error("internal: a Speculator needs a speculation mode");
 }
 
@@ -168,19 +164,19 @@ int64_t Speculator::draft_length() const {
   if (!options_.adaptive) return options_.max_draft;
   // What one more guess costs, relative to a one-token pass: its row in the pass, and a draft
   // model's pass that made it.
-  const double cost = cost_ + draft_cost();
+  const double cost = learned_.cost + draft_cost();
   auto pays = [&](double gained, int64_t k) { return gained / (1.0 + cost * static_cast<double>(k)) > 1.02; };
   // After a pass that took all its guesses, the next guesses twice as many, if a run that long pays.
   if (run_ > 0) {
     const int64_t k = std::min(options_.max_draft, 2 * run_);
     if (pays(static_cast<double>(k + 1), k)) return k;
   }
-  // Tokens a pass yields over what it costs, with each guess taken with probability p_ given the
+  // Tokens a pass yields over what it costs, with each guess taken with probability learned_.p given the
   // previous one was: (1 + p + ... + p^k) / (1 + cost * k), best k; a clear gain only.
   int64_t best = 0;
   double best_rate = 1.02, gained = 1.0, term = 1.0;
   for (int64_t k = 1; k <= options_.max_draft; ++k) {
-    term *= p_;
+    term *= learned_.p;
     gained += term;
     const double rate = gained / (1.0 + cost * static_cast<double>(k));
     if (rate > best_rate) best = k, best_rate = rate;
@@ -188,30 +184,29 @@ int64_t Speculator::draft_length() const {
   return best;
 }
 
-double Speculator::draft_cost() const {
-  const double guess = drafter_->seconds_per_guess();
-  return guess > 0 && one_ > 0 ? std::min(guess / one_, 4.0) : options_.draft_cost;
-}
+double Speculator::draft_cost() const { return learned_.draft >= 0 ? learned_.draft : options_.draft_cost; }
 
 void Speculator::timed(int64_t tokens, double seconds) {
   constexpr double kWeight = 0.1;
   auto average = [&](double& into, double x) { into = into == 0 ? x : into + kWeight * (x - into); };
   if (tokens <= 1) {
-    average(one_, seconds);
-    single_ = true;
-  } else if (!single_) {
+    average(learned_.one, seconds);
+    learned_.single = true;
+  } else if (!learned_.single) {
     // No one-token pass yet (every pass guessed): one from this pass and the cost assumed so far,
     // so that a draft model's cost can be weighed from the start.
-    average(one_, seconds / (1.0 + cost_ * static_cast<double>(tokens - 1)));
+    average(learned_.one, seconds / (1.0 + learned_.cost * static_cast<double>(tokens - 1)));
   } else {
-    average(extra_, std::max(0.0, seconds - one_) / static_cast<double>(tokens - 1));
+    average(learned_.extra, std::max(0.0, seconds - learned_.one) / static_cast<double>(tokens - 1));
   }
-  if (one_ > 0 && extra_ > 0) cost_ = std::clamp(extra_ / one_, 0.01, 4.0);
+  if (learned_.one > 0 && learned_.extra > 0) learned_.cost = std::clamp(learned_.extra / learned_.one, 0.01, 4.0);
+  if (const double guess = drafter_->seconds_per_guess(); guess > 0 && learned_.one > 0)
+    learned_.draft = std::min(guess / learned_.one, 4.0);
 }
 
 void Speculator::observe(bool agreed) {
   constexpr double kWeight = 0.15;  // about the last dozen guesses
-  p_ += kWeight * ((agreed ? 1.0 : 0.0) - p_);
+  learned_.p += kWeight * ((agreed ? 1.0 : 0.0) - learned_.p);
 }
 
 const std::vector<int32_t>& Speculator::draft(const Generation& gen, int64_t room) {
@@ -227,10 +222,11 @@ const std::vector<int32_t>& Speculator::draft(const Generation& gen, int64_t roo
   const int64_t k = std::min(draft_length(), room);
   if (k > 0) {
     drafter_->draft(gen, k, draft_);
-    idle_steps_ = 0;
-  } else if (room > 0 && (options_.mode != SpecMode::kDraft || ++idle_steps_ >= shadow_every_)) {
+  } else if (room > 0 && options_.mode != SpecMode::kDraft) {
+    // Prompt lookup's guess is free: it keeps the estimate alive with the length at 0. A draft
+    // model's is not (its cache must take every token since its last pass: a prefill of the whole
+    // text, as costly as drafting it), so a draft that stopped paying stays off.
     drafter_->draft(gen, 1, shadow_);
-    idle_steps_ = 0;
   }
   if (!draft_.tokens.empty()) {
     ++counts_.passes;
@@ -254,12 +250,7 @@ Verdict Speculator::verify(Generation& gen, std::span<const float> rows, size_t 
     const int32_t* guess = taken < guesses.size()                    ? &guesses[taken]
                            : taken == 0 && !shadow_.tokens.empty() ? &shadow_.tokens[0]
                                                                    : nullptr;
-    if (guess && !s.tokens.empty()) {
-      const bool right = s.tokens.front().id == *guess;
-      observe(right);
-      // A draft model's shadow guesses grow rarer while they keep missing.
-      if (guess == shadow_.tokens.data()) shadow_every_ = right ? kShadowEvery : std::min(2 * shadow_every_, kShadowMost);
-    }
+    if (guess && !s.tokens.empty()) observe(s.tokens.front().id == *guess);
     // The row after a guess is usable when this step appended exactly that guess and goes on.
     const bool agreed = taken < guesses.size() && !s.finished && s.tokens.size() == 1 && s.feed.size() == 1 &&
                         s.feed[0] == guesses[taken];

@@ -149,12 +149,25 @@ struct Verdict {
   int64_t rejected = 0;  // the pass's last positions to drop from the cache (guesses not taken)
 };
 
+// What a Speculator's adaptive length has learnt: a driver may hand it to the next generation of the
+// same sequence (a Session's next turn), which then starts from it instead of the priors.
+struct SpecLearned {
+  double p = 0.6;    // recent acceptance of a guessed token
+  double cost = -1;  // of a further token in a pass, relative to a one-token pass (< 0: options' token_cost)
+  double one = 0, extra = 0;  // seconds of a one-token pass, and per further token (0: not measured)
+  bool single = false;        // `one` measured on one-token passes (else estimated from longer ones)
+  double draft = -1;          // a draft model's guess relative to a one-token pass (< 0: options' draft_cost)
+};
+
 // One sequence's speculation: its drafter, its adaptive draft length and its counts.
 class Speculator {
  public:
+  using Learned = SpecLearned;
   // `drafter`: one the driver keeps between generations (a Session's draft model keeps its cache
   // across turns); null: the Speculator makes its own (make_drafter).
-  Speculator(const SpecOptions& options, int64_t context, int64_t target_vocab, Drafter* drafter = nullptr);
+  Speculator(const SpecOptions& options, int64_t context, int64_t target_vocab, Drafter* drafter = nullptr,
+             const Learned& learned = {});
+  const Learned& learned() const { return learned_; }
 
   // The guesses to feed after the step's feed (already in gen's context): at most `room` of them
   // (what the model's rotation allows; see draft_room), none past gen's length and context limits.
@@ -169,10 +182,10 @@ class Speculator {
   void timed(int64_t tokens, double seconds);
 
   const SpecCounts& counts() const { return counts_; }
-  double token_cost() const { return cost_; }
+  double token_cost() const { return learned_.cost; }
   // The draft length the acceptance estimate (or a run of taken guesses) asks for now (0: not worth guessing).
   int64_t draft_length() const;
-  double acceptance() const { return p_; }
+  double acceptance() const { return learned_.p; }
   // A guess's cost in the draft model, relative to a target pass of one token.
   double draft_cost() const;
 
@@ -183,19 +196,14 @@ class Speculator {
   std::unique_ptr<Drafter> own_;
   Drafter* drafter_;
   Draft draft_;
-  // With no guess fed (the length at 0), the drafter's first guess is still compared with the token
-  // chosen next, so that the estimate can recover (free for prompt lookup; a draft model's costs a
-  // draft pass, so it is asked for one only every shadow_every_ steps).
+  // With no guess fed (the length at 0), prompt lookup's first guess is still compared with the token
+  // chosen next, so that the estimate can recover.
   Draft shadow_;
-  int64_t idle_steps_ = 0, shadow_every_ = 8;  // kShadowEvery (speculation.cc)
   bool started_ = false;  // drafter_->start() called for this generation
-  double p_ = 0.6;  // recent acceptance of a guessed token
+  Learned learned_;
   // Guesses come in runs (a copied passage): after a pass that took all its k guesses the next may
   // guess 2k, whatever the estimate says; 0 after one that did not.
   int64_t run_ = 0;
-  double cost_;      // options_.token_cost, then as measured
-  double one_ = 0, extra_ = 0;  // seconds of a one-token pass, and per further token (0: not measured)
-  bool single_ = false;         // one_ measured on one-token passes (else estimated from longer ones)
   SpecCounts counts_;
 };
 
