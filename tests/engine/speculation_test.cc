@@ -2,7 +2,8 @@
 // ../shared/models, greedy with guesses equals greedy without token for token, in a Session and in
 // the batched Scheduler beside a sequence that does not guess; a stop string or an end token inside
 // a run of taken guesses ends the output where plain decoding does; the cache after rejected guesses
-// serves a later prompt's prefix; a seeded sampler with logprobs draws the same tokens.
+// serves a later prompt's prefix; a seeded sampler with logprobs draws the same tokens. Stop strings,
+// end tokens, thinking budgets and grammars are checked with a draft model too (SpecChatModes).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -211,18 +212,40 @@ class SpecChat : public ::testing::Test {
   }
   GenerationResult run(const sampling::SamplingParams& p, bool speculate, bool adaptive = false) {
     Session s(*model_, *tok_);
-    if (speculate) s.set_speculation(ngram(adaptive, 6));
+    if (speculate) s.set_speculation(spec(adaptive, 6));
     return s.generate(prompt_, p);
+  }
+  // The fixture's drafter: prompt lookup, or (SpecChatModes) chat-skills' own q4_0 copy as draft model.
+  SpecOptions spec(bool adaptive, int64_t max_draft) const {
+    SpecOptions o = ngram(adaptive, max_draft);
+    if (draft_) {
+      o.mode = SpecMode::kDraft;
+      o.draft_model = draft_;
+    }
+    return o;
   }
   std::string dir_;
   std::unique_ptr<model::Model> model_;
   std::optional<tokenizer::Tokenizer> tok_;
   std::vector<int32_t> prompt_;
+  std::shared_ptr<model::Model> draft_;
 };
+
+// The rules that hold for any drafter, run with prompt lookup and with a draft model.
+class SpecChatModes : public SpecChat, public ::testing::WithParamInterface<SpecMode> {
+ protected:
+  void SetUp() override {
+    SpecChat::SetUp();
+    if (GetParam() == SpecMode::kDraft)
+      draft_ = model::Model::load(dir_, {.threads = 2, .progress = {}, .quantize = kernels::QType::Q4_0});
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Drafters, SpecChatModes, ::testing::Values(SpecMode::kNgram, SpecMode::kDraft),
+                         [](const auto& info) { return std::string(spec_mode_name(info.param)); });
 
 // A stop string and an end token met late in the repeated reply, inside a run of taken guesses, end
 // the output where plain decoding ends it.
-TEST_F(SpecChat, StopStringAndEndTokenInsideATakenRunEndWherePlainEnds) {
+TEST_P(SpecChatModes, StopStringAndEndTokenInsideATakenRunEndWherePlainEnds) {
   const GenerationResult free_run = run(greedy(40), true);
   ASSERT_GT(free_run.accepted, 3) << "the reply should repeat the phrase";
   EXPECT_EQ(free_run.tokens, run(greedy(40), false).tokens);
@@ -277,12 +300,14 @@ TEST_F(SpecChat, SeededSamplingAndLogprobsAreTheSame) {
 }
 
 // Chat replies with thinking (unlimited, or cut by a budget whose forced tokens end a run of
-// guesses) and under a grammar, greedy and sampled: the same reply, reasoning and tokens.
-TEST_F(SpecChat, ThinkingBudgetsAndGrammarsGiveTheSameReplies) {
+// guesses) and under a grammar, greedy and (prompt lookup: its seeded draws are plain sampling's)
+// sampled: the same reply, reasoning and tokens.
+TEST_P(SpecChatModes, ThinkingBudgetsAndGrammarsGiveTheSameReplies) {
   auto params = sampling::from_generation_config(dir_);
   params.max_new_tokens = 80;
   ChatSession plain(*model_, *tok_, dir_), spec(*model_, *tok_, dir_);
-  spec.session().set_speculation(ngram(/*adaptive=*/false, 6));
+  spec.session().set_speculation(this->spec(/*adaptive=*/false, 6));
+  const std::vector<uint64_t> seeds = GetParam() == SpecMode::kDraft ? std::vector<uint64_t>{0} : std::vector<uint64_t>{0, 1, 2};
   const GrammarConstraint repeat{
       std::make_shared<const grammar::Grammar>(grammar::Grammar::from_gbnf("root ::= (\"king\" | \"milk\" | \", \")+ \".\"")),
       grammar_vocabulary(*tok_)};
@@ -291,7 +316,7 @@ TEST_F(SpecChat, ThinkingBudgetsAndGrammarsGiveTheSameReplies) {
   for (const bool think : {false, true})
     for (const int64_t budget : {int64_t{-1}, int64_t{3}})
       for (const bool constrained : {false, true})
-        for (const uint64_t seed : {0, 1, 2}) {
+        for (const uint64_t seed : seeds) {
           SCOPED_TRACE(testing::Message() << "think " << think << " budget " << budget << " grammar " << constrained
                                           << " seed " << seed);
           ChatOptions o;
