@@ -101,6 +101,11 @@ struct ChatOptions {
   // Speculative decoding by prompt lookup (ember chat --spec ngram): the same replies, faster where
   // they repeat the conversation. Off for hybrid models (Qwen3-Next, Qwen3.5).
   bool speculate = false;
+  // Speculative decoding by a draft model (ember chat --draft-model): a smaller model with this one's
+  // vocabulary (else the Chat's constructor throws ember::Error naming the first token that differs),
+  // which must outlive the Chat. Greedy replies are the same; sampled ones have the same distribution.
+  // Takes precedence over `speculate`.
+  Model* draft = nullptr;
 };
 
 // One multi-turn conversation on its own KV cache: each turn computes only what the cache does not hold.
@@ -126,6 +131,7 @@ struct ServiceOptions {
   int64_t max_parallel = 8;  // sequences decoded together
   int64_t max_queue = 64;    // requests waiting beyond those; more are refused
   bool speculate = false;    // prompt lookup for every request (ember serve --spec ngram), as ChatOptions
+  Model* draft = nullptr;    // a draft model for every request (ember serve --draft-model), as ChatOptions
 };
 
 // Many sequences at once: one thread batches every running sequence into each forward pass.

@@ -4,8 +4,9 @@
 namespace ember {
 
 struct Chat::Impl {
-  Impl(Model::Impl& m, ChatOptions o) : model(m), options(std::move(o)), session(*m.model, m.tokenizer, m.dir, m.context) {
-    if (options.speculate) session.session().set_speculation(prompt_lookup());
+  Impl(Model::Impl& m, ChatOptions o, const Model::Impl* draft)
+      : model(m), options(std::move(o)), session(*m.model, m.tokenizer, m.dir, m.context) {
+    if (options.speculate || draft) session.session().set_speculation(speculation_of(m, draft, options.speculate));
     reset();
   }
   void reset() {
@@ -26,7 +27,10 @@ struct Chat::Impl {
   std::vector<Message> history;
 };
 
-Chat::Chat(Model& model, ChatOptions options) : impl_(std::make_unique<Impl>(*model.impl_, std::move(options))) {}
+Chat::Chat(Model& model, ChatOptions options) {
+  const Model::Impl* draft = options.draft ? options.draft->impl_.get() : nullptr;
+  impl_ = std::make_unique<Impl>(*model.impl_, std::move(options), draft);
+}
 Chat::~Chat() = default;
 
 Reply Chat::say(std::string_view user_message, const SamplingOptions& sampling, const StreamCallbacks& callbacks) {

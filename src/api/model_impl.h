@@ -43,6 +43,9 @@ inline engine::SpecOptions prompt_lookup() {
   s.mode = engine::SpecMode::kNgram;
   return s;
 }
+// ChatOptions::draft and ServiceOptions::draft: `draft` (which the caller keeps alive) checked against
+// `target`'s vocabulary, its cost estimated as the CLI does; prompt lookup where only `speculate` is set.
+engine::SpecOptions speculation_of(const Model::Impl& target, const Model::Impl* draft, bool speculate);
 Reply to_reply(engine::GenerationResult r);
 
 }  // namespace ember

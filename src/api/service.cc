@@ -4,13 +4,13 @@
 namespace ember {
 
 struct Service::Impl {
-  Impl(Model::Impl& m, const ServiceOptions& o)
+  Impl(Model::Impl& m, const ServiceOptions& o, const Model::Impl* draft)
       : model(m),
         scheduler(*m.model, m.tokenizer,
                   engine::SchedulerOptions{.max_parallel = o.max_parallel,
                                            .context = m.planned_context(o.max_parallel, engine::Scheduler::kPoolFactor),
                                            .max_queue = o.max_queue,
-                                           .spec = o.speculate ? prompt_lookup() : engine::SpecOptions{}}) {}
+                                           .spec = speculation_of(m, draft, o.speculate)}) {}
   Request submit(engine::GenerationRequest g) {
     Request r;
     try {
@@ -24,7 +24,8 @@ struct Service::Impl {
   engine::Scheduler scheduler;
 };
 
-Service::Service(Model& model, ServiceOptions options) : impl_(std::make_unique<Impl>(*model.impl_, options)) {}
+Service::Service(Model& model, ServiceOptions options)
+    : impl_(std::make_unique<Impl>(*model.impl_, options, options.draft ? options.draft->impl_.get() : nullptr)) {}
 Service::~Service() = default;
 
 Service::Request Service::chat(const std::vector<Message>& conversation, const SamplingOptions& sampling,

@@ -34,16 +34,22 @@ class Api : public ::testing::Test {
     ember::LoadOptions load;
     load.threads = 2;
     model_ = new ember::Model(ember::test::model_dir("chat-skills"), load);
+    load.quantize = "q4_0";
+    draft_ = new ember::Model(ember::test::model_dir("chat-skills"), load);
     for (const json& c : golden_cases())
       if (c["enable_thinking"] == false && cases_.size() < 12) cases_.push_back(c);
   }
-  static void TearDownTestSuite() { delete model_; }
+  static void TearDownTestSuite() {
+    delete model_;
+    delete draft_;
+  }
   static ember::ChatOptions no_thinking() {
     ember::ChatOptions o;
     o.enable_thinking = false;
     return o;
   }
   static inline ember::Model* model_ = nullptr;
+  static inline ember::Model* draft_ = nullptr;  // chat-skills' own q4_0 copy, as a draft model
   static inline std::vector<json> cases_;
 };
 
@@ -61,9 +67,10 @@ TEST_F(Api, TokenizeRenderAndDescribe) {
 
 TEST_F(Api, ChatRepliesAsTheReference) {
   ASSERT_FALSE(cases_.empty());
-  for (const bool speculate : {false, true}) {  // prompt lookup gives the same replies
+  for (const int speculate : {0, 1, 2}) {  // prompt lookup and a draft model give the same replies
     ember::ChatOptions o = no_thinking();
-    o.speculate = speculate;
+    o.speculate = speculate == 1;
+    if (speculate == 2) o.draft = draft_;
     ember::Chat chat(*model_, o);
     for (const json& c : cases_) {
       std::string streamed;
@@ -77,6 +84,21 @@ TEST_F(Api, ChatRepliesAsTheReference) {
       EXPECT_EQ(streamed, r.content);
       EXPECT_EQ(r.finish_reason, "stop");
     }
+  }
+}
+
+// A draft of another vocabulary is refused when the Chat is made, naming the token that differs.
+TEST_F(Api, DraftOfAnotherVocabularyIsRefused) {
+  ember::LoadOptions load;
+  load.threads = 2;
+  ember::Model story(ember::test::model_dir("story-656k"), load);
+  ember::ChatOptions o = no_thinking();
+  o.draft = &story;
+  try {
+    ember::Chat chat(*model_, o);
+    ADD_FAILURE() << "no error";
+  } catch (const ember::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("id 2048"), std::string::npos) << e.what();
   }
 }
 
@@ -100,10 +122,11 @@ TEST_F(Api, SayKeepsTheHistoryAndReusesTheCache) {
 }
 
 TEST_F(Api, ServiceAnswersConcurrentRequestsAsTheReference) {
-  for (const bool speculate : {false, true}) {  // prompt lookup, batched, gives the same answers
+  for (const int speculate : {0, 1, 2}) {  // prompt lookup and a draft model, batched, give the same answers
     ember::ServiceOptions so;
     so.max_parallel = 4;
-    so.speculate = speculate;
+    so.speculate = speculate == 1;
+    if (speculate == 2) so.draft = draft_;
     ember::Service service(*model_, so);
     std::vector<ember::Service::Request> requests;
     for (const json& c : cases_) requests.push_back(service.chat(messages_of(c), {}, false));
