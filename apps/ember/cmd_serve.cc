@@ -48,7 +48,9 @@ int serve(ServeOpts& o) {
     std::fprintf(stderr, "ember serve: http://%s:%d/ (OpenAI API under /v1, %lld parallel sequences, context %lld%s)\n",
                  o.server.host.c_str(), port, static_cast<long long>(o.scheduler.max_parallel),
                  static_cast<long long>(srv.scheduler().context()),
-                 srv.scheduler().speculation().mode == engine::SpecMode::kOff ? "" : ", speculation ngram");
+                 srv.scheduler().speculation().mode == engine::SpecMode::kOff
+                     ? ""
+                     : (std::string(", speculation ") + engine::spec_mode_name(srv.scheduler().speculation().mode)).c_str());
 
   std::atomic<bool> exiting{false};
   std::thread waiter([&] {
