@@ -77,17 +77,8 @@ struct SpecFlags {
       d.quantize = draft_quantize.empty() ? "none" : draft_quantize;
       d.dtype.clear();
       d.lm_head = model::LoadOptions::LmHead::kRequired;
-      std::shared_ptr<model::Model> draft = d.load();
-      if (const std::string why = engine::spec_unsupported(draft->config()); !why.empty())
-        throw Error("draft model " + d.dir + ": " + why);
-      try {
-        engine::check_draft_vocabulary(tok, model::load_tokenizer(d.dir));
-      } catch (const Error& e) {
-        throw Error("draft model " + d.dir + ": " + e.what());
-      }
-      // Decode is bound by the bytes a step reads: the draft's share of the target's, until measured.
-      o.draft_cost = static_cast<double>(draft->decode_weight_bytes()) / static_cast<double>(target.decode_weight_bytes());
-      o.draft_model = std::move(draft);
+      o = engine::draft_speculation(d.load(), model::load_tokenizer(d.dir), target, tok);
+      o.max_draft = max_draft;
     }
     return o;
   }

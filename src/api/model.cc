@@ -36,16 +36,9 @@ nlohmann::ordered_json to_json(const std::vector<Message>& messages) {
 
 engine::SpecOptions speculation_of(const Model::Impl& target, const Model::Impl* draft, bool speculate) {
   if (!draft) return speculate ? prompt_lookup() : engine::SpecOptions{};
-  const Model::Impl& d = *draft;
-  engine::check_draft_vocabulary(target.tokenizer, d.tokenizer);
-  if (const std::string why = engine::spec_unsupported(d.model->config()); !why.empty())
-    throw Error("the draft model " + d.dir + ": " + why);
-  engine::SpecOptions s;
-  s.mode = engine::SpecMode::kDraft;
   // Not owned: the caller keeps the draft alive as long as the Chat or Service.
-  s.draft_model = std::shared_ptr<model::Model>(std::shared_ptr<model::Model>(), d.model.get());
-  s.draft_cost = static_cast<double>(d.model->decode_weight_bytes()) / static_cast<double>(target.model->decode_weight_bytes());
-  return s;
+  return engine::draft_speculation(std::shared_ptr<model::Model>(std::shared_ptr<model::Model>(), draft->model.get()),
+                                   draft->tokenizer, *target.model, target.tokenizer);
 }
 
 Reply to_reply(engine::GenerationResult r) {

@@ -89,9 +89,7 @@ Scheduler::Scheduler(model::Model& model, const tokenizer::Tokenizer& tokenizer,
   options_.max_parallel = std::max<int64_t>(1, options_.max_parallel);
   options_.prefill_chunk = std::max<int64_t>(1, options_.prefill_chunk);
   if (options_.cached_sequences <= 0) options_.cached_sequences = 2 * options_.max_parallel;
-  if (!spec_unsupported(model.config()).empty() ||
-      (options_.spec.draft_model && !spec_unsupported(options_.spec.draft_model->config()).empty()))
-    options_.spec = SpecOptions{};
+  if (!spec_unsupported(model.config(), options_.spec).empty()) options_.spec = SpecOptions{};
   // Running sequences never reference more distinct blocks than their tables hold, so this many
   // blocks always suffice once finished sequences are evicted; the rest of the pool is the reuse cache.
   const int64_t per_seq = ceil_div(options_.context, options_.block_size) + 1;

@@ -17,11 +17,7 @@ Session::Session(model::Model& model, const tokenizer::Tokenizer& tokenizer, int
       seq_(*cache_) {}
 
 std::string Session::set_speculation(const SpecOptions& options) {
-  std::string why = options.mode == SpecMode::kOff ? "" : spec_unsupported(model_.config());
-  if (why.empty() && options.draft_model) {
-    why = spec_unsupported(options.draft_model->config());
-    if (!why.empty()) why = "the draft model: " + why;
-  }
+  std::string why = spec_unsupported(model_.config(), options);
   spec_ = why.empty() ? options : SpecOptions{};
   // One drafter for every generation of the session: a draft model's cache follows the conversation.
   drafter_ = spec_.mode == SpecMode::kOff ? nullptr : make_drafter(spec_, context_, model_.config().vocab_size);

@@ -84,7 +84,7 @@ class Session {
   std::vector<float> logits_;    // logits after the last cached token
   SpecOptions spec_;
   std::unique_ptr<Drafter> drafter_;  // with speculation on
-  Speculator::Learned spec_learned_;  // what the adaptive length learnt in the last generation
+  SpecLearned spec_learned_;  // what the adaptive length learnt in the last generation
 };
 
 }  // namespace ember::engine

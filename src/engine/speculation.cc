@@ -10,6 +10,11 @@
 
 namespace ember::engine {
 
+namespace {
+// Exponential moving average of timings: the first sample as it is (0: none yet), then `weight` of each new one.
+void average(double& into, double x, double weight = 0.1) { into = into == 0 ? x : into + weight * (x - into); }
+}  // namespace
+
 SpecMode parse_spec_mode(const std::string& name) {
   if (name == "off") return SpecMode::kOff;
   if (name == "ngram") return SpecMode::kNgram;
@@ -25,6 +30,14 @@ std::string spec_unsupported(const model::ModelConfig& config) {
   if (model::RecurrentLayout(config).bytes() > 0)
     return "a hybrid model's recurrent state cannot be rolled back past rejected guesses";
   return "";
+}
+
+std::string spec_unsupported(const model::ModelConfig& config, const SpecOptions& options) {
+  if (options.mode == SpecMode::kOff) return "";
+  if (std::string why = spec_unsupported(config); !why.empty()) return why;
+  if (!options.draft_model) return "";
+  const std::string why = spec_unsupported(options.draft_model->config());
+  return why.empty() ? why : "the draft model: " + why;
 }
 
 void check_draft_vocabulary(const tokenizer::Tokenizer& target, const tokenizer::Tokenizer& draft) {
@@ -47,6 +60,22 @@ void check_draft_vocabulary(const tokenizer::Tokenizer& target, const tokenizer:
     throw Error("the draft model's tokenizer has " + std::to_string(draft.vocab_size()) + " tokens and the target's " +
                 std::to_string(target.vocab_size()) + "; the first token only one has is id " + std::to_string(n) +
                 " (a draft model needs the target's vocabulary)");
+}
+
+SpecOptions draft_speculation(std::shared_ptr<model::Model> draft, const tokenizer::Tokenizer& draft_tokenizer,
+                              const model::Model& target, const tokenizer::Tokenizer& target_tokenizer) {
+  try {
+    if (const std::string why = spec_unsupported(draft->config()); !why.empty()) throw Error(why);
+    check_draft_vocabulary(target_tokenizer, draft_tokenizer);
+  } catch (const Error& e) {
+    throw Error("draft model " + draft->dir() + ": " + e.what());
+  }
+  SpecOptions o;
+  o.mode = SpecMode::kDraft;
+  // Decode is bound by the bytes a step reads: the draft's share of the target's, until measured.
+  o.draft_cost = static_cast<double>(draft->decode_weight_bytes()) / static_cast<double>(target.decode_weight_bytes());
+  o.draft_model = std::move(draft);
+  return o;
 }
 
 NgramDrafter::NgramDrafter(int64_t ngram_min, int64_t ngram_max, int64_t window)
@@ -94,16 +123,8 @@ int32_t ModelDrafter::choose(const Generation& gen, std::span<const int32_t> con
   const size_t n_prompt = gen.request().prompt.size();
   if (!gen.request().params.sampling()) return sampler_->sample(row, context, n_prompt);
   const std::span<const sampling::Candidate> q = sampler_->distribution(row, context, n_prompt);
-  // A draw from q (the request's seed, offset: the draft's draws are its own).
-  double u = rng_->uniform();
-  int32_t token = q.back().id;
-  for (const sampling::Candidate& c : q)
-    if ((u -= c.p) < 0) {
-      token = c.id;
-      break;
-    }
   out.q.emplace_back(q.begin(), q.end());
-  return token;
+  return sampling::draw(q, *rng_);  // the draft's own draws (start(): the request's seed, moved)
 }
 
 void ModelDrafter::start(const GenerationRequest& request) {
@@ -136,9 +157,7 @@ void ModelDrafter::draft(const Generation& gen, int64_t k, Draft& out) {
   // The draft's logits are now after its second-to-last guess: the next catch_up runs again from
   // the first token the target did not take (or from the context's end).
   logits_.clear();
-  constexpr double kWeight = 0.1;
-  const double per_guess = seconds_since(t0) / static_cast<double>(k);
-  per_guess_ = per_guess_ == 0 ? per_guess : per_guess_ + kWeight * (per_guess - per_guess_);
+  average(per_guess_, seconds_since(t0) / static_cast<double>(k));
 }
 
 std::unique_ptr<Drafter> make_drafter(const SpecOptions& o, int64_t context, int64_t target_vocab) {
@@ -151,7 +170,7 @@ std::unique_ptr<Drafter> make_drafter(const SpecOptions& o, int64_t context, int
 }
 
 Speculator::Speculator(const SpecOptions& options, int64_t context, int64_t target_vocab, Drafter* drafter,
-                       const Learned& learned)
+                       const SpecLearned& learned)
     : options_(options),
       own_(drafter ? nullptr : make_drafter(options, context, target_vocab)),
       drafter_(drafter ? drafter : own_.get()),
@@ -187,8 +206,6 @@ int64_t Speculator::draft_length() const {
 double Speculator::draft_cost() const { return learned_.draft >= 0 ? learned_.draft : options_.draft_cost; }
 
 void Speculator::timed(int64_t tokens, double seconds) {
-  constexpr double kWeight = 0.1;
-  auto average = [&](double& into, double x) { into = into == 0 ? x : into + kWeight * (x - into); };
   if (tokens <= 1) {
     average(learned_.one, seconds);
     learned_.single = true;

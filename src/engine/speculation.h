@@ -51,9 +51,9 @@ struct SpecOptions {
   // kDraft: the draft model (same vocabulary as the target: check_draft_vocabulary), shared by every
   // sequence's drafter; each drafter keeps its own KV cache of it.
   std::shared_ptr<model::Model> draft_model;
-  // What a draft model's guess costs relative to a target pass of one token, until measured (a
-  // Session times both; the Scheduler's batched passes are not timed per sequence): e.g. the ratio
-  // of the bytes their decode steps read. Counted by the adaptive length.
+  // What a draft model's guess costs relative to a target pass of one token until the driver's
+  // timings measure it (draft_speculation: the ratio of the bytes their decode steps read). Counted
+  // by the adaptive length.
   double draft_cost = 0;
 };
 
@@ -61,10 +61,19 @@ struct SpecOptions {
 // cannot be rolled back past rejected guesses (KvSequence::truncate goes back to a snapshot or to 0).
 // The same holds for a draft model.
 std::string spec_unsupported(const model::ModelConfig& config);
+// The same for speculation by `options` on a model of `config`: the target's reason, else its draft
+// model's.
+std::string spec_unsupported(const model::ModelConfig& config, const SpecOptions& options);
 
 // Throws ember::Error unless a draft's tokenizer gives every token the target's id: the same
 // vocabulary size and the same token at every id. The message names the first token that differs.
 void check_draft_vocabulary(const tokenizer::Tokenizer& target, const tokenizer::Tokenizer& draft);
+
+// Speculation by `draft` for `target` (the engine's defaults otherwise): the vocabularies checked
+// (check_draft_vocabulary), a draft that cannot roll back refused, and the draft's cost estimated as
+// the ratio of the bytes the two decode steps read. Throws ember::Error naming the draft's path.
+SpecOptions draft_speculation(std::shared_ptr<model::Model> draft, const tokenizer::Tokenizer& draft_tokenizer,
+                              const model::Model& target, const tokenizer::Tokenizer& target_tokenizer);
 
 // Guesses for one verification pass: the tokens, and where they were sampled, the distribution each
 // was drawn from (q[i] for tokens[i], normalised; empty: guesses without one).
@@ -162,12 +171,11 @@ struct SpecLearned {
 // One sequence's speculation: its drafter, its adaptive draft length and its counts.
 class Speculator {
  public:
-  using Learned = SpecLearned;
   // `drafter`: one the driver keeps between generations (a Session's draft model keeps its cache
   // across turns); null: the Speculator makes its own (make_drafter).
   Speculator(const SpecOptions& options, int64_t context, int64_t target_vocab, Drafter* drafter = nullptr,
-             const Learned& learned = {});
-  const Learned& learned() const { return learned_; }
+             const SpecLearned& learned = {});
+  const SpecLearned& learned() const { return learned_; }
 
   // The guesses to feed after the step's feed (already in gen's context): at most `room` of them
   // (what the model's rotation allows; see draft_room), none past gen's length and context limits.
@@ -200,7 +208,7 @@ class Speculator {
   // chosen next, so that the estimate can recover.
   Draft shadow_;
   bool started_ = false;  // drafter_->start() called for this generation
-  Learned learned_;
+  SpecLearned learned_;
   // Guesses come in runs (a copied passage): after a pass that took all its k guesses the next may
   // guess 2k, whatever the estimate says; 0 after one that did not.
   int64_t run_ = 0;

@@ -58,21 +58,19 @@ inline void kq_unpack_fields(const uint8_t* tile, uint8_t* out) {
 template <QType Q>
 class KqGroupScales {
  public:
-  explicit KqGroupScales(const KQuantActs& a) : n_blocks_(a.n_blocks), per_group_(kq_packed_fields(Q) && a.n > 2) {
-    if (per_group_ && n_blocks_ * kStride > static_cast<int64_t>(sizeof(stack_)))
-      heap_.resize(static_cast<size_t>(n_blocks_ * kStride));
+  explicit KqGroupScales(const KQuantActs& a) : n_blocks_(a.n_blocks) {
+    if (kq_packed_fields(Q) && a.n > 2) unpacked_.resize(static_cast<size_t>(n_blocks_ * kStride));
   }
   // Makes the group whose first tile is `tiles` current.
   void set(const uint8_t* tiles) {
-    if (!per_group_ || tiles == tiles_) return;
-    uint8_t* out = heap_.empty() ? stack_ : heap_.data();
-    for (int64_t b = 0; b < n_blocks_; ++b) kq_unpack_fields<Q>(tiles + b * kq_tile_bytes(Q), out + b * kStride);
+    if (unpacked_.empty() || tiles == tiles_) return;
+    for (int64_t b = 0; b < n_blocks_; ++b) kq_unpack_fields<Q>(tiles + b * kq_tile_bytes(Q), unpacked_.data() + b * kStride);
     tiles_ = tiles;
   }
   // Super-block b's scale bytes, `tile` its tile; `buf` (kStride bytes) where it is unpacked now.
   const uint8_t* at(int64_t b, const uint8_t* tile, uint8_t* buf) const {
     if constexpr (!kq_packed_fields(Q)) return tile + kq_scales(Q);
-    if (per_group_) return (heap_.empty() ? stack_ : heap_.data()) + b * kStride;
+    if (!unpacked_.empty()) return unpacked_.data() + b * kStride;
     kq_unpack_fields<Q>(tile, buf);
     return buf;
   }
@@ -80,9 +78,7 @@ class KqGroupScales {
 
  private:
   int64_t n_blocks_;
-  bool per_group_;
-  alignas(64) uint8_t stack_[kq_packed_fields(Q) ? 32768 : 1];  // 128 super-blocks of 16 fields: rows of 32768
-  std::vector<uint8_t> heap_;
+  std::vector<uint8_t> unpacked_;  // a prompt's: the current group's, kStride per super-block
   const uint8_t* tiles_ = nullptr;
 };
 

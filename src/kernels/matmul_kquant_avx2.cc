@@ -96,7 +96,7 @@ inline __m256i kq_maddubs(__m256i w, __m256i x) {
 
 // Lane i: row 8h + i's pair of 16-bit scales (sub-blocks 2p, 2p + 1) and mins (Q3_K, Q6_K, IQ4_XS:
 // the scales again; Q2_K: its scale bytes' high nibbles), from the tile's scale bytes `sc`
-// (kq_scale_bytes).
+// (KqGroupScales::at).
 template <QType Q>
 inline __m256i kq_scale_pairs256(const uint8_t* sc, int p, int h);
 template <QType Q>

@@ -53,6 +53,14 @@ bool walk(size_t n, double& acc, double target, Weight w, size_t& out) {
 
 }  // namespace
 
+int32_t draw(std::span<const Candidate> dist, Rng& rng) {
+  double acc = 0;
+  size_t i = 0;
+  if (!walk(dist.size(), acc, rng.uniform(), [&](size_t j) { return static_cast<double>(dist[j].p); }, i))
+    fail("sampler", "no token has a probability above 0");
+  return dist[i].id;
+}
+
 Rng::Rng(uint64_t seed) {
   for (uint64_t& s : s_) s = splitmix64(seed);
 }
@@ -339,19 +347,16 @@ int32_t Sampler::sample_proposed(std::span<const float> logits, std::span<const 
   if (q_of_proposed > 0.0f && rng_.uniform() * q_of_proposed < p_of_proposed) {
     token = proposed;
   } else {
-    // The residual max(0, p - q), drawn by walking it in the candidates' order; p itself where it is
-    // empty (p equal to q to the last bit, where a rejection has probability 0 anyway).
+    // The residual max(0, p - q), walked in the candidates' order; p itself where it is empty (p equal
+    // to q to the last bit, where a rejection has probability 0 anyway).
+    auto residual = [&](size_t j) { return std::max(0.0f, p[j].p - q_dense_[static_cast<size_t>(p[j].id)]); };
     double total = 0;
-    for (const Candidate& c : p) total += std::max(0.0f, c.p - q_dense_[static_cast<size_t>(c.id)]);
-    const bool plain = !(total > 0);
-    if (plain) total = 1.0;
-    double u = rng_.uniform() * total;
-    for (const Candidate& c : p) {
-      const double w = plain ? c.p : std::max(0.0f, c.p - q_dense_[static_cast<size_t>(c.id)]);
-      if (w <= 0) continue;
-      token = c.id;  // the last positive one takes what rounding leaves of u
-      if ((u -= w) < 0) break;
-    }
+    for (size_t j = 0; j < p.size(); ++j) total += residual(j);
+    double acc = 0;
+    size_t i = 0;
+    const bool found = total > 0 ? walk(p.size(), acc, rng_.uniform() * total, residual, i)
+                                 : walk(p.size(), acc, rng_.uniform(), [&](size_t j) { return p[j].p; }, i);
+    if (found) token = p[i].id;
   }
   for (const Candidate& c : q)
     if (c.id >= 0 && static_cast<size_t>(c.id) < q_dense_.size()) q_dense_[static_cast<size_t>(c.id)] = 0.0f;

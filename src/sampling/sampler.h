@@ -38,6 +38,9 @@ struct TokenLogprobs {
   std::vector<TokenLogprob> top;  // the top_logprobs most likely tokens, best first (lower id on ties)
 };
 
+// A token drawn from a normalised distribution (Sampler::distribution()'s) with `rng`.
+int32_t draw(std::span<const Candidate> dist, Rng& rng);
+
 class Sampler {
  public:
   // Throws ember::Error when params.validate() does.
