@@ -5,12 +5,14 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <random>
 #include <vector>
 
 #include "kernels/attention.h"
 #include "kernels/gguf_quants.h"
 #include "kernels/matmul.h"
+#include "kernels/membw.h"
 #include "kernels/pack.h"
 #include "kernels/quant.h"
 
@@ -26,10 +28,13 @@ struct Fixture {
   QuantizedMatrix qm;
   PackedMatrix pm;
   WeightMatrix w;
-  Fixture(int kind, int64_t rows, int64_t cols, ThreadPool& pool) : wf(rows * cols) {
+  Fixture(int kind, int64_t rows, int64_t cols, ThreadPool& pool) {
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> d(-1, 1);
-    for (auto& v : wf) v = d(rng);
+    if (kind < 5) {  // the K-quants are random blocks, not made from floats
+      wf.resize(static_cast<size_t>(rows * cols));
+      for (auto& v : wf) v = d(rng);
+    }
     w = WeightMatrix{wf.data(), DType::F32, rows, cols};
     if (kind == 1 || kind == 2) {
       wh.resize(wf.size());
@@ -105,6 +110,40 @@ void Args(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_Matmul)->Apply(Args)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// Decode from memory: one token against a matrix of about kStreamBytes (8192 columns, like the
+// down projection: panels 256 KiB apart), far past the caches, at the best instruction set. Reports
+// the weights' bytes/s and its fraction of the read bandwidth that ember bench's roofline takes
+// (kernels/membw.h, measured once per thread count), which a decode at the roofline reaches.
+constexpr int64_t kStreamBytes = int64_t{256} << 20;
+
+double roofline(ThreadPool& pool) {
+  static std::map<int, double> measured;  // benchmark-local: read_bandwidth takes a second or two
+  auto [it, fresh] = measured.try_emplace(pool.size(), 0.0);
+  if (fresh) it->second = read_bandwidth(pool);
+  return it->second;
+}
+
+void BM_DecodeStream(benchmark::State& state) {
+  const int kind = static_cast<int>(state.range(0));
+  constexpr double kBytesPerWeight[] = {4, 2, 2, 34.0 / 32, 18.0 / 32, 144.0 / 256};
+  const int64_t cols = 8192;
+  const int64_t rows = static_cast<int64_t>(kStreamBytes / (cols * kBytesPerWeight[kind])) / 16 * 16;
+  ThreadPool pool(static_cast<int>(state.range(1)));
+  Fixture f(kind, rows, cols, pool);
+  f.wf = {};  // the source floats: only the weights should be resident
+  const double bw = roofline(pool);
+  std::vector<float> x(static_cast<size_t>(cols), 0.5f), y(static_cast<size_t>(rows));
+  for (auto _ : state) {
+    matmul(f.w, x.data(), 1, y.data(), pool);
+    benchmark::DoNotOptimize(y.data());
+  }
+  const double bytes = static_cast<double>(weight_bytes(f.w)) * static_cast<double>(state.iterations());
+  state.counters["bytes/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsRate);
+  state.counters["roofline_bytes/s"] = bw;
+  state.counters["of_roofline"] = benchmark::Counter(bytes / bw, benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_DecodeStream)->ArgNames({"type", "threads"})->ArgsProduct({{1, 2, 3, 4, 5}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // One thread at the best instruction set: weight type state.range(0), state.range(1) tokens.
 void time_one_thread(benchmark::State& state, int64_t rows, int64_t cols) {
