@@ -106,7 +106,7 @@ int64_t weight_bytes(const WeightMatrix& w) {
 }
 
 float weight_at(const WeightMatrix& w, int64_t r, int64_t c) {
-  return simd::load1(w.data, w.dtype, w.layout == Layout::Panels ? panel_index(w.cols, r, c) : r * w.cols + c);
+  return simd::load1(w.data, w.dtype, w.layout == Layout::Panels ? panel_index(w.dtype, w.cols, r, c) : r * w.cols + c);
 }
 
 void matmul(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y, ThreadPool& pool) {

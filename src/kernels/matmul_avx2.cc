@@ -67,7 +67,7 @@ static_assert(kDecodeTokens == 2, "decode_rows has a case for one token and one 
 // hide the FMA latency; a partial last panel goes through a 16-wide buffer.
 template <DType T>
 void decode_rows(const WeightMatrix& w, const float* x, int64_t n, float* y, int64_t g0, int64_t g1) {
-  const int64_t K = w.cols, pstride = kPanelRows * K, es = static_cast<int64_t>(dtype_size(T));
+  const int64_t K = w.cols, pstride = panel_stride(T, K), es = static_cast<int64_t>(dtype_size(T));
   const auto* base = static_cast<const uint8_t*>(w.data);
   const int64_t full = std::min(g1, w.rows / kPanelRows);  // panels whose 16 rows all exist
   auto panels = [&]<int NP, int NT>(int64_t g) {
@@ -143,7 +143,7 @@ inline void prefetch_panel_outputs(const float* y, int64_t ldy, int64_t tokens) 
 // ago, a whole pass over the panels, out of L2 since).
 template <DType T>
 void prefill_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, int64_t g0, int64_t g1) {
-  const int64_t K = w.cols, pstride = kPanelRows * K, es = static_cast<int64_t>(dtype_size(T));
+  const int64_t K = w.cols, pstride = panel_stride(T, K), es = static_cast<int64_t>(dtype_size(T));
   const auto* base = static_cast<const uint8_t*>(w.data);
   const int64_t full = std::min(g1, w.rows / kPanelRows);  // panels whose 16 rows all exist
   alignas(__m256) float buf[kTileTokens * kPanelRows];  // a partial last panel's outputs

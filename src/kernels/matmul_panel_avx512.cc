@@ -97,7 +97,7 @@ void panels_n(int np, int nt, const void* w, int64_t pstride, const float* xp, i
 
 template <DType T>
 void panel_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, int64_t g0, int64_t g1) {
-  const int64_t K = w.cols, pstride = kPanelRows * K, es = static_cast<int64_t>(dtype_size(T));
+  const int64_t K = w.cols, pstride = panel_stride(T, K), es = static_cast<int64_t>(dtype_size(T));
   const auto* base = static_cast<const uint8_t*>(w.data);
   // NP panels' weights of a column block as float32.
   alignas(64) float wbuf[kPanels * kPanelRows * kColBlock];

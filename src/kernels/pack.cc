@@ -11,7 +11,7 @@ namespace ember::kernels {
 
 int64_t packed_bytes(DType dtype, int64_t rows, int64_t cols) {
   const int64_t panels = (rows + kPanelRows - 1) / kPanelRows;
-  return panels * kPanelRows * cols * static_cast<int64_t>(dtype_size(dtype));
+  return panels * panel_stride(dtype, cols) * static_cast<int64_t>(dtype_size(dtype));
 }
 
 int64_t PackedMatrix::bytes() const { return data_.data() ? packed_bytes(view_.dtype, view_.rows, view_.cols) : 0; }
@@ -21,7 +21,7 @@ PackedMatrix pack(const WeightMatrix& w, ThreadPool& pool) { return pack(w, w.dt
 PackedMatrix pack(const WeightMatrix& w, DType to, ThreadPool& pool) {
   if (w.qtype != QType::None || w.layout != Layout::Rows) fail("pack", "needs a plain row-major matrix");
   const int64_t es = static_cast<int64_t>(dtype_size(w.dtype)), panels = (w.rows + kPanelRows - 1) / kPanelRows;
-  const int64_t ts = static_cast<int64_t>(dtype_size(to));
+  const int64_t ts = static_cast<int64_t>(dtype_size(to)), stride = panel_stride(to, w.cols);
   PackedMatrix m;
   const int64_t bytes = packed_bytes(to, w.rows, w.cols);
   m.data_ = WeightBuffer(bytes);
@@ -42,7 +42,7 @@ PackedMatrix pack(const WeightMatrix& w, DType to, ThreadPool& pool) {
   // The source is read through memcpy: a safetensors file need not place its data at an aligned
   // offset (its header length is the writer's), so a typed load there would be misaligned.
   auto copy_panel = [&]<class T>(int64_t p) {
-    T* panel = reinterpret_cast<T*>(dst + p * kPanelRows * w.cols * ts);
+    T* panel = reinterpret_cast<T*>(dst + p * stride * ts);
     const auto* in = static_cast<const uint8_t*>(src) + p * kPanelRows * w.cols * static_cast<int64_t>(sizeof(T));
     const int64_t valid = std::min(kPanelRows, w.rows - p * kPanelRows);
     constexpr int64_t kBlock = 64;
@@ -63,7 +63,7 @@ PackedMatrix pack(const WeightMatrix& w, DType to, ThreadPool& pool) {
         else copy_panel.template operator()<uint16_t>(p);
         continue;
       }
-      uint8_t* panel = dst + p * kPanelRows * w.cols * ts;
+      uint8_t* panel = dst + p * stride * ts;
       for (int64_t i = 0; i < kPanelRows; ++i) {
         const int64_t r = p * kPanelRows + i;
         if (r >= w.rows) {  // padding rows: zeros (0 is all-zero bits in every float type)
