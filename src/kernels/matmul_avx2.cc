@@ -20,6 +20,19 @@ using simd::load8;
 constexpr int kPanelHalves = kPanelRows / kLanes;  // vectors per panel column
 static_assert(kPanelHalves == 2, "the panel tiles below hold a panel column in two vectors");
 
+// The panel column at element e as float32: rows 0-7 and 8-15 (BF16's interleaved halves, pack.h).
+template <DType T>
+inline void load_column(const void* w, int64_t e, __m256& lo, __m256& hi) {
+  if constexpr (T == DType::BF16) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(w) + e));
+    lo = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+    hi = _mm256_castsi256_ps(_mm256_and_si256(v, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
+  } else {
+    lo = load8<T>(w, e);
+    hi = load8<T>(w, e + kLanes);
+  }
+}
+
 // Decode: NP panels x NT tokens (one or two) over all columns of panel-packed weights (pack.h).
 // Each output is one fused multiply-add chain in column order from zero, as in prefill_tile, so the
 // tile shape changes no result. y[t * ldy + i] is row i of the first panel.
@@ -41,13 +54,14 @@ void decode_tile(const void* w, int64_t pstride, const float* x, int64_t ldx, in
     #pragma GCC unroll 2
     for (int t = 0; t < NT; ++t) xb[t] = _mm256_broadcast_ss(x + t * ldx + k);
     #pragma GCC unroll 4
-    for (int p = 0; p < NP; ++p)
+    for (int p = 0; p < NP; ++p) {
+      __m256 wv[kPanelHalves];
+      load_column<T>(w, p * pstride + e, wv[0], wv[1]);
       #pragma GCC unroll 2
-      for (int h = 0; h < kPanelHalves; ++h) {
-        const __m256 wv = load8<T>(w, p * pstride + e + h * kLanes);
+      for (int h = 0; h < kPanelHalves; ++h)
         #pragma GCC unroll 2
-        for (int t = 0; t < NT; ++t) acc[p][h][t] = _mm256_fmadd_ps(wv, xb[t], acc[p][h][t]);
-      }
+        for (int t = 0; t < NT; ++t) acc[p][h][t] = _mm256_fmadd_ps(wv[h], xb[t], acc[p][h][t]);
+    }
   }
   #pragma GCC unroll 4
   for (int p = 0; p < NP; ++p)
@@ -107,7 +121,8 @@ void prefill_tile(const void* w, const float* xp, int64_t len, float* y, int64_t
   #pragma GCC unroll 4
   for (int64_t k = 0; k < len; ++k, xp += NT) {
     // One broadcast at a time: 12 accumulators + 6 broadcasts would spill registers.
-    const __m256 w0 = load8<T>(w, k * kPanelRows), w1 = load8<T>(w, k * kPanelRows + kLanes);
+    __m256 w0, w1;
+    load_column<T>(w, k * kPanelRows, w0, w1);
     #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) {
       const __m256 xb = _mm256_broadcast_ss(xp + t);

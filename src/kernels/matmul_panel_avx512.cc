@@ -30,13 +30,15 @@ constexpr int64_t kTokens = kTokenBlock;  // tokens per block: their activations
 // rather than by every tile (at 2 tiles, 16 tokens, converting in the tiles was faster).
 constexpr int64_t kExpandTiles = 3;
 
-// 16 weights (one panel column) from element i, as float32.
+// 16 weights (one panel column) from element i, as float32 in row order (BF16's halves are
+// interleaved, pack.h: shifted, the words give rows 0-7; cleared low halves, rows 8-15).
 template <DType T>
 inline __m512 load16(const void* base, int64_t i) {
   if constexpr (T == DType::F32) return _mm512_loadu_ps(static_cast<const float*>(base) + i);
   const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(base) + i));
   if constexpr (T == DType::F16) return _mm512_cvtph_ps(h);
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  const __m256i lo = _mm256_slli_epi32(h, 16), hi = _mm256_and_si256(h, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u)));
+  return _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1));
 }
 
 // NP panels x NT tokens over `len` columns. w: panel 0 at the block's first column, panels pstride

@@ -10,6 +10,6 @@ namespace ember::kernels {
 
 // The best bytes/s of `passes` reads of a buffer of about `bytes` (touched once before timing): an
 // upper bound is what a roofline is.
-double read_bandwidth(ThreadPool& pool, int64_t bytes = int64_t{1} << 30, int passes = 5);
+double read_bandwidth(ThreadPool& pool, int64_t bytes = int64_t{1} << 30, int passes = 10);
 
 }  // namespace ember::kernels

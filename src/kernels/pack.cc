@@ -52,7 +52,7 @@ PackedMatrix pack(const WeightMatrix& w, DType to, ThreadPool& pool) {
         for (int64_t c = c0; c < c1; ++c) {
           T v{};
           if (i < valid) std::memcpy(&v, in + (i * w.cols + c) * static_cast<int64_t>(sizeof(T)), sizeof(T));
-          panel[c * kPanelRows + i] = v;
+          panel[c * kPanelRows + panel_slot(to, i)] = v;
         }
     }
   };
@@ -66,11 +66,12 @@ PackedMatrix pack(const WeightMatrix& w, DType to, ThreadPool& pool) {
       uint8_t* panel = dst + p * stride * ts;
       for (int64_t i = 0; i < kPanelRows; ++i) {
         const int64_t r = p * kPanelRows + i;
+        const int64_t slot = panel_slot(to, i);
         if (r >= w.rows) {  // padding rows: zeros (0 is all-zero bits in every float type)
-          for (int64_t c = 0; c < w.cols; ++c) std::memset(panel + (c * kPanelRows + i) * ts, 0, static_cast<size_t>(ts));
+          for (int64_t c = 0; c < w.cols; ++c) std::memset(panel + (c * kPanelRows + slot) * ts, 0, static_cast<size_t>(ts));
           continue;
         }
-        for (int64_t c = 0; c < w.cols; ++c) put(panel + (c * kPanelRows + i) * ts, r, c);
+        for (int64_t c = 0; c < w.cols; ++c) put(panel + (c * kPanelRows + slot) * ts, r, c);
       }
     }
   });
