@@ -68,17 +68,19 @@ TEST(Matmul, WideRowsMatchReference) {
   ThreadPool pool(2);
   std::mt19937 rng(5);
   for (Isa isa : supported_isas())
-    for (DType t : {DType::F32, DType::BF16})
-      for (int64_t n : {1, 5}) {
-        const int64_t rows = 9, cols = 2600;
-        const RandomWeights rw(t, rows, cols, rng);
-        const WeightMatrix& w = rw.view;
-        std::vector<float> x = randn(n * cols, rng), y(n * rows), ref(n * rows);
-        matmul(w, x.data(), n, y.data(), pool, isa);
-        matmul_reference(w, x.data(), n, ref.data());
-        for (size_t i = 0; i < y.size(); ++i)
-          ASSERT_NEAR(y[i], ref[i], 1e-4 * (1 + std::sqrt(static_cast<float>(cols)))) << isa_name(isa) << " n=" << n;
-      }
+    for (DType t : {DType::F32, DType::F16, DType::BF16})
+      for (int64_t n : {1, 2, 5})
+        for (int64_t rows : {9, 70}) {  // 70: panels a gap apart (pack.h), and a partial last one
+          const int64_t cols = 2600;
+          const RandomWeights rw(t, rows, cols, rng);
+          const WeightMatrix& w = rw.view;
+          std::vector<float> x = randn(n * cols, rng), y(n * rows), ref(n * rows);
+          matmul(w, x.data(), n, y.data(), pool, isa);
+          matmul_reference(w, x.data(), n, ref.data());
+          for (size_t i = 0; i < y.size(); ++i)
+            ASSERT_NEAR(y[i], ref[i], 1e-4 * (1 + std::sqrt(static_cast<float>(cols))))
+                << isa_name(isa) << " " << dtype_name(t) << " rows=" << rows << " n=" << n;
+        }
 }
 
 // A fused set (plain and quantized outputs of different heights) equals separate products.
@@ -188,18 +190,21 @@ TEST(Matmul, FusedEqualsSeparateProducts) {
   EXPECT_THROW(matmul_fused(mixed, x.data(), 1, pool), Error);
 }
 
-// Packing keeps every weight (any row count, padding rows are not rows), and matmul refuses plain
-// weights that were not packed rather than reading them in the wrong layout.
+// Packing keeps every weight (any row count, padding rows are not rows; BF16's interleaved halves;
+// the gap after panels of 32 KiB or more), and matmul refuses plain weights that were not packed
+// rather than reading them in the wrong layout.
 TEST(Pack, KeepsEveryWeightAndMatmulNeedsIt) {
   ThreadPool pool(2);
   std::mt19937 rng(13);
   for (DType t : {DType::F32, DType::F16, DType::BF16})
     for (int64_t rows : {1, 16, 17, 50})
-      for (int64_t cols : {37, 130}) {  // pack copies blocks of 64 columns
+      for (int64_t cols : {37, 130, 1100}) {  // pack copies blocks of 64 columns; 1100: panels with a gap
         const RandomWeights rw(t, rows, cols, rng);
         EXPECT_EQ(rw.view.layout, Layout::Panels);
         EXPECT_EQ(rw.packed.bytes(), packed_bytes(t, rows, cols));
         EXPECT_EQ(weight_bytes(rw.view), packed_bytes(t, rows, cols));
+        const int64_t panels = (rows + kPanelRows - 1) / kPanelRows, dense = panels * kPanelRows * cols * static_cast<int64_t>(dtype_size(t));
+        EXPECT_EQ(packed_bytes(t, rows, cols), dense + (cols == 1100 ? panels * kPanelGapBytes : 0)) << dtype_name(t);
         std::vector<float> a(cols), b(cols);
         for (int64_t r = 0; r < rows; ++r) {
           copy_row(rw.rows_view, r, a.data());
