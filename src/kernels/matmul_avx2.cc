@@ -217,29 +217,46 @@ inline __m256 block_scales(const uint16_t* sc, int h) {
   }
 }
 
-// One 16-row group x NT tokens over all blocks. Each 64-byte unit row holds 4 weights of all 16
+// A 16-row group of quantized weights as a tile reads it: its blocks, their scales, its outputs.
+struct QuantGroup {
+  const uint8_t* blocks;
+  const uint16_t* scales;
+  float* y;
+  int64_t valid_rows;
+};
+
+// NG 16-row groups x NT tokens over all blocks, the groups' blocks read in lockstep: decode (one
+// token) takes two groups half a thread's rows apart, two streams, because one sequential stream
+// per core does not reach the memory bandwidth (kernels_bench BM_DecodeStream, Zen 3: Q8_0 at 16 GB/s
+// where its arithmetic runs at 39 from the caches). Each 64-byte unit row holds 4 weights of all 16
 // rows: its two 32-byte halves (rows 0-7, 8-15) feed two accumulators, so a group streams through
 // once. maddubs needs an unsigned operand: Q8_0, IQ4_NL and MXFP4 (their table looked up, signed: unsigned it
 // would saturate maddubs's 16-bit pairs) use the sign trick (|w| times x with w's sign); the other
 // nibble types multiply their unsigned nibbles (with Q5's fifth bits) and correct by -offset * (sum of
-// the block's activation quants); Q4_1 / Q5_1 add min * that sum, scaled, after the block.
+// the block's activation quants); Q4_1 / Q5_1 add min * that sum, scaled, after the block. Each
+// output's sums are in block order whatever NG and NT are, so neither changes a result.
 // Out of line: GCC would otherwise inline every tile shape into quant_groups (through
 // for_each_group's lambda); so they compile exactly as before that helper (timings were within noise).
-template <QType Q, int NT>
-[[gnu::noinline]] void quant_tile(const uint8_t* group, const uint16_t* scales, const QuantizedActs& a, int64_t t0,
-                                  float* y, int64_t ldy, int64_t valid_rows) {
+template <QType Q, int NT, int NG>
+[[gnu::noinline]] void quant_tile(const QuantGroup (&groups)[NG], const QuantizedActs& a, int64_t t0, int64_t ldy) {
   constexpr int64_t bb = qblock_bytes(Q), half = kQUnitRowBytes / 2;
   const int64_t nb = a.n_blocks;
   const __m256i ones = _mm256_set1_epi16(1), low4 = _mm256_set1_epi8(0x0F);
   // Every loop over halves and tokens must unroll (GCC does not at -O2), or the sums live on the stack
   // and each add waits for a store to forward.
-  __m256 acc[2][NT];
+  __m256 accs[NG][2][NT];
   #pragma GCC unroll 2
-  for (int h = 0; h < 2; ++h)
+  for (int g = 0; g < NG; ++g)
     #pragma GCC unroll 2
-    for (int t = 0; t < NT; ++t) acc[h][t] = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* tile = group + b * bb;
+    for (int h = 0; h < 2; ++h)
+      #pragma GCC unroll 2
+      for (int t = 0; t < NT; ++t) accs[g][h][t] = _mm256_setzero_ps();
+  // One loop over (block, group): the groups' lines interleave in the order the tile reads them.
+  for (int64_t b = 0; b < nb; ++b)
+    #pragma GCC unroll 2
+    for (int g = 0; g < NG; ++g) {
+    const uint8_t* tile = groups[g].blocks + b * bb;
+    auto& acc = accs[g];
     // The lines a few blocks ahead (past the group's end is harmless: prefetches do not fault).
     for (int64_t l = 0; l < bb; l += kCacheLine)
       _mm_prefetch(reinterpret_cast<const char*>(tile + kDecodePrefetchAhead + l), _MM_HINT_T0);
@@ -263,6 +280,7 @@ template <QType Q, int NT>
     if constexpr (qhas_table(Q)) {
       const __m256i table = _mm256_broadcastsi128_si256(
           _mm_loadu_si128(reinterpret_cast<const __m128i*>(Q == QType::MXFP4 ? kMxfp4Values : kIq4Values)));
+      #pragma GCC unroll 8
       for (int64_t j = 0; j < kQ4Half / kQUnit; ++j) {
         const __m256i v0 = unit(j, 0), v1 = unit(j, 1);
         const __m256i lo0 = _mm256_shuffle_epi8(table, _mm256_and_si256(v0, low4));
@@ -277,6 +295,7 @@ template <QType Q, int NT>
         }
       }
     } else if constexpr (Q == QType::Q8_0) {
+      #pragma GCC unroll 8
       for (int64_t j = 0; j < kQBlock / kQUnit; ++j) {
         const __m256i w0 = unit(j, 0), w1 = unit(j, 1);
         const __m256i u0 = _mm256_sign_epi8(w0, w0), u1 = _mm256_sign_epi8(w1, w1);
@@ -288,6 +307,7 @@ template <QType Q, int NT>
         }
       }
     } else {
+      #pragma GCC unroll 8
       for (int64_t j = 0; j < kQ4Half / kQUnit; ++j) {
         const __m256i v0 = unit(j, 0), v1 = unit(j, 1);
         __m256i lo0 = _mm256_and_si256(v0, low4), hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), low4);
@@ -312,7 +332,7 @@ template <QType Q, int NT>
         }
       }
     }
-    const uint16_t* sc = scales + b * qscale_stride(Q);
+    const uint16_t* sc = groups[g].scales + b * qscale_stride(Q);
     const __m256 sw0 = block_scales<Q>(sc, 0), sw1 = block_scales<Q>(sc, 1);
     #pragma GCC unroll 2
     for (int t = 0; t < NT; ++t) {
@@ -335,23 +355,40 @@ template <QType Q, int NT>
     }
   }
   #pragma GCC unroll 2
-  for (int t = 0; t < NT; ++t) {
-    alignas(__m256) float out[kQGroupRows];
-    _mm256_store_ps(out, acc[0][t]);
-    _mm256_store_ps(out + kLanes, acc[1][t]);
-    std::copy_n(out, valid_rows, y + (t0 + t) * ldy);
-  }
+  for (int g = 0; g < NG; ++g)
+    #pragma GCC unroll 2
+    for (int t = 0; t < NT; ++t) {
+      alignas(__m256) float out[kQGroupRows];
+      _mm256_store_ps(out, accs[g][0][t]);
+      _mm256_store_ps(out + kLanes, accs[g][1][t]);
+      std::copy_n(out, groups[g].valid_rows, groups[g].y + (t0 + t) * ldy);
+    }
 }
 
 template <QType Q>
 void quant_groups(const WeightMatrix& w, const QuantizedActs& a, float* y, int64_t g0, int64_t g1) {
-  for_each_group(w, a, g0, g1, [&](const uint8_t* group, const uint16_t* scales, int64_t g, int64_t t0, int64_t t1) {
-    const int64_t valid = std::min(kQGroupRows, w.rows - g * kQGroupRows);
-    float* yg = y + g * kQGroupRows;
+  const int64_t nb = a.n_blocks, bb = qblock_bytes(Q);
+  auto group = [&](int64_t g) {
+    return QuantGroup{static_cast<const uint8_t*>(w.data) + g * nb * bb, w.scales + g * nb * qscale_stride(Q),
+                      y + g * kQGroupRows, std::min(kQGroupRows, w.rows - g * kQGroupRows)};
+  };
+  if (a.n == 1) {  // decode: groups i and i + half of the range side by side
+    const int64_t half = (g1 - g0) / 2;
+    for (int64_t i = 0; i < half; ++i) {
+      const QuantGroup pair[2] = {group(g0 + i), group(g0 + half + i)};
+      quant_tile<Q, 1, 2>(pair, a, 0, w.rows);
+    }
+    if ((g1 - g0) % 2) {
+      const QuantGroup last[1] = {group(g1 - 1)};
+      quant_tile<Q, 1, 1>(last, a, 0, w.rows);
+    }
+    return;
+  }
+  for_each_group(w, a, g0, g1, [&](const uint8_t*, const uint16_t*, int64_t g, int64_t t0, int64_t t1) {
+    const QuantGroup one[1] = {group(g)};
     int64_t t = t0;
-    for (; t + kQuantTileTokens <= t1; t += kQuantTileTokens)
-      quant_tile<Q, kQuantTileTokens>(group, scales, a, t, yg, w.rows, valid);
-    for (; t < t1; ++t) quant_tile<Q, 1>(group, scales, a, t, yg, w.rows, valid);
+    for (; t + kQuantTileTokens <= t1; t += kQuantTileTokens) quant_tile<Q, kQuantTileTokens, 1>(one, a, t, w.rows);
+    for (; t < t1; ++t) quant_tile<Q, 1, 1>(one, a, t, w.rows);
   });
 }
 

@@ -115,13 +115,16 @@ TEST(Matmul, TokenResultsDoNotDependOnHowManyShareTheCall) {
           const RandomWeights rw(t, plain_rows, cols, rng);
           expect_batch_invariant(rw.view, isa, pool, rng, std::string(dtype_name(t)) + " rows " + std::to_string(plain_rows));
         }
-    // Quantized: the server's batched steps of a --quantize model rely on this as well.
+    // Quantized: the server's batched steps of a --quantize model rely on this as well. 70 rows: five
+    // groups, which decode reads two at a time (and one alone).
     for (QType q : {QType::Q8_0, QType::Q4_0})
-      for (int64_t cols : {64, 2080}) {
-        const std::vector<float> wf = randn(rows * cols, rng);
-        const QuantizedMatrix qm = quantize(WeightMatrix{wf.data(), DType::F32, rows, cols}, q, pool);
-        expect_batch_invariant(qm.view(), isa, pool, rng, q == QType::Q8_0 ? "q8_0" : "q4_0");
-      }
+      for (int64_t quant_rows : {rows, int64_t{70}})
+        for (int64_t cols : {64, 2080}) {
+          const std::vector<float> wf = randn(quant_rows * cols, rng);
+          const QuantizedMatrix qm = quantize(WeightMatrix{wf.data(), DType::F32, quant_rows, cols}, q, pool);
+          expect_batch_invariant(qm.view(), isa, pool, rng,
+                                 std::string(q == QType::Q8_0 ? "q8_0" : "q4_0") + " rows " + std::to_string(quant_rows));
+        }
   }
 }
 
@@ -230,7 +233,7 @@ TEST(Matmul, QuantizedEveryIsaMatchesReference) {
   std::mt19937 rng(11);
   for (QType q : {QType::Q8_0, QType::Q4_0})
     for (Isa isa : supported_isas())
-      for (int64_t rows : {1, 16, 37})
+      for (int64_t rows : {1, 16, 37, 70})
         for (int64_t cols : {32, 96, 256})
           for (int64_t n : {1, 5, 8, 19, 70}) {
             std::vector<float> wf = randn(rows * cols, rng), x = randn(n * cols, rng), y(n * rows), ref(n * rows);
