@@ -188,12 +188,12 @@ TEST(KQuant, TokenResultsDoNotDependOnHowManyShareTheCall) {
 }
 
 // Every kernel adds in kquant_row_dot's order (exact integer sums, two fused multiply-adds per
-// super-block): the bits equal the scalar reference's.
+// super-block): the bits equal the scalar reference's (70 rows: a thread's range of several groups).
 TEST(KQuant, EveryIsaMatchesReference) {
   ThreadPool pool(2);
   std::mt19937 rng(13);
   for (GgmlType type : kKTypes)
-    for (int64_t rows : {1, 5, 17, 33})
+    for (int64_t rows : {1, 5, 17, 33, 70})
       for (int64_t cols : {kQK_K, 3 * kQK_K})
         for (int64_t n : {1, 2, 3, 5, 9, 70}) {
           const RandomKMatrix k(type, rows, cols, rng, pool);
