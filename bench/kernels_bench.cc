@@ -5,7 +5,6 @@
 #include <array>
 #include <cmath>
 #include <cstring>
-#include <map>
 #include <random>
 #include <vector>
 
@@ -114,26 +113,20 @@ BENCHMARK(BM_Matmul)->Apply(Args)->Unit(benchmark::kMicrosecond)->UseRealTime();
 // Decode from memory: one token against a matrix of about kStreamBytes (8192 columns, like the
 // down projection: panels 256 KiB apart), far past the caches, at the best instruction set. Reports
 // the weights' bytes/s and its fraction of the read bandwidth that ember bench's roofline takes
-// (kernels/membw.h, measured once per thread count), which a decode at the roofline reaches.
+// (kernels/membw.h), measured just before the decode with the same threads: a decode at the
+// roofline reaches 1.
 constexpr int64_t kStreamBytes = int64_t{256} << 20;
-
-double roofline(ThreadPool& pool) {
-  static std::map<int, double> measured;  // benchmark-local: read_bandwidth takes a second or two
-  auto [it, fresh] = measured.try_emplace(pool.size(), 0.0);
-  if (fresh) it->second = read_bandwidth(pool);
-  return it->second;
-}
 
 void BM_DecodeStream(benchmark::State& state) {
   const int kind = static_cast<int>(state.range(0));
-  constexpr double kBytesPerWeight[] = {4, 2, 2, 34.0 / 32, 18.0 / 32, 144.0 / 256};
   const int64_t cols = 8192;
-  const int64_t rows = static_cast<int64_t>(kStreamBytes / (cols * kBytesPerWeight[kind])) / 16 * 16;
   ThreadPool pool(static_cast<int>(state.range(1)));
-  Fixture f(kind, rows, cols, pool);
+  // Rows for kStreamBytes, from what 16 rows of the type take (panels and groups are 16 rows).
+  const int64_t group_bytes = weight_bytes(Fixture(kind, 16, cols, pool).w);
+  Fixture f(kind, kStreamBytes / group_bytes * 16, cols, pool);
   f.wf = {};  // the source floats: only the weights should be resident
-  const double bw = roofline(pool);
-  std::vector<float> x(static_cast<size_t>(cols), 0.5f), y(static_cast<size_t>(rows));
+  const double bw = read_bandwidth(pool);
+  std::vector<float> x(static_cast<size_t>(cols), 0.5f), y(static_cast<size_t>(f.w.rows));
   for (auto _ : state) {
     matmul(f.w, x.data(), 1, y.data(), pool);
     benchmark::DoNotOptimize(y.data());

@@ -252,105 +252,106 @@ template <QType Q, int NT, int NG>
       #pragma GCC unroll 2
       for (int t = 0; t < NT; ++t) accs[g][h][t] = _mm256_setzero_ps();
   // One loop over (block, group): the groups' lines interleave in the order the tile reads them.
-  for (int64_t b = 0; b < nb; ++b)
+  for (int64_t b = 0; b < nb; ++b) {
     #pragma GCC unroll 2
     for (int g = 0; g < NG; ++g) {
-    const uint8_t* tile = groups[g].blocks + b * bb;
-    auto& acc = accs[g];
-    // The lines a few blocks ahead (past the group's end is harmless: prefetches do not fault).
-    for (int64_t l = 0; l < bb; l += kCacheLine)
-      _mm_prefetch(reinterpret_cast<const char*>(tile + kDecodePrefetchAhead + l), _MM_HINT_T0);
-    __m256i isum[2][NT];
-    #pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h)
+      const uint8_t* tile = groups[g].blocks + b * bb;
+      auto& acc = accs[g];
+      // The lines a few blocks ahead (past the group's end is harmless: prefetches do not fault).
+      for (int64_t l = 0; l < bb; l += kCacheLine)
+        _mm_prefetch(reinterpret_cast<const char*>(tile + kDecodePrefetchAhead + l), _MM_HINT_T0);
+      __m256i isum[2][NT];
       #pragma GCC unroll 2
-      for (int t = 0; t < NT; ++t) isum[h][t] = _mm256_setzero_si256();
-    auto x4 = [&](int t, int64_t k) {
-      int32_t v;
-      std::memcpy(&v, a.q.data() + (t0 + t) * a.cols + b * kQBlock + k, kQUnit);
-      return _mm256_set1_epi32(v);
-    };
-    auto unit = [&](int64_t j, int h) {  // rows 8h..8h+7 of unit row j
-      return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + j * kQUnitRowBytes + h * half));
-    };
-    // Signed weights w of unit (lo/hi) for the sign trick, with x4 of token t: 4 products per lane.
-    auto signed_dot = [&](__m256i w, __m256i xv) {
-      return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xv, w)), ones);
-    };
-    if constexpr (qhas_table(Q)) {
-      const __m256i table = _mm256_broadcastsi128_si256(
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(Q == QType::MXFP4 ? kMxfp4Values : kIq4Values)));
-      #pragma GCC unroll 8
-      for (int64_t j = 0; j < kQ4Half / kQUnit; ++j) {
-        const __m256i v0 = unit(j, 0), v1 = unit(j, 1);
-        const __m256i lo0 = _mm256_shuffle_epi8(table, _mm256_and_si256(v0, low4));
-        const __m256i hi0 = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v0, 4), low4));
-        const __m256i lo1 = _mm256_shuffle_epi8(table, _mm256_and_si256(v1, low4));
-        const __m256i hi1 = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v1, 4), low4));
+      for (int h = 0; h < 2; ++h)
         #pragma GCC unroll 2
-        for (int t = 0; t < NT; ++t) {
-          const __m256i xl = x4(t, kQUnit * j), xh = x4(t, kQ4Half + kQUnit * j);
-          isum[0][t] = _mm256_add_epi32(isum[0][t], _mm256_add_epi32(signed_dot(lo0, xl), signed_dot(hi0, xh)));
-          isum[1][t] = _mm256_add_epi32(isum[1][t], _mm256_add_epi32(signed_dot(lo1, xl), signed_dot(hi1, xh)));
+        for (int t = 0; t < NT; ++t) isum[h][t] = _mm256_setzero_si256();
+      auto x4 = [&](int t, int64_t k) {
+        int32_t v;
+        std::memcpy(&v, a.q.data() + (t0 + t) * a.cols + b * kQBlock + k, kQUnit);
+        return _mm256_set1_epi32(v);
+      };
+      auto unit = [&](int64_t j, int h) {  // rows 8h..8h+7 of unit row j
+        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + j * kQUnitRowBytes + h * half));
+      };
+      // Signed weights w of unit (lo/hi) for the sign trick, with x4 of token t: 4 products per lane.
+      auto signed_dot = [&](__m256i w, __m256i xv) {
+        return _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(xv, w)), ones);
+      };
+      if constexpr (qhas_table(Q)) {
+        const __m256i table = _mm256_broadcastsi128_si256(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(Q == QType::MXFP4 ? kMxfp4Values : kIq4Values)));
+        #pragma GCC unroll 8
+        for (int64_t j = 0; j < kQ4Half / kQUnit; ++j) {
+          const __m256i v0 = unit(j, 0), v1 = unit(j, 1);
+          const __m256i lo0 = _mm256_shuffle_epi8(table, _mm256_and_si256(v0, low4));
+          const __m256i hi0 = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v0, 4), low4));
+          const __m256i lo1 = _mm256_shuffle_epi8(table, _mm256_and_si256(v1, low4));
+          const __m256i hi1 = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(v1, 4), low4));
+          #pragma GCC unroll 2
+          for (int t = 0; t < NT; ++t) {
+            const __m256i xl = x4(t, kQUnit * j), xh = x4(t, kQ4Half + kQUnit * j);
+            isum[0][t] = _mm256_add_epi32(isum[0][t], _mm256_add_epi32(signed_dot(lo0, xl), signed_dot(hi0, xh)));
+            isum[1][t] = _mm256_add_epi32(isum[1][t], _mm256_add_epi32(signed_dot(lo1, xl), signed_dot(hi1, xh)));
+          }
+        }
+      } else if constexpr (Q == QType::Q8_0) {
+        #pragma GCC unroll 8
+        for (int64_t j = 0; j < kQBlock / kQUnit; ++j) {
+          const __m256i w0 = unit(j, 0), w1 = unit(j, 1);
+          const __m256i u0 = _mm256_sign_epi8(w0, w0), u1 = _mm256_sign_epi8(w1, w1);
+          #pragma GCC unroll 2
+          for (int t = 0; t < NT; ++t) {
+            const __m256i xv = x4(t, kQUnit * j);
+            isum[0][t] = _mm256_add_epi32(isum[0][t], _mm256_madd_epi16(_mm256_maddubs_epi16(u0, _mm256_sign_epi8(xv, w0)), ones));
+            isum[1][t] = _mm256_add_epi32(isum[1][t], _mm256_madd_epi16(_mm256_maddubs_epi16(u1, _mm256_sign_epi8(xv, w1)), ones));
+          }
+        }
+      } else {
+        #pragma GCC unroll 8
+        for (int64_t j = 0; j < kQ4Half / kQUnit; ++j) {
+          const __m256i v0 = unit(j, 0), v1 = unit(j, 1);
+          __m256i lo0 = _mm256_and_si256(v0, low4), hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), low4);
+          __m256i lo1 = _mm256_and_si256(v1, low4), hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), low4);
+          if constexpr (qhas_fifth_bits(Q)) {  // bit j (low nibbles' unit) and j + 4 (high) to bit 4
+            const __m256i bit4 = _mm256_set1_epi8(0x10);
+            const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + kQNibbleBytes));
+            const __m256i h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + kQNibbleBytes + half));
+            const int s = static_cast<int>(4 - j);  // 1..4: unit j's bits left, unit j + 4's right by j
+            lo0 = _mm256_or_si256(lo0, _mm256_and_si256(_mm256_slli_epi16(h0, s), bit4));
+            lo1 = _mm256_or_si256(lo1, _mm256_and_si256(_mm256_slli_epi16(h1, s), bit4));
+            hi0 = _mm256_or_si256(hi0, _mm256_and_si256(_mm256_srli_epi16(h0, static_cast<int>(j)), bit4));
+            hi1 = _mm256_or_si256(hi1, _mm256_and_si256(_mm256_srli_epi16(h1, static_cast<int>(j)), bit4));
+          }
+          #pragma GCC unroll 2
+          for (int t = 0; t < NT; ++t) {
+            const __m256i xl = x4(t, kQUnit * j), xh = x4(t, kQ4Half + kQUnit * j);
+            const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, xl), _mm256_maddubs_epi16(hi0, xh));
+            const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(lo1, xl), _mm256_maddubs_epi16(hi1, xh));
+            isum[0][t] = _mm256_add_epi32(isum[0][t], _mm256_madd_epi16(p0, ones));
+            isum[1][t] = _mm256_add_epi32(isum[1][t], _mm256_madd_epi16(p1, ones));
+          }
         }
       }
-    } else if constexpr (Q == QType::Q8_0) {
-      #pragma GCC unroll 8
-      for (int64_t j = 0; j < kQBlock / kQUnit; ++j) {
-        const __m256i w0 = unit(j, 0), w1 = unit(j, 1);
-        const __m256i u0 = _mm256_sign_epi8(w0, w0), u1 = _mm256_sign_epi8(w1, w1);
-        #pragma GCC unroll 2
-        for (int t = 0; t < NT; ++t) {
-          const __m256i xv = x4(t, kQUnit * j);
-          isum[0][t] = _mm256_add_epi32(isum[0][t], _mm256_madd_epi16(_mm256_maddubs_epi16(u0, _mm256_sign_epi8(xv, w0)), ones));
-          isum[1][t] = _mm256_add_epi32(isum[1][t], _mm256_madd_epi16(_mm256_maddubs_epi16(u1, _mm256_sign_epi8(xv, w1)), ones));
+      const uint16_t* sc = groups[g].scales + b * qscale_stride(Q);
+      const __m256 sw0 = block_scales<Q>(sc, 0), sw1 = block_scales<Q>(sc, 1);
+      #pragma GCC unroll 2
+      for (int t = 0; t < NT; ++t) {
+        const int64_t tb = (t0 + t) * nb + b;
+        if constexpr (Q != QType::Q8_0 && !qhas_table(Q) && quant_offset(Q) != 0) {
+          const __m256i corr = _mm256_set1_epi32(quant_offset(Q) * a.s[tb]);
+          isum[0][t] = _mm256_sub_epi32(isum[0][t], corr);
+          isum[1][t] = _mm256_sub_epi32(isum[1][t], corr);
         }
-      }
-    } else {
-      #pragma GCC unroll 8
-      for (int64_t j = 0; j < kQ4Half / kQUnit; ++j) {
-        const __m256i v0 = unit(j, 0), v1 = unit(j, 1);
-        __m256i lo0 = _mm256_and_si256(v0, low4), hi0 = _mm256_and_si256(_mm256_srli_epi16(v0, 4), low4);
-        __m256i lo1 = _mm256_and_si256(v1, low4), hi1 = _mm256_and_si256(_mm256_srli_epi16(v1, 4), low4);
-        if constexpr (qhas_fifth_bits(Q)) {  // bit j (low nibbles' unit) and j + 4 (high) to bit 4
-          const __m256i bit4 = _mm256_set1_epi8(0x10);
-          const __m256i h0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + kQNibbleBytes));
-          const __m256i h1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tile + kQNibbleBytes + half));
-          const int s = static_cast<int>(4 - j);  // 1..4: unit j's bits left, unit j + 4's right by j
-          lo0 = _mm256_or_si256(lo0, _mm256_and_si256(_mm256_slli_epi16(h0, s), bit4));
-          lo1 = _mm256_or_si256(lo1, _mm256_and_si256(_mm256_slli_epi16(h1, s), bit4));
-          hi0 = _mm256_or_si256(hi0, _mm256_and_si256(_mm256_srli_epi16(h0, static_cast<int>(j)), bit4));
-          hi1 = _mm256_or_si256(hi1, _mm256_and_si256(_mm256_srli_epi16(h1, static_cast<int>(j)), bit4));
+        const __m256 dx = _mm256_set1_ps(a.d[tb]);
+        acc[0][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[0][t]), _mm256_mul_ps(sw0, dx), acc[0][t]);
+        acc[1][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[1][t]), _mm256_mul_ps(sw1, dx), acc[1][t]);
+        if constexpr (qhas_min(Q)) {
+          const __m256 xs = _mm256_set1_ps(static_cast<float>(a.s[tb]));
+          const __m256 m0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + kQGroupRows)));
+          const __m256 m1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + kQGroupRows + kLanes)));
+          acc[0][t] = _mm256_fmadd_ps(xs, _mm256_mul_ps(m0, dx), acc[0][t]);
+          acc[1][t] = _mm256_fmadd_ps(xs, _mm256_mul_ps(m1, dx), acc[1][t]);
         }
-        #pragma GCC unroll 2
-        for (int t = 0; t < NT; ++t) {
-          const __m256i xl = x4(t, kQUnit * j), xh = x4(t, kQ4Half + kQUnit * j);
-          const __m256i p0 = _mm256_add_epi16(_mm256_maddubs_epi16(lo0, xl), _mm256_maddubs_epi16(hi0, xh));
-          const __m256i p1 = _mm256_add_epi16(_mm256_maddubs_epi16(lo1, xl), _mm256_maddubs_epi16(hi1, xh));
-          isum[0][t] = _mm256_add_epi32(isum[0][t], _mm256_madd_epi16(p0, ones));
-          isum[1][t] = _mm256_add_epi32(isum[1][t], _mm256_madd_epi16(p1, ones));
-        }
-      }
-    }
-    const uint16_t* sc = groups[g].scales + b * qscale_stride(Q);
-    const __m256 sw0 = block_scales<Q>(sc, 0), sw1 = block_scales<Q>(sc, 1);
-    #pragma GCC unroll 2
-    for (int t = 0; t < NT; ++t) {
-      const int64_t tb = (t0 + t) * nb + b;
-      if constexpr (Q != QType::Q8_0 && !qhas_table(Q) && quant_offset(Q) != 0) {
-        const __m256i corr = _mm256_set1_epi32(quant_offset(Q) * a.s[tb]);
-        isum[0][t] = _mm256_sub_epi32(isum[0][t], corr);
-        isum[1][t] = _mm256_sub_epi32(isum[1][t], corr);
-      }
-      const __m256 dx = _mm256_set1_ps(a.d[tb]);
-      acc[0][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[0][t]), _mm256_mul_ps(sw0, dx), acc[0][t]);
-      acc[1][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[1][t]), _mm256_mul_ps(sw1, dx), acc[1][t]);
-      if constexpr (qhas_min(Q)) {
-        const __m256 xs = _mm256_set1_ps(static_cast<float>(a.s[tb]));
-        const __m256 m0 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + kQGroupRows)));
-        const __m256 m1 = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc + kQGroupRows + kLanes)));
-        acc[0][t] = _mm256_fmadd_ps(xs, _mm256_mul_ps(m0, dx), acc[0][t]);
-        acc[1][t] = _mm256_fmadd_ps(xs, _mm256_mul_ps(m1, dx), acc[1][t]);
       }
     }
   }
