@@ -110,11 +110,11 @@ void Args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_Matmul)->Apply(Args)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-// Decode from memory: one token against a matrix of about kStreamBytes (8192 columns, like the
-// down projection: panels 256 KiB apart), far past the caches, at the best instruction set. Reports
-// the weights' bytes/s and its fraction of the read bandwidth that ember bench's roofline takes
-// (kernels/membw.h), measured just before the decode with the same threads: a decode at the
-// roofline reaches 1.
+// Decode from memory: `tokens` tokens (one, or a verification pass of a few) against a matrix of
+// about kStreamBytes (8192 columns, like the down projection: panels 256 KiB apart), far past the
+// caches, at the best instruction set. Reports the weights' bytes/s and its fraction of the read
+// bandwidth that ember bench's roofline takes (kernels/membw.h), measured just before the decode
+// with the same threads: a decode at the roofline reaches 1.
 constexpr int64_t kStreamBytes = int64_t{256} << 20;
 
 void BM_DecodeStream(benchmark::State& state) {
@@ -126,9 +126,10 @@ void BM_DecodeStream(benchmark::State& state) {
   Fixture f(kind, kStreamBytes / group_bytes * 16, cols, pool);
   f.wf = {};  // the source floats: only the weights should be resident
   const double bw = read_bandwidth(pool);
-  std::vector<float> x(static_cast<size_t>(cols), 0.5f), y(static_cast<size_t>(f.w.rows));
+  const int64_t n = state.range(2);
+  std::vector<float> x(static_cast<size_t>(n * cols), 0.5f), y(static_cast<size_t>(n * f.w.rows));
   for (auto _ : state) {
-    matmul(f.w, x.data(), 1, y.data(), pool);
+    matmul(f.w, x.data(), n, y.data(), pool);
     benchmark::DoNotOptimize(y.data());
   }
   const double bytes = static_cast<double>(weight_bytes(f.w)) * static_cast<double>(state.iterations());
@@ -136,7 +137,10 @@ void BM_DecodeStream(benchmark::State& state) {
   state.counters["roofline_bytes/s"] = bw;
   state.counters["of_roofline"] = benchmark::Counter(bytes / bw, benchmark::Counter::kIsRate);
 }
-BENCHMARK(BM_DecodeStream)->ArgNames({"type", "threads"})->ArgsProduct({{1, 2, 3, 4, 5}, {1, 2}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_DecodeStream)->ArgNames({"type", "threads", "tokens"})->ArgsProduct({{1, 2, 3, 4, 5}, {1, 2}, {1}})->Unit(benchmark::kMillisecond)->UseRealTime();
+// A speculative verification pass (or a batched step of a few sequences) streams the same bytes:
+// where its arithmetic keeps up, it costs what decoding one token does.
+BENCHMARK(BM_DecodeStream)->ArgNames({"type", "threads", "tokens"})->ArgsProduct({{2, 4}, {1, 2}, {4, 8}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // One thread at the best instruction set: weight type state.range(0), state.range(1) tokens.
 void time_one_thread(benchmark::State& state, int64_t rows, int64_t cols) {
@@ -151,9 +155,9 @@ void BM_MatmulCached(benchmark::State& state) { time_one_thread(state, 128, 2048
 BENCHMARK(BM_MatmulCached)->ArgNames({"type", "tokens"})->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7}, {1, 2}})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // A small model's fused gate/up product (chat-skills: 2 x 640 rows of 256 columns, cache-resident):
-// decode of one sequence against a batched step of 16 (what serving runs).
+// decode of one sequence, verification passes of a few tokens and a batched step of 16 (what serving runs).
 void BM_MatmulSmall(benchmark::State& state) { time_one_thread(state, 1280, 256); }
-BENCHMARK(BM_MatmulSmall)->ArgNames({"type", "tokens"})->ArgsProduct({{0, 2}, {1, 16}})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_MatmulSmall)->ArgNames({"type", "tokens"})->ArgsProduct({{0, 2}, {1, 2, 3, 4, 5, 6, 8, 9, 16}})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // One batched decode step's attention, chat-skills' shape (8 query heads, 4 kv heads of 32) over a
 // paged cache (f32, or bf16 / q8_0 rows reinterpreted from the float buffers): 16 sequences, one new

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
 
 #include "kernels/matmul_impl.h"
 #include "kernels/pack.h"
@@ -149,13 +150,20 @@ inline void prefetch_panel_outputs(const float* y, int64_t ldy, int64_t tokens) 
   }
 }
 
-// Prefill: panels [g0, g1) x all n tokens. Blocks of kTokenBlock tokens (their activations stay in
-// L2) x kColBlock columns: each panel's block is reused by every token tile from L1. 16-bit weights
-// are converted in the tiles: converting a block once into a float32 buffer was no faster at 64
-// tokens and slower at 16 (kernels_bench, Zen 3), unlike the AVX-512 kernel's. While a tile
-// computes, a slice of the next panel's block is fetched (it starts a page of its own, where the
+// Prefill: panels [g0, g1) x all n tokens, in blocks of kTokenBlock tokens. A block whose packed
+// activations fit in L2 (kPanelOuterActBytes: a verification pass, a batched step of a few
+// sequences) streams each panel once from start to end, two panels half the range apart in lockstep
+// (two streams per thread, as in quantized decode; one does not reach the memory bandwidth), each
+// column block of a panel reused by every token tile from L1. A larger block (a prompt) goes column
+// block by column block over all panels, so that its activations' block stays in L2; there, while a
+// tile computes, a slice of the next panel's block is fetched (it starts a page of its own, where the
 // hardware prefetcher does not follow), and the next tile's outputs (last touched a column block
-// ago, a whole pass over the panels, out of L2 since).
+// ago, a whole pass over the panels, out of L2 since). 16-bit weights are converted in the tiles:
+// converting a block once into a float32 buffer was no faster at 64 tokens and slower at 16
+// (kernels_bench, Zen 3), unlike the AVX-512 kernel's. Either order gives every output the same
+// chain of multiply-adds (column order), so neither changes a result.
+constexpr int64_t kPanelOuterActBytes = int64_t{256} << 10;
+
 template <DType T>
 void prefill_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, int64_t g0, int64_t g1) {
   const int64_t K = w.cols, pstride = panel_stride(T, K), es = static_cast<int64_t>(dtype_size(T));
@@ -169,29 +177,45 @@ void prefill_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, i
     // Row t of the token block's outputs at panel g, and tile i's count of tokens.
     auto out_at = [&](int64_t t, int64_t g) { return y + (t0 + t) * w.rows + g * kPanelRows; };
     auto tokens = [&](int64_t i) { return start[i + 1] - start[i]; };
+    auto weights_at = [&](int64_t g, int64_t k0) { return base + (g * pstride + k0 * kPanelRows) * es; };
+    // Token tile i of panel g over the column block from k0 (len columns); `before` runs first.
+    auto tile = [&](int64_t g, int64_t k0, int64_t i, auto&& before) {
+      const int64_t len = std::min(kColBlock, K - k0), s = tokens(i);
+      const bool add = k0 > 0;
+      const int64_t valid = std::min(kPanelRows, w.rows - g * kPanelRows);
+      float* yt = out_at(start[i], g);
+      before();
+      if (g >= full)
+        for (int64_t t = 0; t < s; ++t)
+          for (int64_t r = 0; r < kPanelRows; ++r) buf[t * kPanelRows + r] = add && r < valid ? yt[t * w.rows + r] : 0.0f;
+      const float* xb = xp + t0 * K + nt * k0 + start[i] * len;  // the tile's packed activations
+      with_tile_size<kTileTokens>(s, [&]<int NT>() {
+        prefill_tile<T, NT>(weights_at(g, k0), xb, len, g < full ? yt : buf, g < full ? w.rows : kPanelRows, add);
+      });
+      if (g >= full)
+        for (int64_t t = 0; t < s; ++t) std::copy_n(buf + t * kPanelRows, valid, yt + t * w.rows);
+    };
+    if (nt * K * static_cast<int64_t>(sizeof(float)) <= kPanelOuterActBytes) {
+      auto panels = [&](std::initializer_list<int64_t> gs) {
+        for (int64_t k0 = 0; k0 < K; k0 += kColBlock)
+          for (const int64_t g : gs)
+            for (int64_t i = 0; i < tiles; ++i) tile(g, k0, i, [] {});
+      };
+      const int64_t half = (g1 - g0) / 2;
+      for (int64_t i = 0; i < half; ++i) panels({g0 + i, g0 + half + i});
+      if ((g1 - g0) % 2) panels({g1 - 1});
+      continue;
+    }
     for (int64_t k0 = 0; k0 < K; k0 += kColBlock) {
       const int64_t len = std::min(kColBlock, K - k0);
-      const float* xb = xp + t0 * K + nt * k0;  // this block's packed activations
-      const bool add = k0 > 0;
       for (int64_t g = g0; g < g1; ++g) {
-        const auto* wp = base + (g * pstride + k0 * kPanelRows) * es;
         const int64_t next_lines = g + 1 < g1 ? len * kPanelRows * es / kCacheLine : 0;
-        const int64_t valid = std::min(kPanelRows, w.rows - g * kPanelRows);
-        for (int64_t i = 0; i < tiles; ++i) {
-          prefetch_slice(reinterpret_cast<const char*>(wp + pstride * es), next_lines, i, tiles);
-          if (i + 1 < tiles) prefetch_panel_outputs(out_at(start[i + 1], g), w.rows, tokens(i + 1));
-          else if (g + 1 < g1) prefetch_panel_outputs(out_at(0, g + 1), w.rows, tokens(0));
-          const int64_t s = tokens(i);
-          float* yt = out_at(start[i], g);
-          if (g >= full)
-            for (int64_t t = 0; t < s; ++t)
-              for (int64_t r = 0; r < kPanelRows; ++r) buf[t * kPanelRows + r] = add && r < valid ? yt[t * w.rows + r] : 0.0f;
-          with_tile_size<kTileTokens>(s, [&]<int NT>() {
-            prefill_tile<T, NT>(wp, xb + start[i] * len, len, g < full ? yt : buf, g < full ? w.rows : kPanelRows, add);
+        for (int64_t i = 0; i < tiles; ++i)
+          tile(g, k0, i, [&] {
+            prefetch_slice(reinterpret_cast<const char*>(weights_at(g + 1, k0)), next_lines, i, tiles);
+            if (i + 1 < tiles) prefetch_panel_outputs(out_at(start[i + 1], g), w.rows, tokens(i + 1));
+            else if (g + 1 < g1) prefetch_panel_outputs(out_at(0, g + 1), w.rows, tokens(0));
           });
-          if (g >= full)
-            for (int64_t t = 0; t < s; ++t) std::copy_n(buf + t * kPanelRows, valid, yt + t * w.rows);
-        }
       }
     }
   }

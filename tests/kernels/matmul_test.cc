@@ -108,9 +108,11 @@ TEST(Matmul, TokenResultsDoNotDependOnHowManyShareTheCall) {
   const int64_t rows = 13;
   for (Isa isa : supported_isas()) {
     // Plain weights: a partial panel alone, and full panels before one (each panel's outputs are
-    // fetched ahead of its tiles in prefill).
+    // fetched ahead of its tiles in prefill); 70 rows: five panels, which a few tokens stream two at
+    // a time (and one alone). 4100 columns: 7 tokens' activations fit in L2 (panel by panel), 16
+    // and more do not (column block by column block).
     for (DType t : {DType::F32, DType::F16, DType::BF16})
-      for (int64_t plain_rows : {rows, int64_t{40}})
+      for (int64_t plain_rows : {rows, int64_t{40}, int64_t{70}})
         for (int64_t cols : {40, 2052, 4100}) {
           const RandomWeights rw(t, plain_rows, cols, rng);
           expect_batch_invariant(rw.view, isa, pool, rng, std::string(dtype_name(t)) + " rows " + std::to_string(plain_rows));
