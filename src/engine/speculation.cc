@@ -175,50 +175,67 @@ Speculator::Speculator(const SpecOptions& options, int64_t context, int64_t targ
       own_(drafter ? nullptr : make_drafter(options, context, target_vocab)),
       drafter_(drafter ? drafter : own_.get()),
       learned_(learned) {
-  if (learned_.cost < 0) learned_.cost = options.token_cost;
   if (!drafter_) throw Error("internal: a Speculator needs a speculation mode");
 }
 
 int64_t Speculator::draft_length() const {
   if (!options_.adaptive) return options_.max_draft;
-  // What one more guess costs, relative to a one-token pass: its row in the pass, and a draft
-  // model's pass that made it.
-  const double cost = learned_.cost + draft_cost();
-  auto pays = [&](double gained, int64_t k) { return gained / (1.0 + cost * static_cast<double>(k)) > 1.02; };
+  auto pays = [&](double gained, int64_t k) { return gained / relative_cost(k + 1) > 1.02; };
   // After a pass that took all its guesses, the next guesses twice as many, if a run that long pays.
   if (run_ > 0) {
     const int64_t k = std::min(options_.max_draft, 2 * run_);
     if (pays(static_cast<double>(k + 1), k)) return k;
   }
   // Tokens a pass yields over what it costs, with each guess taken with probability learned_.p given the
-  // previous one was: (1 + p + ... + p^k) / (1 + cost * k), best k; a clear gain only.
+  // previous one was: (1 + p + ... + p^k) / relative_cost(k + 1), best k; a clear gain only.
   int64_t best = 0;
   double best_rate = 1.02, gained = 1.0, term = 1.0;
   for (int64_t k = 1; k <= options_.max_draft; ++k) {
     term *= learned_.p;
     gained += term;
-    const double rate = gained / (1.0 + cost * static_cast<double>(k));
+    const double rate = gained / relative_cost(k + 1);
     if (rate > best_rate) best = k, best_rate = rate;
   }
   return best;
 }
 
-double Speculator::draft_cost() const { return learned_.draft >= 0 ? learned_.draft : options_.draft_cost; }
+double Speculator::pass_seconds(int64_t n) const {
+  const auto& t = learned_.pass;
+  auto timed_at = [&](int64_t m) { return m >= 1 && m <= static_cast<int64_t>(t.size()) && t[m - 1] > 0; };
+  if (timed_at(n)) return t[n - 1];
+  // The nearest timed counts below and above n, and past those the next ones (for a slope).
+  int64_t lo = n - 1, hi = n + 1;
+  while (lo >= 1 && !timed_at(lo)) --lo;
+  while (hi <= static_cast<int64_t>(t.size()) && !timed_at(hi)) ++hi;
+  const bool has_lo = lo >= 1, has_hi = hi <= static_cast<int64_t>(t.size());
+  auto line = [&](int64_t a, int64_t b) {  // through the timings of a and b, at n (never below the smaller)
+    const double slope = (t[b - 1] - t[a - 1]) / static_cast<double>(b - a);
+    return std::max(std::min(t[a - 1], t[b - 1]), t[a - 1] + slope * static_cast<double>(n - a));
+  };
+  if (has_lo && has_hi) return line(lo, hi);
+  const int64_t near = has_lo ? lo : has_hi ? hi : 0;
+  if (near == 0) return 0;
+  int64_t second = has_lo ? lo - 1 : hi + 1;  // another timed count on the same side
+  while (second >= 1 && second <= static_cast<int64_t>(t.size()) && !timed_at(second)) second += has_lo ? -1 : 1;
+  if (second >= 1 && second <= static_cast<int64_t>(t.size())) return line(std::min(near, second), std::max(near, second));
+  // One count timed: the options' cost of a further token from there.
+  const double c = options_.token_cost;
+  return t[near - 1] * (1.0 + c * static_cast<double>(n - 1)) / (1.0 + c * static_cast<double>(near - 1));
+}
+
+double Speculator::relative_cost(int64_t n) const {
+  const double one = pass_seconds(1), guesses = static_cast<double>(n - 1);
+  const double target = one > 0 ? pass_seconds(n) / one : 1.0 + options_.token_cost * guesses;
+  const double guess = drafter_->seconds_per_guess();
+  return target + guesses * (guess > 0 && one > 0 ? guess / one : options_.draft_cost);
+}
 
 void Speculator::timed(int64_t tokens, double seconds) {
-  if (tokens <= 1) {
-    average(learned_.one, seconds);
-    learned_.single = true;
-  } else if (!learned_.single) {
-    // No one-token pass yet (every pass guessed): one from this pass and the cost assumed so far,
-    // so that a draft model's cost can be weighed from the start.
-    average(learned_.one, seconds / (1.0 + learned_.cost * static_cast<double>(tokens - 1)));
-  } else {
-    average(learned_.extra, std::max(0.0, seconds - learned_.one) / static_cast<double>(tokens - 1));
-  }
-  if (learned_.one > 0 && learned_.extra > 0) learned_.cost = std::clamp(learned_.extra / learned_.one, 0.01, 4.0);
-  if (const double guess = drafter_->seconds_per_guess(); guess > 0 && learned_.one > 0)
-    learned_.draft = std::min(guess / learned_.one, 4.0);
+  if (tokens < 1) return;
+  auto& t = learned_.pass;
+  if (static_cast<int64_t>(t.size()) < tokens) t.resize(static_cast<size_t>(tokens), 0.0);
+  // A fifth of each new timing: the first passes after a prompt (cold caches) fade within a few.
+  average(t[static_cast<size_t>(tokens - 1)], seconds, 0.2);
 }
 
 void Speculator::observe(bool agreed) {

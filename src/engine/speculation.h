@@ -161,11 +161,10 @@ struct Verdict {
 // What a Speculator's adaptive length has learnt: a driver may hand it to the next generation of the
 // same sequence (a Session's next turn), which then starts from it instead of the priors.
 struct SpecLearned {
-  double p = 0.6;    // recent acceptance of a guessed token
-  double cost = -1;  // of a further token in a pass, relative to a one-token pass (< 0: options' token_cost)
-  double one = 0, extra = 0;  // seconds of a one-token pass, and per further token (0: not measured)
-  bool single = false;        // `one` measured on one-token passes (else estimated from longer ones)
-  double draft = -1;          // a draft model's guess relative to a one-token pass (< 0: options' draft_cost)
+  double p = 0.6;  // recent acceptance of a guessed token
+  // Seconds of a pass by its count of tokens (pass[n - 1]; 0: none of n timed yet). Not a line: on a
+  // CPU one and two tokens run the decode kernels, three and more the prompt's, which cost a step more.
+  std::vector<double> pass;
 };
 
 // One sequence's speculation: its drafter, its adaptive draft length and its counts.
@@ -185,20 +184,23 @@ class Speculator {
   // token fed before the guesses, rows[1 + i] after guess i ([1 + guesses][vocab]).
   Verdict verify(Generation& gen, std::span<const float> rows, size_t vocab);
 
-  // A decode pass of `tokens` tokens (guesses included) took `seconds`: the cost of a guess is learnt
-  // from these (a moving average of one-token passes and of what each further token adds).
+  // A decode pass of `tokens` tokens (guesses included) took `seconds`: what a pass of that many
+  // costs is learnt from these (a moving average per count).
   void timed(int64_t tokens, double seconds);
 
   const SpecCounts& counts() const { return counts_; }
-  double token_cost() const { return learned_.cost; }
   // The draft length the acceptance estimate (or a run of taken guesses) asks for now (0: not worth guessing).
   int64_t draft_length() const;
   double acceptance() const { return learned_.p; }
-  // A guess's cost in the draft model, relative to a target pass of one token.
-  double draft_cost() const;
+  // What a pass of n tokens and its n - 1 guesses (a draft model's passes that made them) cost,
+  // relative to a pass of one token: from the timings of the counts nearest n, else the options'
+  // token_cost and draft_cost.
+  double relative_cost(int64_t n) const;
 
  private:
   void observe(bool agreed);
+  // Seconds of a target pass of n tokens as the timings estimate it (0: none timed yet).
+  double pass_seconds(int64_t n) const;
 
   SpecOptions options_;
   std::unique_ptr<Drafter> own_;

@@ -392,5 +392,28 @@ TEST_F(SpecChat, AdaptiveLengthFollowsAcceptance) {
               static_cast<long long>(f.drafted), static_cast<long long>(a.accepted), static_cast<long long>(a.drafted));
 }
 
+// The adaptive length prices each pass by the timings of its own token count, not a line through
+// them: where two tokens cost little more than one and three twice as much (the decode kernels
+// against the prompt's, a tiny cache-resident model), it guesses one token at a time; where a pass
+// of any count costs what one does (the weights read once from memory), as many as pay.
+TEST(SpecAdaptive, PricesEachPassByItsOwnTokenCount) {
+  SpecOptions o = ngram(/*adaptive=*/true, 8);
+  Speculator stepped(o, 64, 100), flat(o, 64, 100);
+  for (int i = 0; i < 3; ++i) {
+    stepped.timed(1, 1.0);
+    stepped.timed(2, 1.1);
+    stepped.timed(3, 2.0);
+    flat.timed(1, 1.0);
+    flat.timed(3, 1.05);
+  }
+  EXPECT_NEAR(stepped.relative_cost(2), 1.1, 1e-9);
+  EXPECT_NEAR(stepped.relative_cost(4), 2.9, 1e-9);  // on past three tokens along 2 -> 3's slope
+  EXPECT_EQ(stepped.draft_length(), 1);
+  EXPECT_NEAR(flat.relative_cost(2), 1.025, 1e-9);  // between the counts timed
+  EXPECT_GT(flat.draft_length(), 3);
+  // Nothing timed yet: the options' cost of a further token.
+  EXPECT_NEAR(Speculator(o, 64, 100).relative_cost(3), 1.0 + 2 * o.token_cost, 1e-9);
+}
+
 }  // namespace
 }  // namespace ember::engine
