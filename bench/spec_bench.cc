@@ -1,9 +1,10 @@
 // Speculative decoding against plain decoding on three tasks: (a) replies that repeat the prompt
 // (chat-skills asked to repeat phrases), (b) a long story-656k continuation, (c) chat-skills
 // questions. Prints decode tokens/s without and with speculation (adaptive), their ratio (the median
-// of each repetition's), the acceptance rate and the tokens per verification pass; medians over --reps runs. Greedy, so both
-// runs produce the same tokens (checked). --spec ngram: prompt lookup; --spec draft: a draft model,
-// each task's model quantized at load (--draft-quantize, q4_0 by default).
+// of each repetition's), the acceptance rate and the tokens per verification pass; medians over
+// --reps runs. Greedy, so both runs produce the same tokens (checked). --spec ngram: prompt lookup;
+// --spec draft: a draft model, each task's model quantized at load (--draft-quantize, q4_0 by
+// default). --pass-cost: what a pass of 1 to 9 tokens costs (warm, rolled back after each).
 //   spec_bench [--reps N] [--max-draft K] [--threads T] [--spec ngram|draft] [--draft-quantize TYPE]
 #include <algorithm>
 #include <chrono>
