@@ -155,7 +155,8 @@ void BM_MatmulCached(benchmark::State& state) { time_one_thread(state, 128, 2048
 BENCHMARK(BM_MatmulCached)->ArgNames({"type", "tokens"})->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7}, {1, 2}})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // A small model's fused gate/up product (chat-skills: 2 x 640 rows of 256 columns, cache-resident):
-// decode of one sequence, verification passes of a few tokens and a batched step of 16 (what serving runs).
+// decode of one sequence, verification passes of a few tokens and a batched step of 16 (what
+// serving runs).
 void BM_MatmulSmall(benchmark::State& state) { time_one_thread(state, 1280, 256); }
 BENCHMARK(BM_MatmulSmall)->ArgNames({"type", "tokens"})->ArgsProduct({{0, 2}, {1, 2, 3, 4, 5, 6, 8, 9, 16}})->Unit(benchmark::kMicrosecond)->UseRealTime();
 

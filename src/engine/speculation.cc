@@ -201,24 +201,25 @@ int64_t Speculator::draft_length() const {
 
 double Speculator::pass_seconds(int64_t n) const {
   const auto& t = learned_.pass;
-  auto timed_at = [&](int64_t m) { return m >= 1 && m <= static_cast<int64_t>(t.size()) && t[m - 1] > 0; };
-  if (timed_at(n)) return t[n - 1];
-  // The nearest timed counts below and above n, and past those the next ones (for a slope).
-  int64_t lo = n - 1, hi = n + 1;
-  while (lo >= 1 && !timed_at(lo)) --lo;
-  while (hi <= static_cast<int64_t>(t.size()) && !timed_at(hi)) ++hi;
-  const bool has_lo = lo >= 1, has_hi = hi <= static_cast<int64_t>(t.size());
-  auto line = [&](int64_t a, int64_t b) {  // through the timings of a and b, at n (never below the smaller)
+  const int64_t size = static_cast<int64_t>(t.size());
+  // The first timed count from m on, stepping by d (0: none).
+  auto next_timed = [&](int64_t m, int64_t d) {
+    for (; m >= 1 && m <= size; m += d)
+      if (t[m - 1] > 0) return m;
+    return int64_t{0};
+  };
+  if (n <= size && t[n - 1] > 0) return t[n - 1];
+  auto line = [&](int64_t a, int64_t b) {  // through the timings of a < b, at n (never below the smaller)
     const double slope = (t[b - 1] - t[a - 1]) / static_cast<double>(b - a);
     return std::max(std::min(t[a - 1], t[b - 1]), t[a - 1] + slope * static_cast<double>(n - a));
   };
-  if (has_lo && has_hi) return line(lo, hi);
-  const int64_t near = has_lo ? lo : has_hi ? hi : 0;
-  if (near == 0) return 0;
-  int64_t second = has_lo ? lo - 1 : hi + 1;  // another timed count on the same side
-  while (second >= 1 && second <= static_cast<int64_t>(t.size()) && !timed_at(second)) second += has_lo ? -1 : 1;
-  if (second >= 1 && second <= static_cast<int64_t>(t.size())) return line(std::min(near, second), std::max(near, second));
-  // One count timed: the options' cost of a further token from there.
+  const int64_t lo = next_timed(std::min(n - 1, size), -1), hi = next_timed(n + 1, 1);
+  if (lo && hi) return line(lo, hi);
+  if (!lo && !hi) return 0;
+  // Timed counts on one side only: the line through its two nearest, or from one the options' cost
+  // of a further token.
+  const int64_t near = lo ? lo : hi, second = lo ? next_timed(lo - 1, -1) : next_timed(hi + 1, 1);
+  if (second) return line(std::min(near, second), std::max(near, second));
   const double c = options_.token_cost;
   return t[near - 1] * (1.0 + c * static_cast<double>(n - 1)) / (1.0 + c * static_cast<double>(near - 1));
 }

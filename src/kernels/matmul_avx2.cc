@@ -21,6 +21,16 @@ using simd::load8;
 constexpr int kPanelHalves = kPanelRows / kLanes;  // vectors per panel column
 static_assert(kPanelHalves == 2, "the panel tiles below hold a panel column in two vectors");
 
+// Units [g0, g1) (panels, quantized groups) as two streams half the range apart: pair(g0 + i,
+// g0 + half + i) in order, then lone(g1 - 1) when the count is odd. One sequential stream per core
+// does not reach the memory bandwidth (kernels_bench BM_DecodeStream, Zen 3).
+template <class Pair, class Lone>
+void in_two_streams(int64_t g0, int64_t g1, Pair&& pair, Lone&& lone) {
+  const int64_t half = (g1 - g0) / 2;
+  for (int64_t i = 0; i < half; ++i) pair(g0 + i, g0 + half + i);
+  if ((g1 - g0) % 2) lone(g1 - 1);
+}
+
 // The panel column at element e as float32: rows 0-7 and 8-15 (BF16's interleaved halves, pack.h).
 template <DType T>
 inline void load_column(const void* w, int64_t e, __m256& lo, __m256& hi) {
@@ -178,13 +188,12 @@ void prefill_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, i
     auto out_at = [&](int64_t t, int64_t g) { return y + (t0 + t) * w.rows + g * kPanelRows; };
     auto tokens = [&](int64_t i) { return start[i + 1] - start[i]; };
     auto weights_at = [&](int64_t g, int64_t k0) { return base + (g * pstride + k0 * kPanelRows) * es; };
-    // Token tile i of panel g over the column block from k0 (len columns); `before` runs first.
-    auto tile = [&](int64_t g, int64_t k0, int64_t i, auto&& before) {
+    // Token tile i of panel g over the column block from k0 (len columns).
+    auto tile = [&](int64_t g, int64_t k0, int64_t i) {
       const int64_t len = std::min(kColBlock, K - k0), s = tokens(i);
       const bool add = k0 > 0;
       const int64_t valid = std::min(kPanelRows, w.rows - g * kPanelRows);
       float* yt = out_at(start[i], g);
-      before();
       if (g >= full)
         for (int64_t t = 0; t < s; ++t)
           for (int64_t r = 0; r < kPanelRows; ++r) buf[t * kPanelRows + r] = add && r < valid ? yt[t * w.rows + r] : 0.0f;
@@ -199,23 +208,21 @@ void prefill_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, i
       auto panels = [&](std::initializer_list<int64_t> gs) {
         for (int64_t k0 = 0; k0 < K; k0 += kColBlock)
           for (const int64_t g : gs)
-            for (int64_t i = 0; i < tiles; ++i) tile(g, k0, i, [] {});
+            for (int64_t i = 0; i < tiles; ++i) tile(g, k0, i);
       };
-      const int64_t half = (g1 - g0) / 2;
-      for (int64_t i = 0; i < half; ++i) panels({g0 + i, g0 + half + i});
-      if ((g1 - g0) % 2) panels({g1 - 1});
+      in_two_streams(g0, g1, [&](int64_t a, int64_t b) { panels({a, b}); }, [&](int64_t g) { panels({g}); });
       continue;
     }
     for (int64_t k0 = 0; k0 < K; k0 += kColBlock) {
       const int64_t len = std::min(kColBlock, K - k0);
       for (int64_t g = g0; g < g1; ++g) {
         const int64_t next_lines = g + 1 < g1 ? len * kPanelRows * es / kCacheLine : 0;
-        for (int64_t i = 0; i < tiles; ++i)
-          tile(g, k0, i, [&] {
-            prefetch_slice(reinterpret_cast<const char*>(weights_at(g + 1, k0)), next_lines, i, tiles);
-            if (i + 1 < tiles) prefetch_panel_outputs(out_at(start[i + 1], g), w.rows, tokens(i + 1));
-            else if (g + 1 < g1) prefetch_panel_outputs(out_at(0, g + 1), w.rows, tokens(0));
-          });
+        for (int64_t i = 0; i < tiles; ++i) {
+          prefetch_slice(reinterpret_cast<const char*>(weights_at(g + 1, k0)), next_lines, i, tiles);
+          if (i + 1 < tiles) prefetch_panel_outputs(out_at(start[i + 1], g), w.rows, tokens(i + 1));
+          else if (g + 1 < g1) prefetch_panel_outputs(out_at(0, g + 1), w.rows, tokens(0));
+          tile(g, k0, i);
+        }
       }
     }
   }
@@ -398,15 +405,16 @@ void quant_groups(const WeightMatrix& w, const QuantizedActs& a, float* y, int64
                       y + g * kQGroupRows, std::min(kQGroupRows, w.rows - g * kQGroupRows)};
   };
   if (a.n == 1) {  // decode: groups i and i + half of the range side by side
-    const int64_t half = (g1 - g0) / 2;
-    for (int64_t i = 0; i < half; ++i) {
-      const QuantGroup pair[2] = {group(g0 + i), group(g0 + half + i)};
-      quant_tile<Q, 1, 2>(pair, a, 0, w.rows);
-    }
-    if ((g1 - g0) % 2) {
-      const QuantGroup last[1] = {group(g1 - 1)};
-      quant_tile<Q, 1, 1>(last, a, 0, w.rows);
-    }
+    in_two_streams(
+        g0, g1,
+        [&](int64_t i, int64_t j) {
+          const QuantGroup pair[2] = {group(i), group(j)};
+          quant_tile<Q, 1, 2>(pair, a, 0, w.rows);
+        },
+        [&](int64_t g) {
+          const QuantGroup last[1] = {group(g)};
+          quant_tile<Q, 1, 1>(last, a, 0, w.rows);
+        });
     return;
   }
   for_each_group(w, a, g0, g1, [&](const uint8_t*, const uint16_t*, int64_t g, int64_t t0, int64_t t1) {
