@@ -147,6 +147,62 @@ void prefill_tile(const void* w, const float* xp, int64_t len, float* y, int64_t
     for (int t = 0; t < NT; ++t) _mm256_storeu_ps(y + t * ldy + h * kLanes, acc[h][t]);
 }
 
+// Half h of the panel column at element e as float32 (load_column's lo or hi), in one register: a
+// BF16 half is loaded on its own (the empty asm hides that both halves read one address; GCC would
+// load once and hold the vector in a register the tile does not have) and its high half masked by
+// two shifts, not by an and with a mask that would take a register too.
+template <DType T>
+inline __m256 load_half(const void* w, int64_t e, int h) {
+  if constexpr (T == DType::BF16) {
+    const uint16_t* at = static_cast<const uint16_t*>(w) + e;
+    asm volatile("" : "+r"(at));
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(at));
+    return _mm256_castsi256_ps(h == 0 ? _mm256_slli_epi32(v, 16) : _mm256_slli_epi32(_mm256_srli_epi32(v, 16), 16));
+  } else {
+    return load8<T>(w, e + h * kLanes);
+  }
+}
+
+// Prefill of 1-3 tokens: two panels x NT tokens, as prefill_tile for each panel (the same chains,
+// the same bits). One panel's 2 x NT chains are too few to hide the FMA latency (3 tokens: 6, where
+// 8 keep both units busy); two panels give 4 x NT, and with the NT broadcasts held across the four
+// weight vectors, loaded one at a time, they fit the 16 registers.
+constexpr int kPairTileTokens = 3;
+
+template <DType T, int NT>
+void prefill_tile_pair(const void* wa, const void* wb, const float* xp, int64_t len, float* ya, float* yb,
+                       int64_t ldy, bool add) {
+  static_assert(NT <= kPairTileTokens, "4 x NT accumulators, NT broadcasts and a weight vector in 16 registers");
+  __m256 acc[2][kPanelHalves][NT];
+  #pragma GCC unroll 2
+  for (int p = 0; p < 2; ++p)
+    #pragma GCC unroll 2
+    for (int h = 0; h < kPanelHalves; ++h)
+      #pragma GCC unroll 3
+      for (int t = 0; t < NT; ++t)
+        acc[p][h][t] = add ? _mm256_loadu_ps((p ? yb : ya) + t * ldy + h * kLanes) : _mm256_setzero_ps();
+  #pragma GCC unroll 2
+  for (int64_t k = 0; k < len; ++k, xp += NT) {
+    __m256 xb[NT];
+    #pragma GCC unroll 3
+    for (int t = 0; t < NT; ++t) xb[t] = _mm256_broadcast_ss(xp + t);
+    #pragma GCC unroll 2
+    for (int p = 0; p < 2; ++p)
+      #pragma GCC unroll 2
+      for (int h = 0; h < kPanelHalves; ++h) {
+        const __m256 w = load_half<T>(p ? wb : wa, k * kPanelRows, h);
+        #pragma GCC unroll 3
+        for (int t = 0; t < NT; ++t) acc[p][h][t] = _mm256_fmadd_ps(w, xb[t], acc[p][h][t]);
+      }
+  }
+  #pragma GCC unroll 2
+  for (int p = 0; p < 2; ++p)
+    #pragma GCC unroll 2
+    for (int h = 0; h < kPanelHalves; ++h)
+      #pragma GCC unroll 3
+      for (int t = 0; t < NT; ++t) _mm256_storeu_ps((p ? yb : ya) + t * ldy + h * kLanes, acc[p][h][t]);
+}
+
 // Slice i of `slices` of the `lines` cache lines from p, into L2.
 inline void prefetch_slice(const char* p, int64_t lines, int64_t i, int64_t slices) {
   for (int64_t l = i * lines / slices, e = (i + 1) * lines / slices; l < e; ++l) _mm_prefetch(p + l * kCacheLine, _MM_HINT_T1);
@@ -210,7 +266,23 @@ void prefill_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, i
           for (const int64_t g : gs)
             for (int64_t i = 0; i < tiles; ++i) tile(g, k0, i);
       };
-      in_two_streams(g0, g1, [&](int64_t a, int64_t b) { panels({a, b}); }, [&](int64_t g) { panels({g}); });
+      // Two whole panels' tiles of at most kPairTileTokens tokens together (prefill_tile_pair).
+      auto pair = [&](int64_t a, int64_t b) {
+        for (int64_t k0 = 0; k0 < K; k0 += kColBlock) {
+          const int64_t len = std::min(kColBlock, K - k0);
+          for (int64_t i = 0; i < tiles; ++i) {
+            const float* xb = xp + t0 * K + nt * k0 + start[i] * len;
+            with_tile_size<kPairTileTokens>(tokens(i), [&]<int NT>() {
+              prefill_tile_pair<T, NT>(weights_at(a, k0), weights_at(b, k0), xb, len, out_at(start[i], a),
+                                       out_at(start[i], b), w.rows, k0 > 0);
+            });
+          }
+        }
+      };
+      const bool few = tiles == 1 && nt <= kPairTileTokens;
+      in_two_streams(
+          g0, g1, [&](int64_t a, int64_t b) { few && b < full ? pair(a, b) : panels({a, b}); },
+          [&](int64_t g) { panels({g}); });
       continue;
     }
     for (int64_t k0 = 0; k0 < K; k0 += kColBlock) {
