@@ -140,7 +140,7 @@ void BM_DecodeStream(benchmark::State& state) {
 BENCHMARK(BM_DecodeStream)->ArgNames({"type", "threads", "tokens"})->ArgsProduct({{1, 2, 3, 4, 5}, {1, 2}, {1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 // A speculative verification pass (or a batched step of a few sequences) streams the same bytes:
 // where its arithmetic keeps up, it costs what decoding one token does.
-BENCHMARK(BM_DecodeStream)->ArgNames({"type", "threads", "tokens"})->ArgsProduct({{1, 2, 4}, {1, 2}, {3, 4, 8}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_DecodeStream)->ArgNames({"type", "threads", "tokens"})->ArgsProduct({{1, 2, 4}, {1, 2}, {2, 3, 4, 8}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // One thread at the best instruction set: weight type state.range(0), state.range(1) tokens.
 void time_one_thread(benchmark::State& state, int64_t rows, int64_t cols) {

@@ -70,11 +70,16 @@ void decode_tile(const void* w, int64_t pstride, const float* x, int64_t ldx, in
     for (int h = 0; h < kPanelHalves; ++h)
       #pragma GCC unroll 2
       for (int t = 0; t < NT; ++t) acc[p][h][t] = _mm256_setzero_ps();
-  // No software prefetch: the NP panels are NP streams the hardware prefetchers follow, and fetching
-  // 2 KiB ahead of each made decode 10-15% slower from memory (kernels_bench BM_DecodeStream, Zen 3).
+  // One token: no software prefetch (the NP panels are NP streams the hardware prefetchers follow,
+  // and fetching 2 KiB ahead of each made decode 10-15% slower from memory). Two tokens (two panels):
+  // each fetches 1 KiB ahead, as the few-token prefill tiles do (256 MiB of F16 at one thread 18.2 ->
+  // 16.1 ms, two threads 11.4 -> 10.6; kernels_bench BM_DecodeStream tokens:2, Zen 3).
   #pragma GCC unroll 4
   for (int64_t k = 0, e = 0; k < K; ++k, e += kPanelRows) {
     __m256 xb[NT];
+    if constexpr (NT == 2)
+      #pragma GCC unroll 4
+      for (int p = 0; p < NP; ++p) prefetch_ahead<T>(static_cast<const char*>(w) + p * pstride * static_cast<int64_t>(dtype_size(T)), k);
     #pragma GCC unroll 2
     for (int t = 0; t < NT; ++t) xb[t] = _mm256_broadcast_ss(x + t * ldx + k);
     #pragma GCC unroll 4
