@@ -79,7 +79,8 @@ void decode_tile(const void* w, int64_t pstride, const float* x, int64_t ldx, in
     __m256 xb[NT];
     if constexpr (NT == 2)
       #pragma GCC unroll 4
-      for (int p = 0; p < NP; ++p) prefetch_ahead<T>(static_cast<const char*>(w) + p * pstride * static_cast<int64_t>(dtype_size(T)), k);
+      for (int p = 0; p < NP; ++p)
+        prefetch_ahead<T>(static_cast<const char*>(w) + p * pstride * static_cast<int64_t>(dtype_size(T)), k);
     #pragma GCC unroll 2
     for (int t = 0; t < NT; ++t) xb[t] = _mm256_broadcast_ss(x + t * ldx + k);
     #pragma GCC unroll 4
@@ -241,7 +242,8 @@ inline void prefetch_panel_outputs(const float* y, int64_t ldy, int64_t tokens) 
 // activations fit in L2 (kPanelOuterActBytes: a verification pass, a batched step of a few
 // sequences) streams each panel once from start to end, two panels half the range apart in lockstep
 // (two streams per thread, as in quantized decode; one does not reach the memory bandwidth), each
-// column block of a panel reused by every token tile from L1. A larger block (a prompt) goes column
+// column block of a panel reused by every token tile from L1, fetched 1 KiB ahead (prefetch_ahead);
+// 1-3 tokens take both panels in one tile (prefill_tile_pair). A larger block (a prompt) goes column
 // block by column block over all panels, so that its activations' block stays in L2; there, while a
 // tile computes, a slice of the next panel's block is fetched (it starts a page of its own, where the
 // hardware prefetcher does not follow), and the next tile's outputs (last touched a column block
