@@ -44,17 +44,16 @@ inline void load_column(const void* w, int64_t e, __m256& lo, __m256& hi) {
   }
 }
 
-// A few tokens' pass streams its panels from memory with little arithmetic per byte: each column k
-// fetches the line kPrefetchAhead bytes further along its panel into L1 (pages are 4 KiB, where the
-// hardware prefetcher stops). 1 KiB measured best of 0.5-4 KiB (kernels_bench BM_DecodeStream, Zen 3,
+// A few tokens' pass streams its panels from memory with little arithmetic per byte: the column at
+// element e (as load_column reads it) fetches the line kPrefetchAhead bytes further along its panel
+// into L1 (pages are 4 KiB, where the hardware prefetcher stops). 1 KiB measured best of 0.5-4 KiB (kernels_bench BM_DecodeStream, Zen 3,
 // F16 at one thread: 3 tokens 18 -> 15.5 ms, 4 tokens 30 -> 22, 8 tokens 44 -> 33). A prefetch past
 // the matrix's end does not fault.
 constexpr int64_t kPrefetchAhead = 1024;
 
 template <DType T>
-inline void prefetch_ahead(const void* w, int64_t k) {
-  _mm_prefetch(static_cast<const char*>(w) + k * kPanelRows * static_cast<int64_t>(dtype_size(T)) + kPrefetchAhead,
-               _MM_HINT_T0);
+inline void prefetch_ahead(const void* w, int64_t e) {
+  _mm_prefetch(static_cast<const char*>(w) + e * static_cast<int64_t>(dtype_size(T)) + kPrefetchAhead, _MM_HINT_T0);
 }
 
 // Decode: NP panels x NT tokens (one or two) over all columns of panel-packed weights (pack.h).
@@ -79,8 +78,7 @@ void decode_tile(const void* w, int64_t pstride, const float* x, int64_t ldx, in
     __m256 xb[NT];
     if constexpr (NT == 2)
       #pragma GCC unroll 4
-      for (int p = 0; p < NP; ++p)
-        prefetch_ahead<T>(static_cast<const char*>(w) + p * pstride * static_cast<int64_t>(dtype_size(T)), k);
+      for (int p = 0; p < NP; ++p) prefetch_ahead<T>(w, p * pstride + e);
     #pragma GCC unroll 2
     for (int t = 0; t < NT; ++t) xb[t] = _mm256_broadcast_ss(x + t * ldx + k);
     #pragma GCC unroll 4
@@ -152,7 +150,7 @@ void prefill_tile(const void* w, const float* xp, int64_t len, float* y, int64_t
   for (int64_t k = 0; k < len; ++k, xp += NT) {
     // One broadcast at a time: 12 accumulators + 6 broadcasts would spill registers.
     __m256 w0, w1;
-    if constexpr (Ahead) prefetch_ahead<T>(w, k);
+    if constexpr (Ahead) prefetch_ahead<T>(w, k * kPanelRows);
     load_column<T>(w, k * kPanelRows, w0, w1);
     #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) {
@@ -204,8 +202,8 @@ void prefill_tile_pair(const void* wa, const void* wb, const float* xp, int64_t 
   #pragma GCC unroll 2
   for (int64_t k = 0; k < len; ++k, xp += NT) {
     __m256 xb[NT];
-    prefetch_ahead<T>(wa, k);
-    prefetch_ahead<T>(wb, k);
+    prefetch_ahead<T>(wa, k * kPanelRows);
+    prefetch_ahead<T>(wb, k * kPanelRows);
     #pragma GCC unroll 3
     for (int t = 0; t < NT; ++t) xb[t] = _mm256_broadcast_ss(xp + t);
     #pragma GCC unroll 2
@@ -267,6 +265,8 @@ void prefill_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, i
     auto out_at = [&](int64_t t, int64_t g) { return y + (t0 + t) * w.rows + g * kPanelRows; };
     auto tokens = [&](int64_t i) { return start[i + 1] - start[i]; };
     auto weights_at = [&](int64_t g, int64_t k0) { return base + (g * pstride + k0 * kPanelRows) * es; };
+    // Tile i's packed activations in the column block from k0 of len columns (pack_panel_acts).
+    auto acts_at = [&](int64_t k0, int64_t len, int64_t i) { return xp + t0 * K + nt * k0 + start[i] * len; };
     // Token tile i of panel g over the column block from k0 (len columns).
     auto tile = [&](int64_t g, int64_t k0, int64_t i, bool ahead = false) {
       const int64_t len = std::min(kColBlock, K - k0), s = tokens(i);
@@ -276,7 +276,7 @@ void prefill_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, i
       if (g >= full)
         for (int64_t t = 0; t < s; ++t)
           for (int64_t r = 0; r < kPanelRows; ++r) buf[t * kPanelRows + r] = add && r < valid ? yt[t * w.rows + r] : 0.0f;
-      const float* xb = xp + t0 * K + nt * k0 + start[i] * len;  // the tile's packed activations
+      const float* xb = acts_at(k0, len, i);
       with_tile_size<kTileTokens>(s, [&]<int NT>() {
         float* yo = g < full ? yt : buf;
         const int64_t ld = g < full ? w.rows : kPanelRows;
@@ -292,20 +292,18 @@ void prefill_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, i
           for (const int64_t g : gs)
             for (int64_t i = 0; i < tiles; ++i) tile(g, k0, i, i == 0);  // the first tile fetches ahead
       };
-      // Two whole panels' tiles of at most kPairTileTokens tokens together (prefill_tile_pair).
+      // A block of at most kPairTileTokens tokens (one tile) on two whole panels (prefill_tile_pair).
       auto pair = [&](int64_t a, int64_t b) {
         for (int64_t k0 = 0; k0 < K; k0 += kColBlock) {
           const int64_t len = std::min(kColBlock, K - k0);
-          for (int64_t i = 0; i < tiles; ++i) {
-            const float* xb = xp + t0 * K + nt * k0 + start[i] * len;
-            with_tile_size<kPairTileTokens>(tokens(i), [&]<int NT>() {
-              prefill_tile_pair<T, NT>(weights_at(a, k0), weights_at(b, k0), xb, len, out_at(start[i], a),
-                                       out_at(start[i], b), w.rows, k0 > 0);
-            });
-          }
+          with_tile_size<kPairTileTokens>(nt, [&]<int NT>() {
+            prefill_tile_pair<T, NT>(weights_at(a, k0), weights_at(b, k0), acts_at(k0, len, 0), len, out_at(0, a),
+                                     out_at(0, b), w.rows, k0 > 0);
+          });
         }
       };
-      const bool few = tiles == 1 && nt <= kPairTileTokens;
+      static_assert(kPairTileTokens <= kTileTokens, "a pair tile's block is one tile");
+      const bool few = nt <= kPairTileTokens;
       in_two_streams(
           g0, g1, [&](int64_t a, int64_t b) { few && b < full ? pair(a, b) : panels({a, b}); },
           [&](int64_t g) { panels({g}); });
