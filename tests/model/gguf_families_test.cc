@@ -41,6 +41,32 @@ std::string unreadable_types(const GgufFile& g) {
   return s;
 }
 
+// The case lists read only the "files" keys of each expectation (test::files_keys, fast at start-up):
+// they must name exactly the entries a full parse finds, in every folder of testdata/gguf.
+TEST(GgufCases, ListTheFilesAFullParseFinds) {
+  int checked = 0;
+  for (const auto& dir : std::filesystem::directory_iterator(test::testdata("gguf"))) {
+    if (!dir.is_directory()) continue;
+    const std::string folder = "gguf/" + dir.path().filename().string();
+    std::vector<std::string> listed, parsed;
+    for (const FamilyFile& c : test::gguf_cases(folder)) listed.push_back(c.expectation + " " + c.file);
+    for (const auto& e : std::filesystem::directory_iterator(dir.path())) {
+      if (e.path().extension() != ".json") continue;
+      const nlohmann::json j = test::read_json(e.path().string());
+      for (const auto& [file, entry] : j.at("files").items()) parsed.push_back(e.path().string() + " " + file);
+    }
+    std::sort(listed.begin(), listed.end());
+    std::sort(parsed.begin(), parsed.end());
+    EXPECT_EQ(listed, parsed) << folder;
+    checked += static_cast<int>(parsed.size());
+  }
+  EXPECT_GT(checked, 0);
+  // Escapes in a key are decoded; keys of nested objects and of other top-level members are not files.
+  const std::string text = R"({"source": {"a.gguf": 1}, "files": {"x\\\"y.gguf": {"files": {"z": [1, {"w": 2}]}}, "b.gguf": []}})";
+  EXPECT_EQ(test::files_keys(text, "t.json"), (std::vector<std::string>{"x\\\"y.gguf", "b.gguf"}));
+  EXPECT_THROW(test::files_keys(R"({"files": {"a)", "t.json"), std::runtime_error);
+}
+
 class GgufFamilies : public ::testing::TestWithParam<FamilyFile> {};
 
 TEST_P(GgufFamilies, MatchesItsGolden) {
