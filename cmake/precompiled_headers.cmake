@@ -7,3 +7,10 @@ function(ember_precompile target)
     target_precompile_headers(${target} PRIVATE ${ARGN})
   endif()
 endfunction()
+# ember_reuse_pch(<target> <from>): <target> uses <from>'s precompiled headers; both must be compiled
+# with the same options and definitions.
+function(ember_reuse_pch target from)
+  if(EMBER_PCH)
+    target_precompile_headers(${target} REUSE_FROM ${from})
+  endif()
+endfunction()
