@@ -8,8 +8,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh fuzz
+echo "[test-sanitizers.sh] build took $SECONDS s"
 # ASAN_OPTIONS come from the test preset: leaks are errors, and a request the allocator cannot meet
 # returns null (throws std::bad_alloc) as without the sanitizer, so "too little memory" is testable.
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 ctest --preset fuzz -j2 -LE "^(slow|server)$"
+echo "[test-sanitizers.sh] build and ctest took $SECONDS s"
 scripts/fuzz.sh "${1:-10}"
