@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <stdexcept>
@@ -80,7 +79,8 @@ inline std::vector<GgufCase> gguf_cases(const std::string& folder) {
   std::vector<GgufCase> out;
   for (const std::string& j : jsons) {
     std::ifstream in(j, std::ios::binary);
-    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::string text(std::filesystem::file_size(j), '\0');  // in one read: by iterator, 0.4 s a process under ASan
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
     for (const std::string& file : files_keys(text, j)) out.push_back({j, file});
   }
   return out;
