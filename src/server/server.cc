@@ -140,7 +140,11 @@ int Server::bind() {
   return port;
 }
 
-void Server::run() { http_->listen_after_bind(); }
+void Server::run() {
+  in_run_.store(true);
+  if (!draining_.load()) http_->listen_after_bind();  // a stop() that began first is not lost
+  in_run_.store(false);
+}
 
 void Server::stop() {
   std::call_once(stop_once_, [&] {
@@ -157,7 +161,19 @@ void Server::stop() {
     const auto flush_end = Clock::now() + std::chrono::seconds(2);
     while (open_streams_.load() > 0 && Clock::now() < flush_end)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    http_->stop();
+    // cpp-httplib's stop() does nothing before its listener has started, so a stop right after
+    // bind() (a SIGTERM as the server came up) left it listening for good: stop the listener once
+    // it runs, until run() returns. (run() does not start one after draining_ is set; the two flags'
+    // store-then-load order means one side always sees the other.)
+    bool stopped = false;
+    while (in_run_.load()) {
+      if (!stopped && http_->is_running()) {
+        http_->stop();
+        stopped = true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (!stopped) http_->stop();
   });
 }
 

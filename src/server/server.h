@@ -110,6 +110,7 @@ class Server {
   std::unique_ptr<EmbeddingsApi> embeddings_;  // its embedder runs beside the scheduler (Model::forward takes turns)
   std::unique_ptr<httplib::Server> http_;
   std::atomic<bool> draining_{false};
+  std::atomic<bool> in_run_{false};  // run() has begun and not returned (stop() waits for it)
   std::atomic<int64_t> open_streams_{0};
   std::atomic<uint64_t> next_id_{1};
   std::once_flag stop_once_;
