@@ -92,18 +92,13 @@ template <QType Q, int NT>
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* tile = tiles + b * kq_tile_bytes(Q);
-    // Decode streams the weights from memory once: one core keeps too few reads in flight to reach
-    // the bandwidth while it computes, so a few super-blocks ahead are fetched (past the group's end
-    // is the next group's, or harmless: prefetches do not fault).
-    if constexpr (NT <= 2)
-      for (int64_t l = 0; l < kq_tile_bytes(Q); l += kCacheLine)
-        _mm_prefetch(reinterpret_cast<const char*>(tile + kDecodePrefetchAhead + l), _MM_HINT_T0);
     alignas(32) uint8_t buf[KqGroupScales<Q>::kStride];
     const uint8_t* sc_bytes = scales.at(b, tile, buf);
     __m512i isum[NT], msum[NT];
     #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) isum[t] = msum[t] = _mm512_setzero_si512();
     for (int p = 0; p < S::kPairs; ++p) {
+      if constexpr (NT <= 2) kq_prefetch_ahead<Q>(tile, p);
       // Integer sums are exact in any order: with few tokens each sum is split into C chains
       // (units u % C) so vpdpbusd's latency is not the critical path.
       constexpr int C = NT <= 2 ? 2 : 1;

@@ -189,13 +189,15 @@ TEST(KQuant, TokenResultsDoNotDependOnHowManyShareTheCall) {
 
 // Every kernel adds in kquant_row_dot's order (exact integer sums, two fused multiply-adds per
 // super-block): the bits equal the scalar reference's (70 rows: a thread's range of several groups).
+// Decode (1 or 2 tokens) runs the AVX2 kernel on every CPU; the AVX-512 kernel's 1- and 2-token tiles
+// remain a prompt's last (9 and 10 tokens: a tile of 8, then 1 or 2).
 TEST(KQuant, EveryIsaMatchesReference) {
   ThreadPool pool(2);
   std::mt19937 rng(13);
   for (GgmlType type : kKTypes)
     for (int64_t rows : {1, 5, 17, 33, 70})
       for (int64_t cols : {kQK_K, 3 * kQK_K})
-        for (int64_t n : {1, 2, 3, 5, 9, 70}) {
+        for (int64_t n : {1, 2, 3, 5, 9, 10, 70}) {
           const RandomKMatrix k(type, rows, cols, rng, pool);
           const WeightMatrix& w = k.m.view();
           const std::vector<float> x = random_acts(n, cols, rng);
