@@ -71,9 +71,18 @@ std::string random_copy(const std::string& name) {
   return dir;
 }
 
+// --chat-model DIR (main): the folder BM_SpeculativeRepeatChats serves instead of chat-skills, e.g.
+// chat-skills padded to a memory-bound size by bench/pad_model.py. Set once, before any benchmark.
+std::string g_spec_chat_model;
+
 Fixture& fixture(const std::string& name) {
   if (name == "chat-skills") {
     static Fixture fx(kShared + "/models/chat-skills");
+    return fx;
+  }
+  if (name == "spec-chat") {
+    if (g_spec_chat_model.empty()) return fixture("chat-skills");
+    static Fixture fx(g_spec_chat_model);
     return fx;
   }
   // Minueza-32M-UltraChat: a real 32M-parameter chat model (Mistral architecture, F32 weights, 32k
@@ -199,6 +208,7 @@ BENCHMARK_CAPTURE(BM_ConcurrentStreamingChats, tinyllama_1_1b_q4_0, "tinyllama-1
 // Speculation in the batched server, task (a) of bench/spec_bench: C clients each ask chat-skills to
 // repeat a phrase (the reply repeats the prompt), greedy, served without speculation (mode 0), with
 // prompt lookup (1) or with chat-skills' own q4_0 copy as draft (2). Aggregate generated tokens/s.
+// `--chat-model DIR` serves another folder with chat-skills' replies instead (see g_spec_chat_model).
 ClientResult repeat_chat(int port, int i) {
   static const char* const kAsks[] = {"Repeat the phrase king milk 8 times.", "Say ladder guitar cloud 5 times.",
                                       "Repeat the phrase red apple tree 6 times.", "Say sun moon 9 times."};
@@ -218,7 +228,7 @@ ClientResult repeat_chat(int port, int i) {
 }
 
 void BM_SpeculativeRepeatChats(benchmark::State& state) {
-  Fixture& fx = fixture("chat-skills");
+  Fixture& fx = fixture("spec-chat");
   const int clients = static_cast<int>(state.range(0)), mode = static_cast<int>(state.range(1));
   ember::engine::SchedulerOptions so;
   so.max_parallel = 16;
@@ -309,11 +319,16 @@ BENCHMARK_CAPTURE(BM_BatchedDecodeStep, tinyllama_1_1b, "tinyllama-1.1b")
 // As BENCHMARK_MAIN, but each benchmark runs at least 2 s unless --benchmark_min_time says otherwise,
 // and failed requests make the exit status 1.
 int main(int argc, char** argv) {
-  std::vector<char*> args(argv, argv + argc);
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--chat-model" && i + 1 < argc) g_spec_chat_model = argv[++i];
+    else args.push_back(argv[i]);
+  }
   std::string min_time = "--benchmark_min_time=2";
   if (std::none_of(args.begin(), args.end(), [](const char* a) { return std::string_view(a).starts_with("--benchmark_min_time"); }))
     args.insert(args.begin() + 1, min_time.data());
   int n = static_cast<int>(args.size());
+  args.push_back(nullptr);
   benchmark::Initialize(&n, args.data());
   if (benchmark::ReportUnrecognizedArguments(n, args.data())) return 1;
   benchmark::RunSpecifiedBenchmarks();

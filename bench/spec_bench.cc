@@ -5,7 +5,9 @@
 // --reps runs. Greedy, so both runs produce the same tokens (checked). --spec ngram: prompt lookup;
 // --spec draft: a draft model, each task's model quantized at load (--draft-quantize, q4_0 by
 // default). --pass-cost: what a pass of 1 to 9 tokens costs (warm, rolled back after each).
-//   spec_bench [--reps N] [--max-draft K] [--threads T] [--spec ngram|draft] [--draft-quantize TYPE]
+// --chat-model DIR: tasks (a) and (c) on another folder with chat-skills' replies, e.g. chat-skills
+// padded to a memory-bound size by bench/pad_model.py (chat-skills itself sits in the CPU's cache).
+//   spec_bench [--reps N] [--max-draft K] [--threads T] [--spec ngram|draft] [--draft-quantize TYPE] [--chat-model DIR]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -40,15 +42,17 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   int reps = 5, threads = 2;
   int64_t max_draft = 8;
-  std::string mode = "ngram", draft_quantize = "q4_0";
+  std::string mode = "ngram", draft_quantize = "q4_0", chat_model;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!std::strcmp(argv[i], "--reps")) reps = std::atoi(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--spec")) mode = argv[i + 1];
     else if (!std::strcmp(argv[i], "--draft-quantize")) draft_quantize = argv[i + 1];
     else if (!std::strcmp(argv[i], "--max-draft")) max_draft = std::atoll(argv[i + 1]);
     else if (!std::strcmp(argv[i], "--threads")) threads = std::atoi(argv[i + 1]);
+    else if (!std::strcmp(argv[i], "--chat-model")) chat_model = argv[i + 1];
   }
   const std::string models = std::string(EMBER_SHARED_DIR) + "/models/";
+  if (chat_model.empty()) chat_model = models + "chat-skills";
   if (argc > 1 && !std::strcmp(argv[argc - 1], "--pass-cost")) {  // what a verification pass of n tokens costs
     for (const char* name : {"chat-skills", "story-656k"}) {
       auto model = model::Model::load(models + name, {.threads = threads, .progress = {}});
@@ -77,8 +81,7 @@ int main(int argc, char** argv) {
   }
   std::printf("%-34s %10s %10s %7s %16s %12s\n", "task", "plain t/s", "spec t/s", "ratio", "taken/guessed", "tokens/pass");
   for (const char* which : {"a", "b", "c"}) {
-    const std::string name = which[0] == 'b' ? "story-656k" : "chat-skills";
-    const std::string dir = models + name;
+    const std::string dir = which[0] == 'b' ? models + "story-656k" : chat_model;
     auto model = model::Model::load(dir, {.threads = threads, .progress = {}});
     const auto tok = tokenizer::Tokenizer::from_folder(dir);
     std::shared_ptr<model::Model> draft;
