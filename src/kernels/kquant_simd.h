@@ -10,7 +10,6 @@
 
 #include "kernels/iq3s_grid.h"
 #include "kernels/kquant.h"
-#include "kernels/matmul_impl.h"
 
 namespace ember::kernels::detail {
 namespace {
@@ -118,20 +117,6 @@ inline int32_t kq_act_sum_pair(const KQuantActs& a, int64_t tb, int p) {
   int32_t v;
   std::memcpy(&v, sums + 2 * p, 4);
   return v;
-}
-
-// Decode streams the weights from memory once (a second pass finds them cached): one core keeps too
-// few reads in flight to reach the bandwidth while it computes, so a few super-blocks ahead are
-// fetched, pair p's share of the tile's lines, spread over the pairs (prefetches past the end do not
-// fault). The AVX-512 kernel fetched a whole tile's lines at once (Q6_K: 53 prefetches in a row):
-// Llama-3.2-1B's q4_k_m file decoded at 22.8 tok/s, spread as here 29 (Zen 4, one thread).
-template <QType Q>
-[[gnu::always_inline]] inline void kq_prefetch_ahead(const uint8_t* tile, int p) {
-  constexpr int64_t kLines = (kq_tile_bytes(Q) + kCacheLine - 1) / kCacheLine + 1;  // +1: tiles need not be aligned
-  constexpr int kPerPair = static_cast<int>((kLines + KqShape<Q>::kPairs - 1) / KqShape<Q>::kPairs);
-  const uint8_t* at = tile + kDecodePrefetchAhead + kCacheLine * kPerPair * p;
-  #pragma GCC unroll 16
-  for (int l = 0; l < kPerPair; ++l) _mm_prefetch(reinterpret_cast<const char*>(at + kCacheLine * l), _MM_HINT_T0);
 }
 
 }  // namespace
