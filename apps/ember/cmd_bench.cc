@@ -38,6 +38,7 @@ namespace {
 
 struct BenchArgs {
   std::string model_dir, synthetic, dtype, kv_dtype = kernels::kv_type_name(model::kKvTypeDefault);
+  std::string act_dtype = "f32";
   int threads = 0, reps = 3;
   int64_t prompt = 512, gen = 128;
   bool json = false, warmup = true;
@@ -132,6 +133,7 @@ int run_bench(const BenchArgs& a) {
   opt.threads = a.threads;
   opt.progress = note;
   opt.kv_dtype = model::parse_kv_dtype(a.kv_dtype);
+  opt.bf16_activations = bf16_activations(a.act_dtype);
   // Synthetic weights are made in the float type (bf16 unless --dtype says); a folder's or file's
   // plain matrices keep their stored type unless --dtype converts them at load.
   DType float_type = DType::BF16;
@@ -214,6 +216,7 @@ int run_bench(const BenchArgs& a) {
     load.dir = a.model_dir;
     load.threads = a.threads;
     load.kv_dtype = a.kv_dtype;
+    load.act_dtype = a.act_dtype;
     const engine::SpecOptions spec = a.spec.resolve(*m, tk, load);
     if (spec.mode != engine::SpecMode::kOff) {
       const std::vector<int32_t> sp = a.spec_text.empty() ? prompt : tk.encode(a.spec_text, true);
@@ -229,6 +232,7 @@ int run_bench(const BenchArgs& a) {
     j["model"] = a.synthetic.empty() ? a.model_dir : "synthetic:" + a.synthetic;
     j["dtype"] = weights;
     j["kv_dtype"] = a.kv_dtype;
+    j["act_dtype"] = a.act_dtype;
     j["threads"] = threads;
     j["isa"] = kernels::isa_name(kernels::best_isa());
     j["prompt_tokens"] = a.prompt;
@@ -267,9 +271,9 @@ int run_bench(const BenchArgs& a) {
     }
     std::printf("%s\n", j.dump().c_str());
   } else {
-    std::printf("model %s  dtype %s  kv %s  threads %d  isa %s  (median of %d reps; load %.1f s)\n",
+    std::printf("model %s  dtype %s  kv %s  activations %s  threads %d  isa %s  (median of %d reps; load %.1f s)\n",
                 a.synthetic.empty() ? a.model_dir.c_str() : ("synthetic:" + a.synthetic).c_str(), weights.c_str(),
-                a.kv_dtype.c_str(), threads, kernels::isa_name(kernels::best_isa()), a.reps, load_s);
+                a.kv_dtype.c_str(), a.act_dtype.c_str(), threads, kernels::isa_name(kernels::best_isa()), a.reps, load_s);
     std::printf("%-28s %12s\n", "metric", "value");
     std::printf("%-28s %12.2f\n", ("prefill tok/s (p=" + std::to_string(a.prompt) + ")").c_str(), pf);
     std::printf("%-28s %12.2f\n", ("decode tok/s (n=" + std::to_string(a.gen) + ")").c_str(), dc);
@@ -335,6 +339,7 @@ Run add_bench_command(CLI::App& app) {
                   "converted at load) or quantized at load: " + one_of(quantized))
       ->check(CLI::IsMember(weight_types));
   add_kv_dtype_option(*cmd, a->kv_dtype);
+  add_act_dtype_option(*cmd, a->act_dtype);
   add_threads_option(*cmd, a->threads);
   cmd->add_option("-p,--prompt", a->prompt, "Prompt tokens for prefill")->check(in_range<int64_t>(1, 1 << 20));
   cmd->add_option("-n,--gen", a->gen, "Tokens to decode")->check(in_range<int64_t>(1, 1 << 20));

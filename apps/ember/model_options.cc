@@ -35,12 +35,22 @@ void add_kv_dtype_option(CLI::App& cmd, std::string& kv_dtype) {
       ->check(CLI::IsMember(std::vector<std::string>(names.begin(), names.end())));
 }
 
+void add_act_dtype_option(CLI::App& cmd, std::string& act_dtype) {
+  cmd.add_option("--act-dtype", act_dtype,
+                 "Activations that BF16 weight matrices multiply: f32 (default; float32, the reference "
+                 "implementations' precision) or bf16 (rounded to BF16, as llama.cpp computes BF16 models: prefill "
+                 "and batched steps about 1.8x faster on CPUs with AVX512-BF16; an error for a model without BF16 "
+                 "matrices)")
+      ->check(CLI::IsMember({"f32", "bf16"}));
+}
+
 void ModelOptions::add_to(CLI::App& cmd) {
   cmd.add_option("-m,--model", dir, "Hugging Face model folder or .gguf file")->required();
   add_threads_option(cmd, threads);
   cmd.add_option("--ctx", ctx, "Context size in tokens (default: the model's max_position_embeddings)")
       ->check(in_range<int64_t>(1, int64_t{1} << 30));
   add_kv_dtype_option(cmd, kv_dtype);
+  add_act_dtype_option(cmd, act_dtype);
   cmd.add_option("--quantize", quantize,
                  "Quantize weight matrices at load: " + one_of(kernels::quantize_names()) +
                      " (q8_0 about half of BF16's memory, the 4-bit types about a quarter; q4_k_m and q5_k_m are "
@@ -79,6 +89,7 @@ std::unique_ptr<model::Model> ModelOptions::load() const {
   lo.kv_dtype = model::parse_kv_dtype(kv_dtype);
   lo.quantize = kernels::parse_quantization(quantize);
   if (!dtype.empty()) lo.weight_dtype = parse_lower_dtype(dtype);
+  lo.bf16_activations = bf16_activations(act_dtype);
   if (!quiet)
     lo.progress = [tty](const std::string& stage) {  // a log (not a terminal) gets a line per stage
       std::fprintf(stderr, tty ? "\r\033[Kloading: %s" : "loading: %s\n", stage.c_str());

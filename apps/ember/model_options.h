@@ -23,6 +23,7 @@ struct ModelOptions {
   std::string quantize = "none";  // q8_0 / q4_0 / q4_k / q4_k_m / q5_k_m: weight matrices quantized at load
   std::string dtype;              // f32 / f16 / bf16: plain weight matrices converted at load ("": as stored)
   std::string mem;                // memory for the KV cache ("8G", "512M", bytes); "": a share of what is available
+  std::string act_dtype = "f32";  // f32 / bf16: the activations BF16 weight matrices multiply
   bool quiet = false;
   model::LoadOptions::LmHead lm_head = model::LoadOptions::LmHead::kRequired;  // not a flag: the command's need
 
@@ -75,6 +76,9 @@ struct JsonlModelOptions {
 
 // --kv-dtype, its names, default and check from kernels/kv_type.h's table (bench has it too).
 void add_kv_dtype_option(CLI::App& cmd, std::string& kv_dtype);
+// --act-dtype f32|bf16 (bench has it too); bf16_activations reads its value.
+void add_act_dtype_option(CLI::App& cmd, std::string& act_dtype);
+inline bool bf16_activations(const std::string& act_dtype) { return act_dtype == "bf16"; }
 // `requested`, or the hardware threads with a warning when it asks for more: the extra threads
 // would only compete for the same cores (and -t 1000 started 1000).
 int usable_threads(int requested);

@@ -40,6 +40,10 @@ struct LoadOptions {
   // (f16, as llama.cpp and the ember commands).
   std::string kv_dtype;
   std::string quantize = "none";  // "q8_0", "q4_0", "q4_k", or llama.cpp's mixes "q4_k_m", "q5_k_m": weight matrices quantized at load
+  // BF16 weight matrices multiply activations rounded to BF16 (llama.cpp's precision for BF16 models):
+  // faster prefill and batched steps on AVX512-BF16 CPUs, logits within BF16 rounding of float32's.
+  // An error for a model without BF16 matrices.
+  bool bf16_activations = false;
   std::function<void(const std::string& stage)> progress;  // loading stages, for a progress display
 };
 

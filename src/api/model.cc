@@ -12,7 +12,8 @@ Model::Impl::Impl(const std::string& path, const LoadOptions& o)
                                                         .progress = o.progress,
                                                         .quantize = kernels::parse_quantization(o.quantize),
                                                         .kv_dtype = o.kv_dtype.empty() ? model::kKvTypeDefault
-                                                                                       : model::parse_kv_dtype(o.kv_dtype)})),
+                                                                                       : model::parse_kv_dtype(o.kv_dtype),
+                                                        .bf16_activations = o.bf16_activations})),
       tokenizer(model::load_tokenizer(path)),
       prompts(tokenizer, path),
       defaults(engine::default_params(path, model->config())),

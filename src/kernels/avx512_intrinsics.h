@@ -12,6 +12,7 @@
 // Tells exp.h to define its AVX-512 function, which it otherwise does only under -mavx512f.
 #define EMBER_AVX512_EMULATED_INTRINSICS 1
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -73,6 +74,29 @@ inline __m512i i32gather_epi32(__m512i index, const void* base, int scale) {
   __m512i r;
   std::memcpy(&r, out, sizeof(r));
   return r;
+}
+
+// vdpbf16ps: each 32-bit lane adds its odd word's exact BF16 product to the accumulator, rounds,
+// then its even word's; inputs and results below float32's normal range are taken as zero.
+inline float flush_tiny(float v) { return std::fabs(v) < 0x1p-126f ? std::copysign(0.0f, v) : v; }
+inline __m512 dpbf16_ps(__m512 acc, __m512i a, __m512i b) {
+  float s[16];
+  uint32_t wa[16], wb[16];
+  std::memcpy(s, &acc, sizeof(s));
+  std::memcpy(wa, &a, sizeof(wa));
+  std::memcpy(wb, &b, sizeof(wb));
+  auto word = [](uint32_t w, int shift) {
+    const uint32_t bits = ((w >> shift) & 0xFFFFu) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return flush_tiny(f);
+  };
+  for (int i = 0; i < 16; ++i) {
+    s[i] = flush_tiny(std::fma(word(wa[i], 16), word(wb[i], 16), flush_tiny(s[i])));
+    s[i] = flush_tiny(std::fma(word(wa[i], 0), word(wb[i], 0), s[i]));
+  }
+  std::memcpy(&acc, s, sizeof(s));
+  return acc;
 }
 
 }  // namespace ember::kernels::emulated

@@ -22,6 +22,7 @@ IsaSupport isa_support(const CpuWords& w) {
            has(w.leaf7_ebx, kAvx2) && has(w.leaf7_ebx, kBmi2);
   s.avx512 = s.avx2 && saves(kXcr0Zmm) && has(w.leaf7_ebx, kAvx512F) && has(w.leaf7_ebx, kAvx512Bw) &&
              has(w.leaf7_ecx, kAvx512Vnni);
+  s.bf16_dot = s.avx512 && has(w.leaf7_1_eax, kAvx512Bf16);
   return s;
 }
 
@@ -42,6 +43,8 @@ detail::CpuWords read_words() {
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
     w.leaf7_ebx = b;
     w.leaf7_ecx = c;
+    const unsigned max_subleaf = a;
+    if (max_subleaf >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) w.leaf7_1_eax = a;
   }
   return w;
 }
@@ -50,7 +53,7 @@ const detail::IsaSupport& support() {
   static const detail::IsaSupport s = [] {  // immutable after the first call
     detail::IsaSupport found = detail::isa_support(read_words());
 #if defined(EMBER_AVX512_EMULATED)
-    found.avx512 = found.avx2;  // the AVX-512 kernels run on SIMDe (avx512_intrinsics.h)
+    found.avx512 = found.bf16_dot = found.avx2;  // the AVX-512 kernels run on SIMDe (avx512_intrinsics.h)
 #endif
     return found;
   }();
@@ -76,6 +79,8 @@ bool isa_supported(Isa isa) {
   }
   return false;
 }
+
+bool bf16_dot_supported() { return support().bf16_dot; }
 
 Isa best_isa() {
   static const Isa best = [] {

@@ -13,7 +13,10 @@ const char* isa_name(Isa isa);
 // weights' matmul_panel_avx512.cc needs only F): Cascade Lake, Ice Lake, Zen 4 and later. Skylake-X
 // has no VNNI and runs AVX2.
 bool isa_supported(Isa isa);
-Isa best_isa();  // the fastest supported; EMBER_ISA=avx2|scalar in the environment caps it
+Isa best_isa();
+// The BF16 dot product (AVX512-BF16: Cooper Lake, Sapphire Rapids, Zen 4 and later) besides Avx512:
+// what products of BF16 weights with BF16-rounded activations use at Avx512 (matmul.h).
+bool bf16_dot_supported();  // the fastest supported; EMBER_ISA=avx2|scalar in the environment caps it
 std::vector<Isa> supported_isas();
 // Throws ember::Error naming `who` when isa is not supported here.
 void require_isa(Isa isa, const char* who);

@@ -45,10 +45,21 @@ float float_row_dot(const WeightMatrix& w, int64_t r, const float* x) {
 struct MatmulActs {
   QuantizedActs q;
   KQuantActs k;
+  std::vector<float> rounded;           // x rounded to BF16, for weights with bf16_activations
   std::vector<float> panel;             // plain weights (pack_panel_acts)
+  std::vector<float> panel_rounded;     // the same of `rounded`
+  std::vector<uint32_t> bf16_pairs;     // `rounded` for the BF16 dot product (pack_panel_acts_bf16)
   std::vector<int32_t> quant[kQTypes];  // per 32-weight block type (pack_quant_acts), by QType
   static int quant_slot(QType t) { return static_cast<int>(t); }
+  // The activations w multiplies: x, or x rounded to BF16.
+  const float* input(const WeightMatrix& w, const float* x) const { return w.bf16_activations ? rounded.data() : x; }
 };
+
+// Whether the AVX512-BF16 kernel computes w's product of n tokens at isa.
+bool uses_bf16_dot(const WeightMatrix& w, int64_t n, Isa isa) {
+  return w.bf16_activations && isa == Isa::Avx512 && n > detail::kDecodeTokens && w.cols % 2 == 0 &&
+         bf16_dot_supported();
+}
 
 // Rows [r0, r1) of y for all n tokens, one sequential sum each; a holds x quantized when w is.
 void reference_rows(const WeightMatrix& w, const float* x, const MatmulActs& a, int64_t n, float* y, int64_t r0,
@@ -58,29 +69,51 @@ void reference_rows(const WeightMatrix& w, const float* x, const MatmulActs& a, 
       float& out = y[t * w.rows + r];
       if (is_kquant(w.qtype)) out = kquant_row_dot(w, r, a.k, t);
       else if (w.qtype != QType::None) out = quant_row_dot(w, r, a.q, t);
-      else out = float_row_dot(w, r, x + t * w.cols);
+      else out = float_row_dot(w, r, a.input(w, x) + t * w.cols);
     }
 }
 
 // Quantizes x as the weights ws need it, and lays it out for isa's kernels.
 void prepare_matmul_acts(std::span<const WeightMatrix* const> ws, const float* x, int64_t n, MatmulActs& a,
                          ThreadPool& pool, Isa isa) {
-  bool q = false, k = false, plain = false, packed[kQTypes] = {};
+  // Plain weights: whether some take x as it is, some rounded through the float32 kernels, some by
+  // the BF16 dot product.
+  bool q = false, k = false, plain = false, plain_rounded = false, bf16_dot = false, packed[kQTypes] = {};
   for (const WeightMatrix* w : ws) {
     k = k || is_kquant(w->qtype);
-    plain = plain || w->qtype == QType::None;
+    if (w->qtype == QType::None) {
+      if (uses_bf16_dot(*w, n, isa)) bf16_dot = true;
+      else (w->bf16_activations ? plain_rounded : plain) = true;
+    }
     if (w->qtype != QType::None && !is_kquant(w->qtype)) q = packed[MatmulActs::quant_slot(w->qtype)] = true;
   }
   if (ws.empty()) return;
   const int64_t cols = ws[0]->cols;
   if (q) quantize_acts(x, n, cols, a.q, pool);
   if (k) quantize_acts_k(x, n, cols, a.k, pool);
+  if (plain_rounded || bf16_dot) {
+    a.rounded.resize(static_cast<size_t>(n * cols));
+    pool.parallel_for(n, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t i = t0 * cols; i < t1 * cols; ++i) a.rounded[static_cast<size_t>(i)] = bf16_to_f32(f32_to_bf16(x[i]));
+    });
+  }
   if (isa == Isa::Scalar) return;
-  if (plain && n > detail::kDecodeTokens) {
+  if (n > detail::kDecodeTokens) {  // the panel kernels' prefill layouts
+    if (bf16_dot) {
+      const detail::PanelActsLayout l = detail::kPanelActsBf16;
+      a.bf16_pairs.resize(static_cast<size_t>(n * cols / 2));
+      pool.parallel_for(detail::panel_pack_pieces(l, n, cols), 1, [&](int64_t p0, int64_t p1) {
+        detail::pack_panel_acts_bf16(l, a.rounded.data(), n, cols, a.bf16_pairs.data(), p0, p1);
+      });
+    }
     const detail::PanelActsLayout l = isa == Isa::Avx512 ? detail::kPanelActsAvx512 : detail::kPanelActsAvx2;
-    a.panel.resize(static_cast<size_t>(n * cols));
-    pool.parallel_for(detail::panel_pack_pieces(l, n, cols), 1,
-                      [&](int64_t p0, int64_t p1) { detail::pack_panel_acts(l, x, n, cols, a.panel.data(), p0, p1); });
+    auto pack_floats = [&](const float* from, std::vector<float>& to) {
+      to.resize(static_cast<size_t>(n * cols));
+      pool.parallel_for(detail::panel_pack_pieces(l, n, cols), 1,
+                        [&](int64_t p0, int64_t p1) { detail::pack_panel_acts(l, from, n, cols, to.data(), p0, p1); });
+    };
+    if (plain) pack_floats(x, a.panel);
+    if (plain_rounded) pack_floats(a.rounded.data(), a.panel_rounded);
   }
   if (isa != Isa::Avx512) return;
   for (int slot = 0; slot < kQTypes; ++slot) {
@@ -197,6 +230,8 @@ void matmul_fused_int8(std::span<const MatmulOut> outs, const float* x, int64_t 
       fail("matmul", "K-quant weights need whole super-blocks of 256 columns");
     if (outs[i].w->qtype == QType::None && outs[i].w->layout != Layout::Panels)
       fail("matmul", "plain weights must be packed into panels first (kernels::pack)");
+    if (outs[i].w->bf16_activations && (outs[i].w->qtype != QType::None || outs[i].w->dtype != DType::BF16))
+      fail("matmul", "BF16-rounded activations are for plain BF16 weights");
     groups[i] = (outs[i].w->rows + kQGroupRows - 1) / kQGroupRows;
     if (isa == Isa::Avx512 && n_tokens > detail::kDecodeTokens && outs[i].w->qtype == QType::None)
       unit[i] = detail::kPanelTile512;
@@ -218,10 +253,12 @@ void matmul_fused_int8(std::span<const MatmulOut> outs, const float* x, int64_t 
     } else if (w.qtype != QType::None) {
       if (isa == Isa::Avx512) detail::quant_groups_avx512(w, a.q, a.quant[MatmulActs::quant_slot(w.qtype)].data(), y, g0, g1);
       else detail::quant_groups_avx2(w, a.q, y, g0, g1);
-    } else if (isa == Isa::Avx512) {  // plain weights: the two panel kernels give the same bits
-      detail::panel_rows_avx512(w, x, a.panel.data(), n_tokens, y, g0, g1);
+    } else if (uses_bf16_dot(w, n_tokens, isa)) {  // plain weights: every panel kernel gives the same bits
+      detail::panel_rows_bf16_avx512(w, a.bf16_pairs.data(), n_tokens, y, g0, g1);
     } else {
-      detail::panel_rows_avx2(w, x, a.panel.data(), n_tokens, y, g0, g1);
+      const float* xp = (w.bf16_activations ? a.panel_rounded : a.panel).data();
+      if (isa == Isa::Avx512) detail::panel_rows_avx512(w, a.input(w, x), xp, n_tokens, y, g0, g1);
+      else detail::panel_rows_avx2(w, a.input(w, x), xp, n_tokens, y, g0, g1);
     }
   };
   const int64_t unit_macs = kQGroupRows * cols * n_tokens * *std::max_element(unit.begin(), unit.end());

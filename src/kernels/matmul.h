@@ -29,6 +29,11 @@ struct WeightMatrix {
   QType qtype = QType::None;
   const uint16_t* scales = nullptr;
   Layout layout = Layout::Rows;
+  // Plain BF16 weights only: the activations are rounded to BF16 (nearest even) before the product,
+  // as llama.cpp computes BF16 weights, so that CPUs with AVX512-BF16 multiply them with the BF16 dot
+  // product at twice the float32 rate; every instruction set gives the same bits (float32 sums of the
+  // exact products in column order). Off: float32 activations.
+  bool bf16_activations = false;
 };
 
 // Bytes of weight data one product reads (what bounds decode speed).

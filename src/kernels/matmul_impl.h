@@ -41,12 +41,25 @@ struct PanelActsLayout {
 constexpr PanelActsLayout kPanelActsAvx2{6, 256};
 // AVX-512: 9 tokens x 3 panels (matmul_panel_avx512.cc); 3 panels' block of 128 columns, 24 KiB.
 constexpr PanelActsLayout kPanelActsAvx512{9, 128};
+// AVX512-BF16 (matmul_panel_bf16_avx512.cc): the float32 AVX-512 kernel's tiles and blocks, of column
+// pairs.
+constexpr PanelActsLayout kPanelActsBf16{9, 256};
+// BF16 weights with BF16-rounded activations (WeightMatrix::bf16_activations, an even number of
+// columns), prefill: panels [g0, g1) for all n tokens; xp: the rounded activations as
+// pack_panel_acts_bf16 lays them out. The bits of panel_rows_avx2 / panel_rows_avx512 on the rounded
+// activations.
+void panel_rows_bf16_avx512(const WeightMatrix& w, const uint32_t* xp, int64_t n, float* y, int64_t g0, int64_t g1);
 // The first token of each register tile of a block of nt tokens, as even as possible (tiles + 1
 // entries); returns the number of tiles.
 int64_t panel_tile_starts(int64_t nt, int64_t tile_tokens, int64_t* start);
 // Pieces [p0, p1) of the panel_pack_pieces(l, n, cols) (token block x column block) of x into xp.
 int64_t panel_pack_pieces(PanelActsLayout l, int64_t n, int64_t cols);
 void pack_panel_acts(PanelActsLayout l, const float* x, int64_t n, int64_t cols, float* xp, int64_t p0, int64_t p1);
+// The same for panel_rows_bf16_avx512, of BF16-rounded activations x (cols even): each column pair
+// c, c + 1 one 32-bit word, column c's BF16 bits in the high half (the word vdpbf16ps multiplies
+// first), so that each block and tile is half the floats' size at the same place.
+void pack_panel_acts_bf16(PanelActsLayout l, const float* x, int64_t n, int64_t cols, uint32_t* xp, int64_t p0,
+                          int64_t p1);
 
 // Quantized weights: 16-row groups [g0, g1) for all tokens of a. The AVX-512 kernel reads the
 // activations as pack_quant_acts lays them out for w's type (xp, quant_pack_size(a) int32s).

@@ -10,6 +10,7 @@
 
 #include "kernels/matmul_impl.h"
 #include "kernels/pack.h"
+#include "kernels/panel_tile_avx512.h"
 
 namespace ember::kernels::detail {
 
@@ -52,13 +53,7 @@ void tile(const void* w, int64_t pstride, const float* xp, int64_t len, float* y
           __mmask16 last) {
   // Every loop over panels and tokens must unroll (GCC does not at -O2) or the accumulators live on the stack.
   __m512 acc[NP][NT];
-  #pragma GCC unroll 4
-  for (int p = 0; p < NP; ++p) {
-    const __mmask16 m = p == NP - 1 ? last : __mmask16(0xFFFF);
-    #pragma GCC unroll 32
-    for (int t = 0; t < NT; ++t)
-      acc[p][t] = add ? _mm512_maskz_loadu_ps(m, y + t * ldy + p * kPanelRows) : _mm512_setzero_ps();
-  }
+  load_tile(acc, y, ldy, add, last);
   for (int64_t k = 0; k < len; ++k, xp += NT) {
     __m512 wv[NP];
     #pragma GCC unroll 4
@@ -70,12 +65,7 @@ void tile(const void* w, int64_t pstride, const float* xp, int64_t len, float* y
       for (int p = 0; p < NP; ++p) acc[p][t] = _mm512_fmadd_ps(wv[p], xb, acc[p][t]);
     }
   }
-  #pragma GCC unroll 4
-  for (int p = 0; p < NP; ++p) {
-    const __mmask16 m = p == NP - 1 ? last : __mmask16(0xFFFF);
-    #pragma GCC unroll 32
-    for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * ldy + p * kPanelRows, m, acc[p][t]);
-  }
+  store_tile(acc, y, ldy, last);
 }
 
 // tile<T, NP, nt> with nt <= NT chosen at run time.

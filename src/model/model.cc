@@ -7,6 +7,7 @@
 #include "base/error.h"
 #include "base/format.h"
 #include "kernels/attention.h"
+#include "kernels/cpu.h"
 #include "kernels/ops.h"
 #include "model/gated_attention.h"
 #include "model/gated_deltanet.h"
@@ -260,7 +261,7 @@ void Model::finish_load(const Source& src, const TensorNames& names, const LoadO
     options.progress(options.weight_dtype ? std::string("converting weights to ") + dtype_name(*options.weight_dtype) +
                                                 " and packing them for the matmul"
                                           : std::string("packing weights for the matmul"));
-  pack_weights(options.weight_dtype);
+  pack_weights(options.weight_dtype, options.bf16_activations);
   split_.clear();  // every matrix split from them now has its packed copy
 }
 
@@ -391,13 +392,18 @@ kernels::QType Model::embedding_qtype() const { return embed_.qtype; }
 
 // Plain matrices the matmul reads are repacked into panels (kernels/pack.h), converted to `to` if
 // given. A tied embedding then reads its rows from the packed head, so that matrix is held once.
-void Model::pack_weights(std::optional<DType> to) {
+void Model::pack_weights(std::optional<DType> to, bool bf16_activations) {
   const bool tied = embed_.data == lm_head_.data;
+  int64_t rounded = 0;  // matrices that take BF16-rounded activations
   auto convert = [&](WeightMatrix& w) {
     if (w.rows == 0 || w.qtype != kernels::QType::None || w.layout == kernels::Layout::Panels) return;
     const WeightMatrix source = w;
     packed_.push_back(kernels::pack(w, to.value_or(w.dtype), pool_));
     w = packed_.back().view();
+    if (bf16_activations && w.dtype == DType::BF16) {
+      w.bf16_activations = true;
+      ++rounded;
+    }
     release_source(source);
   };
   size_t count = 2;  // the output and the per-layer embeddings' projection besides the layers'
@@ -411,6 +417,15 @@ void Model::pack_weights(std::optional<DType> to) {
     embed_ = lm_head_;
     release_source(source);
   }
+  if (!bf16_activations) return;
+  if (rounded == 0)
+    fail("weights", "BF16 activations are for BF16 weight matrices, and this model has none (its matrices: " +
+                        weight_type() + "; --dtype bf16 converts plain ones)");
+  load_note_ += std::string(load_note_.empty() ? "" : "; ") + "activations rounded to BF16 for " +
+                std::to_string(rounded) + " BF16 matrices" +
+                (kernels::bf16_dot_supported() && kernels::best_isa() == kernels::Isa::Avx512
+                     ? " (the CPU's BF16 dot product)"
+                     : " (float32 kernels: no AVX512-BF16 here)");
 }
 
 int64_t Model::decode_weight_bytes() const {

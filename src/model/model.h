@@ -60,6 +60,10 @@ struct LoadOptions {
   // nearest even), e.g. a BF16 folder run in F16 as a llama.cpp F16 file is; unset: as stored.
   // Quantized matrices, the embedding table (unless tied to the output) and norms are not converted.
   std::optional<DType> weight_dtype = std::nullopt;
+  // BF16 matrices (as stored or after weight_dtype) multiply activations rounded to BF16, llama.cpp's
+  // precision for BF16 models: prefill and batched steps then run at the BF16 dot product's rate on
+  // AVX512-BF16 CPUs (kernels::WeightMatrix::bf16_activations). A model with no BF16 matrix is an error.
+  bool bf16_activations = false;
   // The output projection (lm_head): kRequired; kIfStored, loaded where the checkpoint has it (a
   // server of an embedding folder, which may not); kNone, never read (hidden states only, as `ember
   // embed`). Without it a forward pass that asks for logits is an error.
@@ -194,7 +198,7 @@ class Model {
   void quantize_mix(kernels::QuantMix mix, bool fused_qkv);
   // w (a plain matrix) replaced by its quantized copy q, which the model keeps; its source released.
   void hold_quantized(kernels::WeightMatrix& w, kernels::QuantizedMatrix q);
-  void pack_weights(std::optional<DType> to);
+  void pack_weights(std::optional<DType> to, bool bf16_activations);
   void release_source(const kernels::WeightMatrix& source);
 
   std::string dir_;

@@ -39,6 +39,17 @@ TEST(Cpu, Avx512NeedsExactlyFBwAndVnni) {
   EXPECT_TRUE(detail::isa_support(no_zmm).avx2);
 }
 
+TEST(Cpu, Bf16DotNeedsAvx512AndAvx512Bf16) {
+  const uint32_t ebx = bits({kAvx512F, kAvx512Bw}), ecx = bits({kAvx512Vnni});
+  detail::CpuWords zen4 = avx2_cpu(ebx, ecx);
+  EXPECT_FALSE(detail::isa_support(zen4).bf16_dot);  // Ice Lake: no BF16
+  zen4.leaf7_1_eax = bits({kAvx512Bf16});
+  EXPECT_TRUE(detail::isa_support(zen4).bf16_dot);
+  detail::CpuWords no_vnni = avx2_cpu(ebx, 0);  // BF16 without the rest of the Avx512 set
+  no_vnni.leaf7_1_eax = bits({kAvx512Bf16});
+  EXPECT_FALSE(detail::isa_support(no_vnni).bf16_dot);
+}
+
 TEST(Cpu, Avx2NeedsTheBaselineAndOsSupport) {
   EXPECT_TRUE(detail::isa_support(avx2_cpu(0, 0)).avx2);  // Haswell
   EXPECT_FALSE(detail::isa_support(avx2_cpu(0, 0)).avx512);
@@ -56,6 +67,7 @@ TEST(Cpu, AgreesWithTheCompilersDetection) {
   const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vnni");
   EXPECT_EQ(isa_supported(Isa::Avx512), avx512 && isa_supported(Isa::Avx2));
+  EXPECT_EQ(bf16_dot_supported(), __builtin_cpu_supports("avx512bf16") && isa_supported(Isa::Avx512));
   if (isa_supported(Isa::Avx2)) {
     EXPECT_TRUE(__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi2"));
   }

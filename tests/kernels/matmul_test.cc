@@ -166,6 +166,54 @@ TEST(Matmul, Avx512PanelKernelEqualsAvx2BitForBit) {
   }
 }
 
+// BF16 weights with BF16-rounded activations (llama.cpp's precision; the BF16 dot product on
+// AVX512-BF16 CPUs): on every instruction set, bit for bit the product of the rounded activations
+// without the flag (float32 sums of exact products in column order), whatever the token count (the
+// BF16 dot kernel's tiles, blocks and tails; decode's own kernel), thread count or shape (odd columns
+// take the float32 kernels); the flag does change results, and is refused on other weights.
+TEST(Matmul, Bf16ActivationsAreRoundedActivationsOnEveryIsa) {
+  std::mt19937 rng(23);
+  const int64_t max_n = 70;
+  bool changed = false;
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    for (int64_t rows : {5, 47, 80})
+      for (int64_t cols : {2, 19, 300, 530}) {
+        RandomWeights rw(DType::BF16, rows, cols, rng);
+        WeightMatrix flagged = rw.view;
+        flagged.bf16_activations = true;
+        const std::vector<float> x = randn(max_n * cols, rng);
+        std::vector<float> xr(x.size()), all(max_n * rows), ref(max_n * rows);
+        for (size_t i = 0; i < x.size(); ++i) xr[i] = bf16_to_f32(f32_to_bf16(x[i]));
+        matmul_reference(flagged, x.data(), max_n, ref.data());
+        for (Isa isa : supported_isas()) {
+          matmul(flagged, x.data(), max_n, all.data(), pool, isa);
+          for (int64_t n : {1, 2, 3, 8, 9, 10, 27, 64, 65, 70}) {
+            std::vector<float> y(n * rows), plain(n * rows), unrounded(n * rows);
+            matmul(flagged, x.data(), n, y.data(), pool, isa);
+            matmul(rw.view, xr.data(), n, plain.data(), pool, isa);
+            matmul(rw.view, x.data(), n, unrounded.data(), pool, isa);
+            const std::string at = std::string(isa_name(isa)) + " rows=" + std::to_string(rows) + " cols=" +
+                                   std::to_string(cols) + " n=" + std::to_string(n) + " threads=" + std::to_string(threads);
+            for (int64_t i = 0; i < n * rows; ++i) {
+              ASSERT_EQ(y[i], plain[i]) << at << " element " << i;
+              ASSERT_EQ(y[i], all[i]) << at << " element " << i << " (batch of " << max_n << ")";
+              ASSERT_NEAR(y[i], ref[i], 1e-4 * (1 + std::sqrt(static_cast<float>(cols)))) << at << " element " << i;
+              changed = changed || y[i] != unrounded[i];
+            }
+          }
+        }
+      }
+  }
+  EXPECT_TRUE(changed) << "rounding the activations changed no result";
+  ThreadPool pool(1);
+  RandomWeights f16(DType::F16, 16, 32, rng);
+  WeightMatrix wrong = f16.view;
+  wrong.bf16_activations = true;
+  std::vector<float> x(32, 1.0f), y(16);
+  EXPECT_THROW(matmul(wrong, x.data(), 1, y.data(), pool), Error);
+}
+
 TEST(Matmul, FusedEqualsSeparateProducts) {
   ThreadPool pool(2);
   std::mt19937 rng(9);

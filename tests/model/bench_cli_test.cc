@@ -1,6 +1,6 @@
 // ember bench on a model folder: the reported dtype comes from the tensors as held in memory, the
 // KV bytes follow --kv-dtype, a float --dtype converts a folder's matrices at load, an unknown one
-// is refused, and an unmeasured warm-up runs first unless --no-warmup.
+// is refused, --act-dtype is stated, and an unmeasured warm-up runs first unless --no-warmup.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -41,6 +41,26 @@ TEST(BenchCli, LabelsTheDtypeHeldInMemory) {
                                              "' --dtype f8 -p 8 -n 2 --reps 1 2>&1");
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.out.find("--dtype: f8 not in {f32,f16,bf16,q8_0,q4_0,q4_k,q4_k_m,q5_k_m}"), std::string::npos) << bad.out;  // at parse time
+}
+
+// --act-dtype bf16 (bench, and every command that loads a model): BF16 matrices take BF16-rounded
+// activations, which the JSON states; a model without BF16 matrices is refused by name, and an
+// unknown value at parse time.
+TEST(BenchCli, ActivationDtype) {
+  EXPECT_EQ(bench("--dtype bf16")["act_dtype"], "f32");
+  EXPECT_EQ(bench("--dtype bf16 --act-dtype bf16")["act_dtype"], "bf16");
+  const std::string run = "'" + test::ember_binary() + "' bench -m '" + test::model_dir("story-656k") + "' -p 8 -n 2 --reps 1";
+  const test::Output f32 = test::run_command(run + " --act-dtype bf16 2>&1");  // story-656k is float32
+  EXPECT_NE(f32.status, 0);
+  EXPECT_NE(f32.out.find("BF16 activations are for BF16 weight matrices, and this model has none (its matrices: f32"),
+            std::string::npos) << f32.out;
+  const test::Output bad = test::run_command(run + " --act-dtype f8 2>&1");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.out.find("--act-dtype: f8 not in {f32,bf16}"), std::string::npos) << bad.out;
+  const test::Output gen = test::run_command("'" + test::ember_binary() + "' generate -m '" + test::model_dir("chat-skills") +
+                                             "' -p Hello -n 4 --act-dtype bf16 2>&1");
+  EXPECT_EQ(gen.status, 0) << gen.out;
+  EXPECT_NE(gen.out.find("activations rounded to BF16 for "), std::string::npos) << gen.out;
 }
 
 // Before its repetitions bench runs one unmeasured prompt and a few decode steps, as llama-bench

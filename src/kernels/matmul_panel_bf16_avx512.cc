@@ -1,0 +1,141 @@
+// AVX512-BF16 kernel of panel-packed BF16 weights (pack.h) whose activations are rounded to BF16
+// (WeightMatrix::bf16_activations), for prefill: vdpbf16ps multiplies 16 rows x 2 columns per
+// instruction, twice the float32 FMA's rate (bench/compute_peak). It gives the bits of the float32
+// panel kernels fed the rounded activations: vdpbf16ps adds its odd word's exact product to the
+// accumulator, rounds, then its even word's, and each lane here holds column c in the odd word and
+// column c + 1 in the even one, so every output is the same fused multiply-add chain in column order.
+// (Exact products and two round-to-nearest additions, as Intel specifies and Zen 4 does; inputs and
+// results below float32's normal range are flushed to zero, which the FMA does not do: only outputs
+// that pass through such tiny values differ.) Compiled with F, BW and BF16 (CMakeLists.txt); called
+// only where cpu.cc found them. Decode streams the weights and runs the AVX2 kernel on the rounded
+// activations: the same bits.
+#include "kernels/avx512_intrinsics.h"
+
+#include <algorithm>
+
+#include "kernels/matmul_impl.h"
+#include "kernels/pack.h"
+#include "kernels/panel_tile_avx512.h"
+
+namespace ember::kernels::detail {
+
+namespace {
+
+static_assert(kPanelRows == 16, "one zmm of float32 lanes holds a panel column");
+
+// Register tile and blocking as the float32 AVX-512 kernel's (matmul_panel_avx512.cc): 3 panels x 9
+// tokens = 27 accumulators, 3 weight vectors and the permutation of the 32 zmm registers.
+constexpr int kPanels = static_cast<int>(kPanelTile512);
+constexpr int kTileTokens = static_cast<int>(kPanelActsBf16.tile_tokens);
+constexpr int64_t kColBlock = kPanelActsBf16.col_block;
+constexpr int64_t kTokens = kTokenBlock;
+constexpr int64_t kPermuteTiles = 3;
+
+// acc + the odd words' products, rounded, + the even words', rounded (lane by lane).
+inline __m512 dot_pairs(__m512 acc, __m512i w, __m512i x) {
+#if defined(EMBER_AVX512_EMULATED)
+  return emulated::dpbf16_ps(acc, w, x);
+#else
+  return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh&>(w), reinterpret_cast<__m512bh&>(x));
+#endif
+}
+
+// Lane r of a permuted pair of panel columns: row r of column c + 1 (even word) and of column c (odd
+// word), from the two columns' 32 words as stored (rows interleaved r0 r8 r1 r9 ..., pack.h).
+inline __m512i pair_permutation() {
+  alignas(64) uint16_t idx[32];
+  for (int r = 0; r < kPanelRows; ++r) {
+    const auto slot = static_cast<uint16_t>(panel_slot(DType::BF16, r));
+    idx[2 * r] = static_cast<uint16_t>(kPanelRows + slot);
+    idx[2 * r + 1] = slot;
+  }
+  return _mm512_load_si512(idx);
+}
+
+// NP panels x NT tokens over `pairs` column pairs. w: panel 0 at the block's first column, panels
+// pstride elements apart; xp: the tile's activation pairs pair by pair (xp[k * NT + t], as
+// pack_panel_acts_bf16 lays them out); y and the masks as in the float32 kernel's tile.
+template <bool Permute, int NP, int NT>
+void tile(const uint16_t* w, int64_t pstride, const uint32_t* xp, int64_t pairs, float* y, int64_t ldy, bool add,
+          __mmask16 last, __m512i perm) {
+  // Every loop over panels and tokens must unroll (GCC does not at -O2) or the accumulators live on the stack.
+  __m512 acc[NP][NT];
+  load_tile(acc, y, ldy, add, last);
+  for (int64_t k = 0; k < pairs; ++k, xp += NT) {
+    __m512i wv[NP];
+    #pragma GCC unroll 4
+    for (int p = 0; p < NP; ++p)
+      wv[p] = Permute ? _mm512_permutexvar_epi16(perm, _mm512_loadu_si512(w + p * pstride + 2 * k * kPanelRows))
+                      : _mm512_loadu_si512(w + p * pstride + 2 * k * kPanelRows);
+    #pragma GCC unroll 32
+    for (int t = 0; t < NT; ++t) {
+      const __m512i xb = _mm512_set1_epi32(static_cast<int>(xp[t]));
+      #pragma GCC unroll 4
+      for (int p = 0; p < NP; ++p) acc[p][t] = dot_pairs(acc[p][t], wv[p], xb);
+    }
+  }
+  store_tile(acc, y, ldy, last);
+}
+
+template <bool Permute, int NP, int NT>
+void tile_n(int nt, const uint16_t* w, int64_t pstride, const uint32_t* xp, int64_t pairs, float* y, int64_t ldy,
+            bool add, __mmask16 last, __m512i perm) {
+  if constexpr (NT > 1)
+    if (nt < NT) return tile_n<Permute, NP, NT - 1>(nt, w, pstride, xp, pairs, y, ldy, add, last, perm);
+  tile<Permute, NP, NT>(w, pstride, xp, pairs, y, ldy, add, last, perm);
+}
+
+template <bool Permute>
+void panels_n(int np, int nt, const uint16_t* w, int64_t pstride, const uint32_t* xp, int64_t pairs, float* y,
+              int64_t ldy, bool add, __mmask16 last, __m512i perm) {
+  static_assert(kPanels == 3, "a case per panel count");
+  if (np == 3) tile_n<Permute, 3, kTileTokens>(nt, w, pstride, xp, pairs, y, ldy, add, last, perm);
+  else if (np == 2) tile_n<Permute, 2, kTileTokens>(nt, w, pstride, xp, pairs, y, ldy, add, last, perm);
+  else tile_n<Permute, 1, kTileTokens>(nt, w, pstride, xp, pairs, y, ldy, add, last, perm);
+}
+
+}  // namespace
+
+void panel_rows_bf16_avx512(const WeightMatrix& w, const uint32_t* xp, int64_t n, float* y, int64_t g0, int64_t g1) {
+  const int64_t K = w.cols, pstride = panel_stride(DType::BF16, K);
+  const auto* base = static_cast<const uint16_t*>(w.data);
+  const __m512i perm = pair_permutation();
+  alignas(64) uint16_t wbuf[kPanels * kPanelRows * kColBlock];  // a block's panels permuted
+  for (int64_t t0 = 0; t0 < n; t0 += kTokens) {
+    const int64_t nt = std::min(kTokens, n - t0);
+    int64_t start[kTokens + 1];
+    const int64_t tiles = panel_tile_starts(nt, kTileTokens, start);
+    for (int64_t k0 = 0; k0 < K; k0 += kColBlock) {
+      const int64_t len = std::min(kColBlock, K - k0);
+      const uint32_t* xb = xp + (t0 * K + nt * k0) / 2;  // this block's pairs (pack_panel_acts_bf16)
+      for (int64_t g = g0; g < g1;) {
+        const int np = static_cast<int>(std::min<int64_t>(kPanels, g1 - g));
+        const int64_t valid = std::min<int64_t>(kPanelRows, w.rows - (g + np - 1) * kPanelRows);
+        const auto last = static_cast<__mmask16>((1u << valid) - 1);
+        const uint16_t* wp = base + g * pstride + k0 * kPanelRows;
+        const bool permuted = tiles >= kPermuteTiles;
+        if (permuted)
+          for (int p = 0; p < np; ++p)
+            for (int64_t k = 0; k < len; k += 2)
+              _mm512_store_si512(wbuf + (p * len + k) * kPanelRows,
+                                 _mm512_permutexvar_epi16(perm, _mm512_loadu_si512(wp + p * pstride + k * kPanelRows)));
+        // The next group's block, fetched into L2 a slice per tile (as the float32 kernel does).
+        const int64_t next = tiles >= 2 ? std::min<int64_t>(kPanels, g1 - g - np) : 0;
+        const int64_t lines = len * kPanelRows * 2 / kCacheLine;
+        const auto* wnext = reinterpret_cast<const char*>(wp + np * pstride);
+        for (int64_t i = 0; i < tiles; ++i) {
+          for (int64_t l = i * next * lines / tiles, e = (i + 1) * next * lines / tiles; l < e; ++l)
+            _mm_prefetch(wnext + (l / lines) * pstride * 2 + (l % lines) * kCacheLine, _MM_HINT_T1);
+          const int s = static_cast<int>(start[i + 1] - start[i]);
+          float* yt = y + (t0 + start[i]) * w.rows + g * kPanelRows;
+          const uint32_t* xt = xb + start[i] * len / 2;
+          if (permuted) panels_n<false>(np, s, wbuf, kPanelRows * len, xt, len / 2, yt, w.rows, k0 > 0, last, perm);
+          else panels_n<true>(np, s, wp, pstride, xt, len / 2, yt, w.rows, k0 > 0, last, perm);
+        }
+        g += np;
+      }
+    }
+  }
+}
+
+}  // namespace ember::kernels::detail
