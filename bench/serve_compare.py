@@ -157,6 +157,8 @@ def main():
     ap.add_argument("--gguf", required=True, help="the weights llama-server runs")
     ap.add_argument("--model", required=True, help="the same weights for Ember: a folder or GGUF file")
     ap.add_argument("--quantize", help="Ember's --quantize (q8_0, q4_0, q4_k) for a quantized GGUF")
+    ap.add_argument("--act-dtype", choices=["f32", "bf16"], default="f32",
+                    help="Ember's --act-dtype (bf16: BF16-rounded activations, llama.cpp's precision for BF16 weights)")
     ap.add_argument("--eos", required=True, help="end token ids, comma-separated (banned in Ember's requests)")
     ap.add_argument("--clients", default="4,16")
     ap.add_argument("--tokens", type=int, default=128)
@@ -182,7 +184,8 @@ def main():
                           "-c", str(a.ctx * a.parallel), "--host", "127.0.0.1"] + template, "/health",
                          {"ignore_eos": True}),
         "ember": ([a.ember, "serve", "-m", a.model, "-t", str(a.threads), "--parallel", str(a.parallel),
-                   "--ctx", str(a.ctx), "-q"] + (["--quantize", a.quantize] if a.quantize else []), "/v1/models",
+                   "--ctx", str(a.ctx), "-q", "--act-dtype", a.act_dtype] + (["--quantize", a.quantize] if a.quantize else []),
+                  "/v1/models",
                   {"logit_bias": {e: -100 for e in a.eos.split(",")}}),
     }
     # Ember first: its renderer and tokenizer make the token ids both servers get.
