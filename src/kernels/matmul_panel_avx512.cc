@@ -98,40 +98,40 @@ void panel_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, int
     int64_t start[kTokens + 1];
     const int64_t tiles = panel_tile_starts(nt, kTileTokens, start);
     const bool expand = T != DType::F32 && tiles >= kExpandTiles;
-    for (int64_t k0 = 0; k0 < K; k0 += kColBlock) {
+    // Column block k0 of the panels from g (up to kPanels of them) for every tile; returns how many.
+    auto block = [&](int64_t k0, int64_t g) -> int64_t {
       const int64_t len = std::min(kColBlock, K - k0);
       const float* xb = xp + t0 * K + nt * k0;  // this block's packed activations (pack_panel_acts)
-      for (int64_t g = g0; g < g1;) {
-        const int np = static_cast<int>(std::min<int64_t>(kPanels, g1 - g));
-        const int64_t valid = std::min<int64_t>(kPanelRows, w.rows - (g + np - 1) * kPanelRows);
-        const auto last = static_cast<__mmask16>((1u << valid) - 1);
-        const void* wp = base + (g * pstride + k0 * kPanelRows) * es;
-        int64_t ps = pstride;
-        if (expand) {
-          for (int p = 0; p < np; ++p)
-            for (int64_t k = 0; k < len; ++k)
-              _mm512_store_ps(wbuf + (p * len + k) * kPanelRows, load16<T>(wp, p * pstride + k * kPanelRows));
-          ps = kPanelRows * len;
-        }
-        // The next group's 16-bit block starts a page of its own, where the hardware prefetcher
-        // does not follow: fetch it into L2 a slice per tile while this group computes (64 tokens:
-        // f16 +10%, bf16 +4%; f32's blocks, twice the lines, and 2 tiles (16 tokens) were no faster).
-        const int64_t next = expand ? std::min<int64_t>(kPanels, g1 - g - np) : 0;
-        const int64_t lines = len * kPanelRows * es / kCacheLine;
-        const auto* wnext = static_cast<const char*>(wp) + np * pstride * es;
-        for (int64_t i = 0; i < tiles; ++i) {
-          for (int64_t l = i * next * lines / tiles, e = (i + 1) * next * lines / tiles; l < e; ++l)
-            _mm_prefetch(wnext + (l / lines) * pstride * es + (l % lines) * kCacheLine, _MM_HINT_T1);
-          const int s = static_cast<int>(start[i + 1] - start[i]);
-          float* yt = y + (t0 + start[i]) * w.rows + g * kPanelRows;
-          const float* xt = xb + start[i] * len;
-          const bool add = k0 > 0;
-          if (expand) panels_n<DType::F32>(np, s, wbuf, ps, xt, len, yt, w.rows, add, last);
-          else panels_n<T>(np, s, wp, ps, xt, len, yt, w.rows, add, last);
-        }
-        g += np;
+      const int np = static_cast<int>(std::min<int64_t>(kPanels, g1 - g));
+      const int64_t valid = std::min<int64_t>(kPanelRows, w.rows - (g + np - 1) * kPanelRows);
+      const auto last = static_cast<__mmask16>((1u << valid) - 1);
+      const void* wp = base + (g * pstride + k0 * kPanelRows) * es;
+      int64_t ps = pstride;
+      if (expand) {
+        for (int p = 0; p < np; ++p)
+          for (int64_t k = 0; k < len; ++k)
+            _mm512_store_ps(wbuf + (p * len + k) * kPanelRows, load16<T>(wp, p * pstride + k * kPanelRows));
+        ps = kPanelRows * len;
       }
-    }
+      // The next group's 16-bit block starts a page of its own, where the hardware prefetcher
+      // does not follow: fetch it into L2 a slice per tile while this group computes (64 tokens:
+      // f16 +10%, bf16 +4%; f32's blocks, twice the lines, and 2 tiles (16 tokens) were no faster).
+      const int64_t next = expand ? std::min<int64_t>(kPanels, g1 - g - np) : 0;
+      const int64_t lines = len * kPanelRows * es / kCacheLine;
+      const auto* wnext = static_cast<const char*>(wp) + np * pstride * es;
+      for (int64_t i = 0; i < tiles; ++i) {
+        for (int64_t l = i * next * lines / tiles, e = (i + 1) * next * lines / tiles; l < e; ++l)
+          _mm_prefetch(wnext + (l / lines) * pstride * es + (l % lines) * kCacheLine, _MM_HINT_T1);
+        const int s = static_cast<int>(start[i + 1] - start[i]);
+        float* yt = y + (t0 + start[i]) * w.rows + g * kPanelRows;
+        const float* xt = xb + start[i] * len;
+        const bool add = k0 > 0;
+        if (expand) panels_n<DType::F32>(np, s, wbuf, ps, xt, len, yt, w.rows, add, last);
+        else panels_n<T>(np, s, wp, ps, xt, len, yt, w.rows, add, last);
+      }
+      return np;
+    };
+    for_each_panel_block(K, kColBlock, g0, g1, tiles, block);
   }
 }
 

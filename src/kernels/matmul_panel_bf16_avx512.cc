@@ -58,6 +58,7 @@ inline __m512i pair_permutation() {
 template <bool Permute, int NP, int NT>
 void tile(const uint16_t* w, int64_t pstride, const uint32_t* xp, int64_t pairs, float* y, int64_t ldy, bool add,
           __mmask16 last, __m512i perm) {
+
   // Every loop over panels and tokens must unroll (GCC does not at -O2) or the accumulators live on the stack.
   __m512 acc[NP][NT];
   load_tile(acc, y, ldy, add, last);
@@ -105,36 +106,36 @@ void panel_rows_bf16_avx512(const WeightMatrix& w, const uint32_t* xp, int64_t n
     const int64_t nt = std::min(kTokens, n - t0);
     int64_t start[kTokens + 1];
     const int64_t tiles = panel_tile_starts(nt, kTileTokens, start);
-    for (int64_t k0 = 0; k0 < K; k0 += kColBlock) {
+    // Column block k0 of the panels from g (up to kPanels of them) for every tile; returns how many.
+    auto block = [&](int64_t k0, int64_t g) -> int64_t {
       const int64_t len = std::min(kColBlock, K - k0);
       const uint32_t* xb = xp + (t0 * K + nt * k0) / 2;  // this block's pairs (pack_panel_acts_bf16)
-      for (int64_t g = g0; g < g1;) {
-        const int np = static_cast<int>(std::min<int64_t>(kPanels, g1 - g));
-        const int64_t valid = std::min<int64_t>(kPanelRows, w.rows - (g + np - 1) * kPanelRows);
-        const auto last = static_cast<__mmask16>((1u << valid) - 1);
-        const uint16_t* wp = base + g * pstride + k0 * kPanelRows;
-        const bool permuted = tiles >= kPermuteTiles;
-        if (permuted)
-          for (int p = 0; p < np; ++p)
-            for (int64_t k = 0; k < len; k += 2)
-              _mm512_store_si512(wbuf + (p * len + k) * kPanelRows,
-                                 _mm512_permutexvar_epi16(perm, _mm512_loadu_si512(wp + p * pstride + k * kPanelRows)));
-        // The next group's block, fetched into L2 a slice per tile (as the float32 kernel does).
-        const int64_t next = tiles >= 2 ? std::min<int64_t>(kPanels, g1 - g - np) : 0;
-        const int64_t lines = len * kPanelRows * 2 / kCacheLine;
-        const auto* wnext = reinterpret_cast<const char*>(wp + np * pstride);
-        for (int64_t i = 0; i < tiles; ++i) {
-          for (int64_t l = i * next * lines / tiles, e = (i + 1) * next * lines / tiles; l < e; ++l)
-            _mm_prefetch(wnext + (l / lines) * pstride * 2 + (l % lines) * kCacheLine, _MM_HINT_T1);
-          const int s = static_cast<int>(start[i + 1] - start[i]);
-          float* yt = y + (t0 + start[i]) * w.rows + g * kPanelRows;
-          const uint32_t* xt = xb + start[i] * len / 2;
-          if (permuted) panels_n<false>(np, s, wbuf, kPanelRows * len, xt, len / 2, yt, w.rows, k0 > 0, last, perm);
-          else panels_n<true>(np, s, wp, pstride, xt, len / 2, yt, w.rows, k0 > 0, last, perm);
-        }
-        g += np;
+      const int np = static_cast<int>(std::min<int64_t>(kPanels, g1 - g));
+      const int64_t valid = std::min<int64_t>(kPanelRows, w.rows - (g + np - 1) * kPanelRows);
+      const auto last = static_cast<__mmask16>((1u << valid) - 1);
+      const uint16_t* wp = base + g * pstride + k0 * kPanelRows;
+      const bool permuted = tiles >= kPermuteTiles;
+      if (permuted)
+        for (int p = 0; p < np; ++p)
+          for (int64_t k = 0; k < len; k += 2)
+            _mm512_store_si512(wbuf + (p * len + k) * kPanelRows,
+                               _mm512_permutexvar_epi16(perm, _mm512_loadu_si512(wp + p * pstride + k * kPanelRows)));
+      // The next group's block, fetched into L2 a slice per tile (as the float32 kernel does).
+      const int64_t next = tiles >= 2 ? std::min<int64_t>(kPanels, g1 - g - np) : 0;
+      const int64_t lines = len * kPanelRows * 2 / kCacheLine;
+      const auto* wnext = reinterpret_cast<const char*>(wp + np * pstride);
+      for (int64_t i = 0; i < tiles; ++i) {
+        for (int64_t l = i * next * lines / tiles, e = (i + 1) * next * lines / tiles; l < e; ++l)
+          _mm_prefetch(wnext + (l / lines) * pstride * 2 + (l % lines) * kCacheLine, _MM_HINT_T1);
+        const int s = static_cast<int>(start[i + 1] - start[i]);
+        float* yt = y + (t0 + start[i]) * w.rows + g * kPanelRows;
+        const uint32_t* xt = xb + start[i] * len / 2;
+        if (permuted) panels_n<false>(np, s, wbuf, kPanelRows * len, xt, len / 2, yt, w.rows, k0 > 0, last, perm);
+        else panels_n<true>(np, s, wp, pstride, xt, len / 2, yt, w.rows, k0 > 0, last, perm);
       }
-    }
+      return np;
+    };
+    for_each_panel_block(K, kColBlock, g0, g1, tiles, block);
   }
 }
 
