@@ -19,8 +19,9 @@ namespace ember::kernels {
 namespace {
 
 // Weight types: 0 f32, 1 f16, 2 bf16, 3 q8_0, 4 q4_0, 5 q4_k, 6 q5_k, 7 q6_k, 8 q3_k, 9 iq4_xs (random ggml
-// blocks).
+// blocks); and kBf16Acts, bf16 with BF16-rounded activations (the BF16 dot product where the CPU has it).
 constexpr int kKinds = 10;
+constexpr int kBf16Acts = 10;
 struct Fixture {
   std::vector<float> wf;
   std::vector<uint16_t> wh;
@@ -30,17 +31,17 @@ struct Fixture {
   Fixture(int kind, int64_t rows, int64_t cols, ThreadPool& pool) {
     std::mt19937 rng(1);
     std::uniform_real_distribution<float> d(-1, 1);
-    if (kind < 5) {  // the K-quants are random blocks, not made from floats
+    if (kind < 5 || kind == kBf16Acts) {  // the K-quants are random blocks, not made from floats
       wf.resize(static_cast<size_t>(rows * cols));
       for (auto& v : wf) v = d(rng);
     }
     w = WeightMatrix{wf.data(), DType::F32, rows, cols};
-    if (kind == 1 || kind == 2) {
+    if (kind == 1 || kind == 2 || kind == kBf16Acts) {
       wh.resize(wf.size());
       for (size_t i = 0; i < wf.size(); ++i) wh[i] = kind == 1 ? f32_to_f16(wf[i]) : f32_to_bf16(wf[i]);
       w = WeightMatrix{wh.data(), kind == 1 ? DType::F16 : DType::BF16, rows, cols};
     }
-    if (kind >= 5) {  // random bytes with a small float16 d (and dmin) in every super-block
+    if (kind >= 5 && kind < kKinds) {  // random bytes with a small float16 d (and dmin) in every super-block
       constexpr GgmlType kTypes[] = {GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::Q3_K, GgmlType::IQ4_XS};
       const GgmlType t = kTypes[kind - 5];
       const int64_t bb = ggml_type_info(t).block_bytes, n = rows * cols / kQK_K;
@@ -56,12 +57,13 @@ struct Fixture {
           std::memcpy(blocks.data() + i * bb + at, &h, 2);
       qm = from_ggml_blocks(t, blocks.data(), rows, cols, pool);
       w = qm.view();
-    } else if (kind >= 3) {
+    } else if (kind >= 3 && kind < kKinds) {
       qm = quantize(w, kind == 3 ? QType::Q8_0 : QType::Q4_0, pool);
       w = qm.view();
     } else {
       pm = pack(w, pool);
       w = pm.view();
+      w.bf16_activations = kind == kBf16Acts;
     }
   }
 };
@@ -100,6 +102,8 @@ void Args(benchmark::internal::Benchmark* b) {
     for (int kind = 0; kind < kKinds; ++kind) b->Args({kind, 1, isa, 2});  // decode on both cores
   for (int kind = 0; kind < kKinds; ++kind) b->Args({kind, 16, 1, 2});
   for (int kind = 3; kind < kKinds; ++kind) b->Args({kind, 64, 2, 2});  // quantized prefill, AVX-512, 2 threads
+  for (int n : {1, 4, 16, 64})  // bf16 with BF16-rounded activations: the BF16 dot product from 3 tokens on
+    for (int threads : {1, 2}) b->Args({kBf16Acts, n, 2, threads});
   // Plain weights' prefill on both cores, per panel kernel (16 tokens of AVX2 are above).
   for (int kind = 0; kind < 3; ++kind) {
     b->Args({kind, 64, 1, 2});
@@ -140,7 +144,7 @@ void BM_DecodeStream(benchmark::State& state) {
 BENCHMARK(BM_DecodeStream)->ArgNames({"type", "threads", "tokens"})->ArgsProduct({{1, 2, 3, 4, 5}, {1, 2}, {1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 // A speculative verification pass (or a batched step of a few sequences) streams the same bytes:
 // where its arithmetic keeps up, it costs what decoding one token does.
-BENCHMARK(BM_DecodeStream)->ArgNames({"type", "threads", "tokens"})->ArgsProduct({{1, 2, 4}, {1, 2}, {2, 3, 4, 8}})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_DecodeStream)->ArgNames({"type", "threads", "tokens"})->ArgsProduct({{1, 2, 4, kBf16Acts}, {1, 2}, {2, 3, 4, 8}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // One thread at the best instruction set: weight type state.range(0), state.range(1) tokens.
 void time_one_thread(benchmark::State& state, int64_t rows, int64_t cols) {
