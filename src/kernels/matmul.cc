@@ -57,8 +57,7 @@ struct MatmulActs {
 
 // Whether the AVX512-BF16 kernel computes w's product of n tokens at isa.
 bool uses_bf16_dot(const WeightMatrix& w, int64_t n, Isa isa) {
-  return w.bf16_activations && isa == Isa::Avx512 && n > detail::kDecodeTokens && w.cols % 2 == 0 &&
-         bf16_dot_supported();
+  return w.bf16_activations && n > detail::kDecodeTokens && w.cols % 2 == 0 && bf16_dot_product_used(isa);
 }
 
 // Rows [r0, r1) of y for all n tokens, one sequential sum each; a holds x quantized when w is.
@@ -130,6 +129,8 @@ void prepare_matmul_acts(std::span<const WeightMatrix* const> ws, const float* x
 constexpr int64_t kMinChunkMacs = 32768;
 
 }  // namespace
+
+bool bf16_dot_product_used(Isa isa) { return isa == Isa::Avx512 && bf16_dot_supported(); }
 
 int64_t weight_bytes(const WeightMatrix& w) {
   if (is_kquant(w.qtype)) return kquant_bytes(w.qtype, w.rows, w.cols);

@@ -59,6 +59,10 @@ struct MatmulOut {
 void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool);
 void matmul_fused(std::span<const MatmulOut> outs, const float* x, int64_t n_tokens, ThreadPool& pool, Isa isa);
 
+// Whether products of weights with bf16_activations run on the BF16 dot product at isa (AVX512-BF16
+// CPUs, from three tokens on); elsewhere the float32 kernels compute the same bits.
+bool bf16_dot_product_used(Isa isa = best_isa());
+
 // Scalar reference of matmul (one thread, sequential sums; quantized weights use the same activation
 // quantization): the oracle for every SIMD path. Plain weights may be in either layout.
 void matmul_reference(const WeightMatrix& w, const float* x, int64_t n_tokens, float* y);

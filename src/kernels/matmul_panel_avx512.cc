@@ -103,8 +103,7 @@ void panel_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, int
       const int64_t len = std::min(kColBlock, K - k0);
       const float* xb = xp + t0 * K + nt * k0;  // this block's packed activations (pack_panel_acts)
       const int np = static_cast<int>(std::min<int64_t>(kPanels, g1 - g));
-      const int64_t valid = std::min<int64_t>(kPanelRows, w.rows - (g + np - 1) * kPanelRows);
-      const auto last = static_cast<__mmask16>((1u << valid) - 1);
+      const __mmask16 last = last_panel_rows(w.rows, g, np);
       const void* wp = base + (g * pstride + k0 * kPanelRows) * es;
       int64_t ps = pstride;
       if (expand) {

@@ -5,7 +5,11 @@
 // nor written), and the order of their blocks.
 #include "kernels/avx512_intrinsics.h"
 
+#include <algorithm>
 #include <cstdint>
+
+#include "kernels/matmul_impl.h"
+#include "kernels/pack.h"
 
 namespace ember::kernels::detail {
 
@@ -18,7 +22,7 @@ template <int NP, int NT>
   for (int p = 0; p < NP; ++p) {
     const __mmask16 m = p == NP - 1 ? last : __mmask16(0xFFFF);
     #pragma GCC unroll 32
-    for (int t = 0; t < NT; ++t) acc[p][t] = add ? _mm512_maskz_loadu_ps(m, y + t * ldy + p * 16) : _mm512_setzero_ps();
+    for (int t = 0; t < NT; ++t) acc[p][t] = add ? _mm512_maskz_loadu_ps(m, y + t * ldy + p * kPanelRows) : _mm512_setzero_ps();
   }
 }
 
@@ -28,8 +32,14 @@ template <int NP, int NT>
   for (int p = 0; p < NP; ++p) {
     const __mmask16 m = p == NP - 1 ? last : __mmask16(0xFFFF);
     #pragma GCC unroll 32
-    for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * ldy + p * 16, m, acc[p][t]);
+    for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * ldy + p * kPanelRows, m, acc[p][t]);
   }
+}
+
+// The mask of the rows of the last of np panels from g that a matrix of `rows` rows has.
+inline __mmask16 last_panel_rows(int64_t rows, int64_t g, int np) {
+  const int64_t valid = std::min<int64_t>(kPanelRows, rows - (g + np - 1) * kPanelRows);
+  return static_cast<__mmask16>((1u << valid) - 1);
 }
 
 // Calls block(k0, g), which computes column block k0 of the panels from g for a token block's register

@@ -423,8 +423,7 @@ void Model::pack_weights(std::optional<DType> to, bool bf16_activations) {
                         weight_type() + "; --dtype bf16 converts plain ones)");
   load_note_ += std::string(load_note_.empty() ? "" : "; ") + "activations rounded to BF16 for " +
                 std::to_string(rounded) + " BF16 matrices" +
-                (kernels::bf16_dot_supported() && kernels::best_isa() == kernels::Isa::Avx512
-                     ? " (the CPU's BF16 dot product)"
+                (kernels::bf16_dot_product_used() ? " (the CPU's BF16 dot product)"
                      : " (float32 kernels: no AVX512-BF16 here)");
 }
 
