@@ -1,9 +1,9 @@
-// AVX-512 kernel of panel-packed plain weights (F32/F16/BF16, pack.h) for prefill: a panel column
-// of 16 rows is one zmm of floats, so a register tile holds more tokens than the AVX2 kernel's and the
-// two 512-bit FMA ports stay busy. Only AVX512F is used (CMakeLists.txt); it is called only where
-// cpu.cc found the Avx512 set. Decode (one or two tokens) is bound by the weight stream and runs the
-// AVX2 kernel, which gives the same bits. The activations come transposed (pack_panel_acts,
-// kPanelActsAvx512) once per product: every chunk of panels reuses them.
+// AVX-512 kernels of panel-packed plain weights (F32/F16/BF16, pack.h): a panel column of 16 rows is
+// one zmm of floats. In prefill a register tile holds more tokens than the AVX2 kernel's and the two
+// 512-bit FMA ports stay busy; the activations come transposed (pack_panel_acts, kPanelActsAvx512)
+// once per product: every chunk of panels reuses them. Decode of one token streams more panels at
+// once than the AVX2 kernel can hold; two tokens run the AVX2 kernel. All give the same bits. Only
+// AVX512F is used (CMakeLists.txt); it is called only where cpu.cc found the Avx512 set.
 #include "kernels/avx512_intrinsics.h"
 
 #include <algorithm>
@@ -134,10 +134,60 @@ void panel_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, int
   }
 }
 
+// Decode of one token: NP panels read side by side, each one stream of its 16 rows' columns, and
+// each output one fused multiply-add chain in column order from zero, as decode_tile in
+// matmul_avx2.cc sums it (same bits). One core reaches the memory bandwidth only with enough streams
+// in flight: 12 panels read what the bandwidth probe does, where the AVX2 kernel's 4 read 84-88% of it
+// (Zen 4, one thread, 256 MiB of bf16 as 2048 or 8192 columns; 8 and 16 panels, a power of two, read
+// less, as panels a power of two apart do: pack.h's gap).
+constexpr int kDecodePanels = 12;
+
+template <DType T, int NP>
+void decode_tile(const void* w, int64_t pstride, const float* x, int64_t K, float* y, __mmask16 last) {
+  __m512 acc[NP];
+  #pragma GCC unroll 16
+  for (int p = 0; p < NP; ++p) acc[p] = _mm512_setzero_ps();
+  #pragma GCC unroll 2
+  for (int64_t k = 0; k < K; ++k) {
+    const __m512 xb = _mm512_set1_ps(x[k]);
+    #pragma GCC unroll 16
+    for (int p = 0; p < NP; ++p) acc[p] = _mm512_fmadd_ps(load16<T>(w, p * pstride + k * kPanelRows), xb, acc[p]);
+  }
+  #pragma GCC unroll 16
+  for (int p = 0; p < NP; ++p) _mm512_mask_storeu_ps(y + p * kPanelRows, p == NP - 1 ? last : __mmask16(0xFFFF), acc[p]);
+}
+
+// decode_tile<T, NP> with NP <= N chosen at run time (a range's last panels).
+template <DType T, int N>
+void decode_tile_n(int np, const void* w, int64_t pstride, const float* x, int64_t K, float* y, __mmask16 last) {
+  if constexpr (N > 1)
+    if (np < N) return decode_tile_n<T, N - 1>(np, w, pstride, x, K, y, last);
+  decode_tile<T, N>(w, pstride, x, K, y, last);
+}
+
+template <DType T>
+void decode_rows(const WeightMatrix& w, const float* x, float* y, int64_t g0, int64_t g1) {
+  const int64_t K = w.cols, pstride = panel_stride(T, K), es = static_cast<int64_t>(dtype_size(T));
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  for (int64_t g = g0; g < g1; g += kDecodePanels) {
+    const int np = static_cast<int>(std::min<int64_t>(kDecodePanels, g1 - g));
+    decode_tile_n<T, kDecodePanels>(np, base + g * pstride * es, pstride, x, K, y + g * kPanelRows,
+                                    last_panel_rows(w.rows, g, np));
+  }
+}
+
 }  // namespace
 
 void panel_rows_avx512(const WeightMatrix& w, const float* x, const float* xp, int64_t n, float* y, int64_t g0,
                        int64_t g1) {
+  if (n == 1) {
+    switch (w.dtype) {
+      case DType::F32: decode_rows<DType::F32>(w, x, y, g0, g1); break;
+      case DType::F16: decode_rows<DType::F16>(w, x, y, g0, g1); break;
+      case DType::BF16: decode_rows<DType::BF16>(w, x, y, g0, g1); break;
+    }
+    return;
+  }
   if (n <= kDecodeTokens) {
     panel_rows_avx2(w, x, nullptr, n, y, g0, g1);
     return;

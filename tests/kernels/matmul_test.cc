@@ -136,8 +136,9 @@ TEST(Matmul, TokenResultsDoNotDependOnHowManyShareTheCall) {
 
 // The AVX-512 panel kernel gives the AVX2 kernel's bits (same fused multiply-add chains), so a
 // model's goldens and batch invariance hold on either machine: every token count around its tiles
-// and blocks, partial panels, columns past a column block with a tail, one and two threads. The
-// first n tokens of a call of 70 get the same bits in a call of n.
+// and blocks, partial panels, columns past a column block with a tail, one and two threads (445
+// rows: decode's tiles of 12 panels and a shorter last one). The first n tokens of a call of 70 get
+// the same bits in a call of n.
 TEST(Matmul, Avx512PanelKernelEqualsAvx2BitForBit) {
   if (!isa_supported(Isa::Avx512)) GTEST_SKIP() << "no AVX-512 here";
   std::mt19937 rng(17);
@@ -145,7 +146,7 @@ TEST(Matmul, Avx512PanelKernelEqualsAvx2BitForBit) {
   for (int threads : {1, 2}) {
     ThreadPool pool(threads);
     for (DType t : {DType::F32, DType::F16, DType::BF16})
-      for (int64_t rows : {5, 16, 47, 80})
+      for (int64_t rows : {5, 16, 47, 80, 445})
         for (int64_t cols : {1, 19, 300, 530}) {
           const RandomWeights rw(t, rows, cols, rng);
           const std::vector<float> x = randn(max_n * cols, rng);
