@@ -80,6 +80,12 @@ constexpr bool kq_has_nibbles(QType q) { return q != QType::Q2_K && q != QType::
 constexpr bool kq_has_high_plane(QType q) {
   return q == QType::Q2_K || q == QType::Q3_K || q == QType::Q5_K || q == QType::Q6_K;
 }
+// Whether a tile's quants lie in one plane (Q4_K, IQ4_XS: nibbles; Q2_K: its 2-bit plane), which
+// a kernel reads as one stream; Q5_K and Q6_K (nibbles and high bits), Q3_K (two planes) and IQ3_S
+// (indices, their ninth bits and signs) read several regions of each tile at once.
+constexpr bool kq_one_plane(QType q) {
+  return q == QType::Q4_K || q == QType::IQ4_XS || q == QType::Q2_K;
+}
 // Field offsets within a tile.
 constexpr int64_t kKqD = 0, kKqDmin = 32, kKqSc = 64, kKqNibbles = 256, kKq5Bits = 2304;  // Q4_K, Q5_K
 constexpr int64_t kKq6Sc = 32, kKq6Nibbles = 288, kKq6Bits = 2336;

@@ -246,10 +246,14 @@ void matmul_fused_int8(std::span<const MatmulOut> outs, const float* x, int64_t 
     if (isa == Isa::Scalar) {
       reference_rows(w, x, a, n_tokens, y, r0, r1);
     } else if (is_kquant(w.qtype)) {
-      // Decode streams K-quants from memory faster with the AVX2 kernel (same bits; Zen 4, Llama-3.2-1B
-      // q4_k_m file, ember bench: 33 against 29 tok/s at one thread, 55 against 49 at two), though
-      // the AVX-512 one computes faster from cache, as prefill does.
-      if (isa == Isa::Avx512 && n_tokens > detail::kDecodeTokens) detail::kquant_groups_avx512(w, a.k, y, g0, g1);
+      // Decode (same bits either way; 256 MiB from memory at one thread, Zen 4, in % of the read probe):
+      // the AVX-512 kernel computes faster, and one plane of quants streams on the hardware prefetcher
+      // alone (one token: Q4_K 83-89 -> 90-98, IQ4_XS 61 -> 88-94, Q2_K 63 -> 85); one token of a
+      // tile's several regions streams best with the AVX2 kernel's software prefetch (Q5_K, Q6_K, Q3_K
+      // through the AVX-512 kernel: 23-34% without it, 60-77% with it, against 56-91%). Two tokens take
+      // the AVX-512 kernel for every type (AVX2's two passes over each group: 30-44% -> 57-84%).
+      if (isa == Isa::Avx512 && (n_tokens > 1 || kq_one_plane(w.qtype)))
+        detail::kquant_groups_avx512(w, a.k, y, g0, g1);
       else detail::kquant_groups_avx2(w, a.k, y, g0, g1);
     } else if (w.qtype != QType::None) {
       if (isa == Isa::Avx512) detail::quant_groups_avx512(w, a.q, a.quant[MatmulActs::quant_slot(w.qtype)].data(), y, g0, g1);

@@ -179,21 +179,6 @@ template <QType Q, int NT, int HP>
   }
 }
 
-// Decode streams the weights from memory once (a second pass finds them cached): one core keeps too
-// few reads in flight to reach the bandwidth while it computes, so the tile two ahead is fetched,
-// pair p's share of its lines, spread over the pairs (prefetches past the end do not fault; a whole
-// tile's lines at once, Q6_K's 53 in a row, decoded 20-30% slower on Zen 4). Two tiles rather than
-// kDecodePrefetchAhead's 4 KiB (1.8 Q4_K tiles, 1.2 Q6_K ones): 256 MiB from memory at one thread,
-// Zen 4, Q6_K 86-88% -> 94% of the read probe, Q4_K 82-84% -> 83-87%.
-template <QType Q>
-[[gnu::always_inline]] inline void kq_prefetch_ahead(const uint8_t* tile, int p) {
-  constexpr int64_t kLines = (kq_tile_bytes(Q) + kCacheLine - 1) / kCacheLine + 1;  // +1: tiles need not be aligned
-  constexpr int kPerPair = static_cast<int>((kLines + KqShape<Q>::kPairs - 1) / KqShape<Q>::kPairs);
-  const uint8_t* at = tile + 2 * kq_tile_bytes(Q) + kCacheLine * kPerPair * p;
-  #pragma GCC unroll 16
-  for (int l = 0; l < kPerPair; ++l) _mm_prefetch(reinterpret_cast<const char*>(at + kCacheLine * l), _MM_HINT_T0);
-}
-
 // One group (16 rows) x NT tokens over all super-blocks, in passes of HP 8-row halves: one token
 // takes both halves in one pass, so decode streams each tile from memory once; two tokens' sums fill
 // the registers with one half, so they take two passes (the second finds the tiles cached). Per

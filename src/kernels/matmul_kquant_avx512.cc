@@ -3,8 +3,9 @@
 // are multiplied by its scale in integers, and a super-block's exact sums meet the floats once per
 // token (kquant_row_dot's order, so the bits equal the scalar reference's and AVX2's). Compiled with
 // exactly the AVX-512 features the quantized kernels need (F, BW, VNNI: CMakeLists.txt, cpu.h).
-// Prefill only: decode (1-2 tokens) runs the AVX2 kernel, which streams from memory faster (matmul.cc);
-// here 1- and 2-token tiles are a prompt's last, whose weights earlier tiles left in cache.
+// Decode of two tokens runs here, and of one token for the types whose quants lie in one plane
+// (kq_one_plane), which the hardware prefetcher streams at the bandwidth; the other types fetch the
+// tile two ahead themselves, and decode one token with the AVX2 kernel (matmul.cc).
 #include "kernels/avx512_intrinsics.h"
 
 #include <cstring>
@@ -100,6 +101,7 @@ template <QType Q, int NT>
     #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) isum[t] = msum[t] = _mm512_setzero_si512();
     for (int p = 0; p < S::kPairs; ++p) {
+      if constexpr (NT <= 2 && !kq_one_plane(Q)) kq_prefetch_ahead<Q>(tile, p);
       // Integer sums are exact in any order: with few tokens each sum is split into C chains
       // (units u % C) so vpdpbusd's latency is not the critical path.
       constexpr int C = NT <= 2 ? 2 : 1;

@@ -189,8 +189,9 @@ TEST(KQuant, TokenResultsDoNotDependOnHowManyShareTheCall) {
 
 // Every kernel adds in kquant_row_dot's order (exact integer sums, two fused multiply-adds per
 // super-block): the bits equal the scalar reference's (70 rows: a thread's range of several groups).
-// Decode (1 or 2 tokens) runs the AVX2 kernel on every CPU; the AVX-512 kernel's 1- and 2-token tiles
-// remain a prompt's last (9 and 10 tokens: a tile of 8, then 1 or 2).
+// On AVX-512 machines decode runs the AVX-512 kernel for two tokens, and for one token of the
+// one-plane types (Q4_K, IQ4_XS, Q2_K); the AVX2 kernel for one token of the others. The AVX-512
+// kernel's 1- and 2-token tiles are also a prompt's last (9 and 10 tokens: a tile of 8, then 1 or 2).
 TEST(KQuant, EveryIsaMatchesReference) {
   ThreadPool pool(2);
   std::mt19937 rng(13);
