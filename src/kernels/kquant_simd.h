@@ -24,8 +24,8 @@ struct KqShape {
   static constexpr int64_t kNibbles = kq_nibbles(Q);
 };
 
-// Decode streams the weights from memory once (a second pass finds them cached): one core keeps too
-// few reads in flight to reach the bandwidth while it computes, so the tile two ahead is fetched,
+// Decode (1-2 tokens) streams the weights from memory: one core keeps too few reads in flight to
+// reach the bandwidth while it computes, so the tile two ahead is fetched,
 // pair p's share of its lines, spread over the pairs (prefetches past the end do not fault; a whole
 // tile's lines at once, Q6_K's 53 in a row, decoded 20-30% slower on Zen 4). Two tiles rather than
 // kDecodePrefetchAhead's 4 KiB (1.8 Q4_K tiles, 1.2 Q6_K ones): 256 MiB from memory at one thread,

@@ -56,12 +56,12 @@ void tile(const void* w, int64_t pstride, const float* xp, int64_t len, float* y
   load_tile(acc, y, ldy, add, last);
   for (int64_t k = 0; k < len; ++k, xp += NT) {
     __m512 wv[NP];
-    #pragma GCC unroll 4
+    #pragma GCC unroll 16
     for (int p = 0; p < NP; ++p) wv[p] = load16<T>(w, p * pstride + k * kPanelRows);
     #pragma GCC unroll 32
     for (int t = 0; t < NT; ++t) {
       const __m512 xb = _mm512_set1_ps(xp[t]);
-      #pragma GCC unroll 4
+      #pragma GCC unroll 16
       for (int p = 0; p < NP; ++p) acc[p][t] = _mm512_fmadd_ps(wv[p], xb, acc[p][t]);
     }
   }
@@ -134,35 +134,20 @@ void panel_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, int
   }
 }
 
-// Decode of one token: NP panels read side by side, each one stream of its 16 rows' columns, and
-// each output one fused multiply-add chain in column order from zero, as decode_tile in
-// matmul_avx2.cc sums it (same bits). One core reaches the memory bandwidth only with enough streams
+// Decode of one token: up to kDecodePanels panels read side by side, each one stream of its 16 rows'
+// columns (same bits as every tile). One core reaches the memory bandwidth only with enough streams
 // in flight: 12 panels read what the bandwidth probe does, where the AVX2 kernel's 4 read 84-88% of it
 // (Zen 4, one thread, 256 MiB of bf16 as 2048 or 8192 columns; 8 and 16 panels, a power of two, read
 // less, as panels a power of two apart do: pack.h's gap).
 constexpr int kDecodePanels = 12;
 
-template <DType T, int NP>
-void decode_tile(const void* w, int64_t pstride, const float* x, int64_t K, float* y, __mmask16 last) {
-  __m512 acc[NP];
-  #pragma GCC unroll 16
-  for (int p = 0; p < NP; ++p) acc[p] = _mm512_setzero_ps();
-  #pragma GCC unroll 2
-  for (int64_t k = 0; k < K; ++k) {
-    const __m512 xb = _mm512_set1_ps(x[k]);
-    #pragma GCC unroll 16
-    for (int p = 0; p < NP; ++p) acc[p] = _mm512_fmadd_ps(load16<T>(w, p * pstride + k * kPanelRows), xb, acc[p]);
-  }
-  #pragma GCC unroll 16
-  for (int p = 0; p < NP; ++p) _mm512_mask_storeu_ps(y + p * kPanelRows, p == NP - 1 ? last : __mmask16(0xFFFF), acc[p]);
-}
-
-// decode_tile<T, NP> with NP <= N chosen at run time (a range's last panels).
+// The prefill tile of NP <= N panels (chosen at run time: a range's last ones) x one token over all
+// columns: one token's packed activations are x itself.
 template <DType T, int N>
 void decode_tile_n(int np, const void* w, int64_t pstride, const float* x, int64_t K, float* y, __mmask16 last) {
   if constexpr (N > 1)
     if (np < N) return decode_tile_n<T, N - 1>(np, w, pstride, x, K, y, last);
-  decode_tile<T, N>(w, pstride, x, K, y, last);
+  tile<T, N, 1>(w, pstride, x, K, y, 0, false, last);
 }
 
 template <DType T>

@@ -18,7 +18,7 @@ namespace ember::kernels::detail {
 template <int NP, int NT>
 [[gnu::always_inline]] inline void load_tile(__m512 (&acc)[NP][NT], const float* y, int64_t ldy, bool add,
                                              __mmask16 last) {
-  #pragma GCC unroll 4
+  #pragma GCC unroll 16
   for (int p = 0; p < NP; ++p) {
     const __mmask16 m = p == NP - 1 ? last : __mmask16(0xFFFF);
     #pragma GCC unroll 32
@@ -28,7 +28,7 @@ template <int NP, int NT>
 
 template <int NP, int NT>
 [[gnu::always_inline]] inline void store_tile(const __m512 (&acc)[NP][NT], float* y, int64_t ldy, __mmask16 last) {
-  #pragma GCC unroll 4
+  #pragma GCC unroll 16
   for (int p = 0; p < NP; ++p) {
     const __mmask16 m = p == NP - 1 ? last : __mmask16(0xFFFF);
     #pragma GCC unroll 32
