@@ -18,13 +18,13 @@ int64_t PackedMatrix::bytes() const { return data_.data() ? packed_bytes(view_.d
 
 PackedMatrix pack(const WeightMatrix& w, ThreadPool& pool) { return pack(w, w.dtype, pool); }
 
-PackedMatrix pack(const WeightMatrix& w, DType to, ThreadPool& pool) {
+PackedMatrix pack(const WeightMatrix& w, DType to, ThreadPool& pool, WeightArena* arena) {
   if (w.qtype != QType::None || w.layout != Layout::Rows) fail("pack", "needs a plain row-major matrix");
   const int64_t es = static_cast<int64_t>(dtype_size(w.dtype)), panels = (w.rows + kPanelRows - 1) / kPanelRows;
   const int64_t ts = static_cast<int64_t>(dtype_size(to)), stride = panel_stride(to, w.cols);
   PackedMatrix m;
   const int64_t bytes = packed_bytes(to, w.rows, w.cols);
-  m.data_ = WeightBuffer(bytes);
+  m.data_ = arena != nullptr ? arena->take(bytes) : WeightBuffer(bytes);
   uint8_t* dst = m.data_.data();
   const auto* src = static_cast<const uint8_t*>(w.data);
   // One weight converted to `to`, rounding to nearest even (as torch's .to() does).

@@ -23,15 +23,16 @@ class PackedMatrix {
   int64_t bytes() const;
 
  private:
-  friend PackedMatrix pack(const WeightMatrix& w, DType to, ThreadPool& pool);
+  friend PackedMatrix pack(const WeightMatrix& w, DType to, ThreadPool& pool, WeightArena* arena);
   WeightBuffer data_;
   WeightMatrix view_;
 };
 
 // Packs a row-major plain matrix (any dtype but quantized) into panels, keeping its dtype, or
-// converting it to `to` (F32, F16 or BF16; rounding to nearest even).
+// converting it to `to` (F32, F16 or BF16; rounding to nearest even). Memory from `arena` when given
+// (a model's weights), else its own.
 PackedMatrix pack(const WeightMatrix& w, ThreadPool& pool);
-PackedMatrix pack(const WeightMatrix& w, DType to, ThreadPool& pool);
+PackedMatrix pack(const WeightMatrix& w, DType to, ThreadPool& pool, WeightArena* arena = nullptr);
 
 // Bytes the panels of a rows x cols matrix of `dtype` occupy.
 int64_t packed_bytes(DType dtype, int64_t rows, int64_t cols);

@@ -63,29 +63,30 @@ inline int64_t unit_offset(int64_t i, int64_t k) { return ((k / kQUnit) * kQGrou
 
 }  // namespace
 
-QuantizedMatrix QuantizedMatrix::allocate(QType q, int64_t rows, int64_t cols) {
+QuantizedMatrix QuantizedMatrix::allocate(QType q, int64_t rows, int64_t cols, WeightArena* arena) {
   const int64_t nb = cols / kQBlock, ng = (rows + kQGroupRows - 1) / kQGroupRows;
   QuantizedMatrix m;
   m.n_quant_bytes_ = is_kquant(q) ? kquant_bytes(q, rows, cols) : ng * nb * qblock_bytes(q);
   m.n_scales_ = is_kquant(q) ? 0 : ng * nb * qscale_stride(q);
-  m.quants_ = WeightBuffer(m.n_quant_bytes_);
-  m.scales_.reset(new uint16_t[static_cast<size_t>(m.n_scales_)]());
-  m.view_ = WeightMatrix{m.quants_.data(), DType::F32, rows, cols, q, m.scales_.get()};
+  m.scales_at_ = (m.n_quant_bytes_ + 63) / 64 * 64;
+  const int64_t bytes = m.scales_at_ + m.n_scales_ * 2;
+  m.memory_ = arena != nullptr ? arena->take(bytes) : WeightBuffer(bytes);
+  m.view_ = WeightMatrix{m.memory_.data(), DType::F32, rows, cols, q, m.n_scales_ > 0 ? m.scales() : nullptr};
   return m;
 }
 
-QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool) {
+QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool, WeightArena* arena) {
   if (q == QType::None || w.qtype != QType::None) fail("quantize", "needs a plain float matrix and a quantized type");
   if (!quantizable(w.cols, q))
     fail("quantize", "columns (" + std::to_string(w.cols) + ") must be a multiple of " + std::to_string(is_kquant(q) ? kQK_K : kQBlock));
   if (q == QType::Q4_K) {
-    QuantizedMatrix m = QuantizedMatrix::allocate(q, w.rows, w.cols);
+    QuantizedMatrix m = QuantizedMatrix::allocate(q, w.rows, w.cols, arena);
     const int64_t group_bytes = w.cols / kQK_K * kq_tile_bytes(q);
     pool.parallel_for(kquant_groups(w.rows), 1, [&](int64_t g0, int64_t g1) {
       std::vector<float> row(static_cast<size_t>(w.cols));
       for (int64_t r = g0 * kKqRows; r < std::min(w.rows, g1 * kKqRows); ++r) {
         copy_row(w, r, row.data());
-        quantize_q4_k_row(row.data(), w.cols, m.quants_.data() + (r / kKqRows) * group_bytes, r % kKqRows);
+        quantize_q4_k_row(row.data(), w.cols, m.memory_.data() + (r / kKqRows) * group_bytes, r % kKqRows);
       }
     });
     return m;
@@ -93,9 +94,9 @@ QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool) {
   if (q != QType::Q8_0 && q != QType::Q4_0)
     fail("quantize", std::string("Ember does not quantize to ") + qtype_name(q) + " (q8_0, q4_0, q4_k)");
   const int64_t nb = w.cols / kQBlock, ng = (w.rows + kQGroupRows - 1) / kQGroupRows, bb = qblock_bytes(q);
-  QuantizedMatrix m = QuantizedMatrix::allocate(q, w.rows, w.cols);
-  uint8_t* quants = m.quants_.data();
-  uint16_t* scales = m.scales_.get();
+  QuantizedMatrix m = QuantizedMatrix::allocate(q, w.rows, w.cols, arena);
+  uint8_t* quants = m.memory_.data();
+  uint16_t* scales = m.scales();
   pool.parallel_for(ng, 1, [&](int64_t g0, int64_t g1) {
     std::vector<float> row(static_cast<size_t>(w.cols));
     for (int64_t g = g0; g < g1; ++g)
@@ -180,13 +181,14 @@ void repack_block32(QType q, const uint8_t* blk, uint8_t* tile, uint16_t* scales
 
 }  // namespace
 
-QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, int64_t cols, ThreadPool& pool) {
+QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, int64_t cols, ThreadPool& pool,
+                                 WeightArena* arena) {
   if (const QType k = kquant_of(type); k != QType::None) {
     if (cols <= 0 || cols % kQK_K != 0)
       fail("from_ggml_blocks", std::string(ggml_type_name(type)) + " rows of " + std::to_string(cols) +
                                    " columns are not whole super-blocks of 256");
-    QuantizedMatrix m = QuantizedMatrix::allocate(k, rows, cols);
-    repack_kquant(k, static_cast<const uint8_t*>(data), rows, cols, m.quants_.data(), pool);
+    QuantizedMatrix m = QuantizedMatrix::allocate(k, rows, cols, arena);
+    repack_kquant(k, static_cast<const uint8_t*>(data), rows, cols, m.memory_.data(), pool);
     return m;
   }
   const QType q = stored_qtype(type);
@@ -199,9 +201,9 @@ QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, 
                                  " columns are not whole blocks of 32");
   const int64_t nb = cols / kQBlock, ng = (rows + kQGroupRows - 1) / kQGroupRows, bb = qblock_bytes(q);
   const int64_t in_block = ggml_type_info(type).block_bytes, ss = qscale_stride(q);
-  QuantizedMatrix m = QuantizedMatrix::allocate(q, rows, cols);
-  uint8_t* quants = m.quants_.data();
-  uint16_t* scales = m.scales_.get();
+  QuantizedMatrix m = QuantizedMatrix::allocate(q, rows, cols, arena);
+  uint8_t* quants = m.memory_.data();
+  uint16_t* scales = m.scales();
   const auto* src = static_cast<const uint8_t*>(data);
   pool.parallel_for(ng, 1, [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g)
@@ -221,7 +223,7 @@ QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, 
   return m;
 }
 
-QuantizedMatrix quantize_ggml(const WeightMatrix& w, GgmlType type, ThreadPool& pool) {
+QuantizedMatrix quantize_ggml(const WeightMatrix& w, GgmlType type, ThreadPool& pool, WeightArena* arena) {
   if (w.qtype != QType::None) fail("quantize", "needs a plain float matrix");
   const int64_t row_bytes = ggml_row_bytes(type, w.cols);
   std::vector<uint8_t> blocks(static_cast<size_t>(w.rows * row_bytes));
@@ -232,7 +234,7 @@ QuantizedMatrix quantize_ggml(const WeightMatrix& w, GgmlType type, ThreadPool& 
       quantize_row_ref(type, row.data(), w.cols, blocks.data() + r * row_bytes);
     }
   });
-  return from_ggml_blocks(type, blocks.data(), w.rows, w.cols, pool);
+  return from_ggml_blocks(type, blocks.data(), w.rows, w.cols, pool, arena);
 }
 
 int quant_at(const WeightMatrix& w, int64_t r, int64_t c) {

@@ -85,19 +85,22 @@ class QuantizedMatrix {
   int64_t bytes() const { return n_quant_bytes_ + n_scales_ * 2; }
 
  private:
-  friend QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool);
-  friend QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, int64_t cols, ThreadPool& pool);
-  static QuantizedMatrix allocate(QType q, int64_t rows, int64_t cols);
-  WeightBuffer quants_;
-  std::unique_ptr<uint16_t[]> scales_;
-  int64_t n_quant_bytes_ = 0, n_scales_ = 0;
+  friend QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool, WeightArena* arena);
+  friend QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, int64_t cols, ThreadPool& pool,
+                                          WeightArena* arena);
+  // Quants, then (from a 64-byte boundary) scales, in one buffer: decode streams both.
+  static QuantizedMatrix allocate(QType q, int64_t rows, int64_t cols, WeightArena* arena);
+  uint16_t* scales() const { return reinterpret_cast<uint16_t*>(memory_.data() + scales_at_); }
+  WeightBuffer memory_;
+  int64_t n_quant_bytes_ = 0, n_scales_ = 0, scales_at_ = 0;
   WeightMatrix view_;
 };
 
 // Quantizes a float matrix (F32/F16/BF16) with round-to-nearest per block: Q8_0 scale = amax/127,
 // Q4_0 scale = -(value of largest magnitude)/8 as llama.cpp does; Q4_K as quantize_q4_k_row
-// (kquant.h). Requires quantizable(w.cols, q).
-QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool);
+// (kquant.h). Requires quantizable(w.cols, q). Memory from `arena` when given (a model's weights), else
+// its own.
+QuantizedMatrix quantize(const WeightMatrix& w, QType q, ThreadPool& pool, WeightArena* arena = nullptr);
 
 // The QType that keeps ggml blocks of `type` as stored (QType::None: no kernel for them), and whether
 // there is one (what a GGUF loader asks before from_ggml_blocks).
@@ -108,12 +111,14 @@ inline bool has_stored_kernel(GgmlType type) { return stored_qtype(type) != QTyp
 // repacked into this layout, and Q4_K / Q5_K / Q6_K rows into kquant.h's. Lossless: the same quants
 // and scales (and mins), so every weight dequantizes to the bits dequantize_row gives. Throws
 // ember::Error naming the type for a type without a kernel or cols not a multiple of the block size.
-QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, int64_t cols, ThreadPool& pool);
+// Memory from `arena` when given, else its own.
+QuantizedMatrix from_ggml_blocks(GgmlType type, const void* data, int64_t rows, int64_t cols, ThreadPool& pool,
+                                 WeightArena* arena = nullptr);
 
 // A float matrix (F32/F16/BF16) quantized by ggml's reference quantizer (quantize_row_ref, any type
 // can_quantize_ref takes) to ggml's blocks and repacked by from_ggml_blocks: the bits llama-quantize
 // would write, held as a loaded file's are. Throws ember::Error as those do.
-QuantizedMatrix quantize_ggml(const WeightMatrix& w, GgmlType type, ThreadPool& pool);
+QuantizedMatrix quantize_ggml(const WeightMatrix& w, GgmlType type, ThreadPool& pool, WeightArena* arena = nullptr);
 
 // The quantized value v (before scaling) of weight [r][c], and the scale and min (0 where the type
 // has none) of its block.

@@ -85,7 +85,7 @@ std::unique_ptr<Model> Model::load_gguf(const std::string& path, const LoadOptio
       info.dtype = *dt;
       if (!permuted.empty()) info.data = (m->memory_.data[t.name] = std::move(permuted)).data();
     } else if (matrix && kernels::has_stored_kernel(t.type)) {  // kernels for the stored blocks
-      m->quantized_.push_back(kernels::from_ggml_blocks(t.type, bytes, rows, cols, m->pool_));
+      m->quantized_.push_back(kernels::from_ggml_blocks(t.type, bytes, rows, cols, m->pool_, &m->arena_));
       stored[t.name] = m->quantized_.back().view();
     } else if (kernels::can_dequantize(t.type)) {
       // No kernel for this block type: float32 rows, then (matrices) Q8_0 blocks.
@@ -95,7 +95,8 @@ std::unique_ptr<Model> Model::load_gguf(const std::string& path, const LoadOptio
           kernels::dequantize_row(t.type, bytes + static_cast<size_t>(r) * t.row_bytes(), cols, f.data() + r * cols);
       });
       if (matrix && kernels::quantizable(cols)) {
-        m->quantized_.push_back(kernels::quantize(WeightMatrix{f.data(), DType::F32, rows, cols}, kernels::QType::Q8_0, m->pool_));
+        m->quantized_.push_back(
+            kernels::quantize(WeightMatrix{f.data(), DType::F32, rows, cols}, kernels::QType::Q8_0, m->pool_, &m->arena_));
         stored[t.name] = m->quantized_.back().view();
         const std::string type = kernels::ggml_type_name(t.type);
         if (std::find(requantized.begin(), requantized.end(), type) == requantized.end()) requantized.push_back(type);

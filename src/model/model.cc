@@ -325,7 +325,7 @@ void Model::quantize_weights(kernels::QType q) {
     if (w.rows == 0 || !kernels::quantizable(w.cols) || w.qtype != kernels::QType::None) return;  // rows 0: no lm_head
     // Rows that are not whole K-quant super-blocks take Q8_0 (as llama.cpp falls back to a wider type).
     if (!kernels::quantizable(w.cols, type)) type = kernels::QType::Q8_0;
-    hold_quantized(w, kernels::quantize(w, type, pool_));
+    hold_quantized(w, kernels::quantize(w, type, pool_, &arena_));
   };
   size_t count = 1;
   for (Layer& L : layers_) for_each_layer_matrix(L, [&](WeightMatrix&) { ++count; });
@@ -344,7 +344,7 @@ void Model::quantize_mix(kernels::QuantMix mix, bool fused_qkv) {
     if (w.rows == 0 || w.qtype != kernels::QType::None) return;
     const kernels::GgmlType type = kernels::mix_tensor_type(mix, role, layer, n, w.cols, n_experts);
     if (!kernels::can_quantize_ref(type)) return;  // F16: rows not whole blocks of 32 stay as stored
-    hold_quantized(w, kernels::quantize_ggml(w, type, pool_));
+    hold_quantized(w, kernels::quantize_ggml(w, type, pool_, &arena_));
   };
   size_t count = 1;
   for (Layer& L : layers_) for_each_layer_matrix(L, [&](WeightMatrix&) { ++count; });
@@ -398,7 +398,7 @@ void Model::pack_weights(std::optional<DType> to, bool bf16_activations) {
   auto convert = [&](WeightMatrix& w) {
     if (w.rows == 0 || w.qtype != kernels::QType::None || w.layout == kernels::Layout::Panels) return;
     const WeightMatrix source = w;
-    packed_.push_back(kernels::pack(w, to.value_or(w.dtype), pool_));
+    packed_.push_back(kernels::pack(w, to.value_or(w.dtype), pool_, &arena_));
     w = packed_.back().view();
     if (bf16_activations && w.dtype == DType::BF16) {
       w.bf16_activations = true;
@@ -697,7 +697,7 @@ void Model::bind_mxfp4_experts(const Source& cp, const std::string& gate_up, con
         mxfp4_row_to_ggml(blocks + row * nb * kMxfp4PairBytes, scales + row * nb, nb, g.data() + k * nb * kMxfp4GgmlBytes);
       }
     });
-    quantized_.push_back(kernels::from_ggml_blocks(kernels::GgmlType::MXFP4, g.data(), rows, in, pool_));
+    quantized_.push_back(kernels::from_ggml_blocks(kernels::GgmlType::MXFP4, g.data(), rows, in, pool_, &arena_));
     return quantized_.back().view();
   };
   for (int64_t e = 0; e < E; ++e) {

@@ -208,6 +208,7 @@ class Model {
   std::string load_note_;
   bool qkv_fused_in_file_ = false;  // a GGUF file's attn_qkv, split at load (what a mix's rule reads)
   InMemoryWeights memory_;                              // weights of from_memory models
+  kernels::WeightArena arena_;                       // memory of the repacked matrices below
   std::vector<kernels::QuantizedMatrix> quantized_;  // storage of quantized matrices
   std::vector<kernels::PackedMatrix> packed_;        // storage of panel-packed plain matrices
   // gpt-oss's experts split and transposed from their fused tensors, until packing copies them.
