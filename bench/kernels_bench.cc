@@ -14,6 +14,7 @@
 #include "kernels/membw.h"
 #include "kernels/pack.h"
 #include "kernels/quant.h"
+#include "kernels/weight_buffer.h"
 
 namespace ember::kernels {
 namespace {
@@ -198,6 +199,45 @@ void BM_AttentionDecode(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_AttentionDecode)->ArgNames({"positions", "f32_bf16_q8"})->ArgsProduct({{65, 300}, {0, 1, 2}})->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// One decode step's attention over a long context, Llama-3.2-1B's shape (32 query heads, 8 kv heads
+// of 64, 16 layers) in the model's cache layout: blocks of 16 positions holding every layer's f16
+// keys and values (512 KiB apart), on 2 MiB pages; one sequence, one thread, each layer in turn, so
+// that the rows come from memory. Time of the 16 layers; bytes/s counts the keys and values read.
+void BM_AttentionDecodeLong(benchmark::State& state) {
+  const int64_t positions = state.range(0), block = 16, layers = 16;
+  const AttentionShape s{32, 8, 64, 0, 1.0f / 8.0f, 0.0f};
+  const int64_t row_bytes = kv_row_bytes(KvType::F16, s.head_dim), chunk = block * s.n_kv_heads * row_bytes;
+  const int64_t n_blocks = (positions + block - 1) / block, stride = layers * 2 * chunk;
+  WeightBuffer cache(n_blocks * stride);
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<float> row(static_cast<size_t>(s.head_dim));
+  std::vector<const void*> kp, vp;  // [layer][block]
+  for (int64_t l = 0; l < layers; ++l)
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      uint8_t* k = cache.data() + b * stride + l * 2 * chunk;
+      for (int64_t r = 0; r < 2 * block * s.n_kv_heads; ++r) {
+        for (auto& e : row) e = d(rng);
+        store_kv_row(row.data(), s.head_dim, KvType::F16, k + r * row_bytes);
+      }
+      kp.push_back(k);
+      vp.push_back(k + chunk);
+    }
+  std::vector<float> q(static_cast<size_t>(s.n_heads * s.head_dim)), out(q.size());
+  for (auto& e : q) e = d(rng);
+  ThreadPool pool(1);
+  for (auto _ : state)
+    for (int64_t l = 0; l < layers; ++l) {
+      const AttentionItem item{q.data(), 1, positions - 1,
+                               KvView{kp.data() + l * n_blocks, vp.data() + l * n_blocks, block, KvType::F16}, out.data()};
+      attention(std::span(&item, 1), s, pool);
+      benchmark::DoNotOptimize(out.data());
+    }
+  state.counters["bytes/s"] = benchmark::Counter(static_cast<double>(layers * 2 * positions * s.n_kv_heads * row_bytes),
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_AttentionDecodeLong)->ArgName("positions")->Arg(512)->Arg(2048)->Arg(8192)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // A prompt's attention in one layer, Llama-3.2-1B's shape (32 query heads, 8 kv heads of 64), over
 // an f16 cache of the prompt itself (causal, from position 0); one thread. FLOP/s counts the score

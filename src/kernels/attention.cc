@@ -1,6 +1,6 @@
 // Dispatch of attention to its instruction sets, and the scalar reference. Single tokens have an
-// AVX2 kernel (attention_avx2.cc); prompts, in blocks of tokens, an AVX2 and an AVX-512 one
-// (attention_prompt_*.cc, one template in attention_prompt.h).
+// AVX2 and an AVX-512 kernel (attention_avx2.cc, attention_decode_avx512.cc); prompts, in blocks of
+// tokens, an AVX2 and an AVX-512 one (attention_prompt_*.cc, one template in attention_prompt.h).
 #include "kernels/attention.h"
 
 #include <algorithm>
@@ -81,8 +81,9 @@ void attention(std::span<const AttentionItem> items, const AttentionShape& s, Th
 
 void attention(std::span<const AttentionItem> items, const AttentionShape& s, ThreadPool& pool, Isa isa) {
   require_isa(isa, "attention");
-  // Single tokens: one AVX2 kernel for AVX2 and AVX-512 machines alike.
-  const auto group_kernel = isa == Isa::Scalar ? detail::attend_group_scalar : detail::attend_group_avx2;
+  const auto group_kernel = isa == Isa::Scalar   ? detail::attend_group_scalar
+                            : isa == Isa::Avx512 ? detail::attend_group_avx512
+                                                 : detail::attend_group_avx2;
   const int64_t q_stride = s.n_heads * s.head_dim, block = detail::block_tokens(s);
   // A prompt (an item of several tokens) goes through the prompt kernel in blocks of tokens; a
   // decode step's token alone (the scalar reference: every token alone).

@@ -15,6 +15,7 @@ namespace {
 using attn_simd::cap_scores;
 using attn_simd::load8;
 using attn_simd::scale_row;
+using attn_simd::softmax_tile;
 using simd::ceil_lanes;
 using simd::floor_lanes;
 using simd::kLanes;
@@ -176,46 +177,11 @@ void accumulate2(float* o0, float* o1, const float* w0, const float* w1, const v
   }
 }
 
-// Online softmax over one tile of scores e[0..n) (e has room for n rounded up to 8): raises the
-// running maximum m (rescaling o and the running sum l), then turns e into weights and adds them
-// to l.
-inline void softmax_tile(float* e, int64_t n, float* o, int64_t hd, float& m, float& l) {
-  const int64_t n8 = ceil_lanes(n);
-  std::fill(e + n, e + n8, -INFINITY);  // exp(-inf) is 0
-  __m256 mx = _mm256_set1_ps(-INFINITY);
-  for (int64_t j = 0; j < n8; j += kLanes) mx = _mm256_max_ps(mx, _mm256_loadu_ps(e + j));
-  alignas(__m256) float lanes[kLanes];
-  _mm256_store_ps(lanes, mx);
-  const float tmax = *std::max_element(lanes, lanes + kLanes);
-  if (tmax > m) {  // rescale what was accumulated under the old maximum
-    const float r = exp_det(m - tmax);
-    scale_row(o, r, hd);
-    l *= r;
-    m = tmax;
-  }
-  const __m256 mv = _mm256_set1_ps(m);
-  __m256 sum = _mm256_setzero_ps();
-  for (int64_t j = 0; j < n8; j += kLanes) {
-    const __m256 w = exp8(_mm256_sub_ps(_mm256_loadu_ps(e + j), mv));
-    _mm256_storeu_ps(e + j, w);
-    sum = _mm256_add_ps(sum, w);
-  }
-  _mm256_store_ps(lanes, sum);
-  l += ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
-}
-
 // attend_group_avx2 for keys and values stored as T.
 template <class R>
 void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, const AttentionShape& s, float* out,
                   float* sc, float* m, float* l) {
-  const int64_t hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
-  const int64_t lo = first_visible(pos, s.sliding_window);
-  const int64_t row_bytes = kv_row_bytes(kv.type, hd);
-  const float* qg = q + kvh * group * hd;
-  float* og = out + kvh * group * hd;
-  std::fill(og, og + group * hd, 0.0f);
-  std::fill(m, m + group, -INFINITY);
-  std::fill(l, l + group, 0.0f);
+  const auto [hd, group, lo, row_bytes, qg, og] = attn_simd::start_group(q, pos, kvh, kv, s, out, m, l);
   const void* krow[kAttnTile];
   const void* vrow[kAttnTile];
   for (int64_t p0 = lo; p0 <= pos; p0 += kAttnTile) {

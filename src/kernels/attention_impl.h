@@ -108,6 +108,9 @@ void attend_group_scalar(const float* q, int64_t pos, int64_t kvh, const KvView&
                          float* out, float* sc, float* m, float* l);
 void attend_group_avx2(const float* q, int64_t pos, int64_t kvh, const KvView& kv, const AttentionShape& s, float* out,
                        float* sc, float* m, float* l);
+// The same in AVX-512 (attention_decode_avx512.cc), whose sums may differ from AVX2's in the last bits.
+void attend_group_avx512(const float* q, int64_t pos, int64_t kvh, const KvView& kv, const AttentionShape& s,
+                         float* out, float* sc, float* m, float* l);
 // Tokens [t0, t0 + nt) of a prompt `it` (nt <= block_tokens(s)) for kv head kvh. A token's result
 // has the same bits whichever tokens share its unit, so however a prompt is split into steps of
 // two tokens or more; it may differ in the last bits from attend_group_avx2's for the same token.

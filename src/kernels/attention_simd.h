@@ -1,12 +1,14 @@
 #pragma once
-// Internal: what the AVX2 attention kernels (attention_avx2.cc for single tokens,
-// attention_prompt_avx2.cc for prompts) share: row readers' vector loads and per-row helpers.
+// Internal: what the attention kernels (attention_avx2.cc and attention_decode_avx512.cc for single
+// tokens, attention_prompt.h for prompts) share: row readers' vector loads and per-row helpers.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "kernels/attention_impl.h"
+#include "kernels/exp.h"
 #include "kernels/simd_avx2.h"
 
 namespace ember::kernels::detail::attn_simd {
@@ -26,6 +28,24 @@ inline __m256 load8(Q8Row<B>, const void* row, int64_t i) {
   return _mm256_mul_ps(v, _mm256_set1_ps(_cvtsh_ss(h)));
 }
 
+// A decode step's query heads of one kv head: their query and output rows (outputs zeroed), and
+// their running maxima and sums reset.
+struct GroupStart {
+  int64_t hd, group, lo, row_bytes;
+  const float* q;
+  float* out;
+};
+inline GroupStart start_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, const AttentionShape& s,
+                              float* out, float* m, float* l) {
+  const int64_t hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
+  GroupStart g{hd, group, first_visible(pos, s.sliding_window), kv_row_bytes(kv.type, hd), q + kvh * group * hd,
+               out + kvh * group * hd};
+  std::fill(g.out, g.out + group * hd, 0.0f);
+  std::fill(m, m + group, -INFINITY);
+  std::fill(l, l + group, 0.0f);
+  return g;
+}
+
 // Soft-capping of a tile's scores (the scalar kernel does the same per score).
 inline void cap_scores(float* e, int64_t n, float cap) {
   if (cap > 0)
@@ -34,6 +54,34 @@ inline void cap_scores(float* e, int64_t n, float cap) {
 
 inline void scale_row(float* x, float r, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= r;
+}
+
+// Online softmax over one tile of scores e[0..n) (e has room for n rounded up to 8): raises the
+// running maximum m (rescaling o and the running sum l), then turns e into weights and adds them
+// to l.
+inline void softmax_tile(float* e, int64_t n, float* o, int64_t hd, float& m, float& l) {
+  const int64_t n8 = simd::ceil_lanes(n);
+  std::fill(e + n, e + n8, -INFINITY);  // exp(-inf) is 0
+  __m256 mx = _mm256_set1_ps(-INFINITY);
+  for (int64_t j = 0; j < n8; j += simd::kLanes) mx = _mm256_max_ps(mx, _mm256_loadu_ps(e + j));
+  alignas(__m256) float lanes[simd::kLanes];
+  _mm256_store_ps(lanes, mx);
+  const float tmax = *std::max_element(lanes, lanes + simd::kLanes);
+  if (tmax > m) {  // rescale what was accumulated under the old maximum
+    const float r = exp_det(m - tmax);
+    scale_row(o, r, hd);
+    l *= r;
+    m = tmax;
+  }
+  const __m256 mv = _mm256_set1_ps(m);
+  __m256 sum = _mm256_setzero_ps();
+  for (int64_t j = 0; j < n8; j += simd::kLanes) {
+    const __m256 w = exp8(_mm256_sub_ps(_mm256_loadu_ps(e + j), mv));
+    _mm256_storeu_ps(e + j, w);
+    sum = _mm256_add_ps(sum, w);
+  }
+  _mm256_store_ps(lanes, sum);
+  l += ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
 }
 
 }  // namespace ember::kernels::detail::attn_simd

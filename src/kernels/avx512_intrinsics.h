@@ -113,6 +113,7 @@ inline __m512 dpbf16_ps(__m512 acc, __m512i a, __m512i b) {
 #define _mm512_cvtph_ps(a) (::ember::kernels::emulated::cvtph_ps(a))
 #define _mm512_maskz_loadu_ps(k, p) (::ember::kernels::emulated::maskz_loadu_ps((k), (p)))
 #define _mm512_mask_storeu_ps(p, k, v) (::ember::kernels::emulated::mask_storeu_ps((p), (k), (v)))
+#define _mm512_shuffle_f32x4(a, b, imm) (simde_mm512_shuffle_f32x4((a), (b), (imm)))
 // SIMDe 0.7.4 aliases the plain form to the masked one's four arguments.
 #undef _mm512_madd_epi16
 #define _mm512_madd_epi16(a, b) (simde_mm512_madd_epi16((a), (b)))

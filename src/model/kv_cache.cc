@@ -45,7 +45,7 @@ KvCache::KvCache(const ModelConfig& c, int64_t n_blocks, int64_t block_size, ker
     block_stride_ += 2 * shape_.back().stride;
   }
   recurrent_ = RecurrentLayout(c);
-  data_.reset(new uint8_t[static_cast<size_t>(n_blocks_ * block_stride_)]);
+  data_ = kernels::WeightBuffer(n_blocks_ * block_stride_);
   refs_.assign(static_cast<size_t>(n_blocks_), 0);
   free_.reserve(static_cast<size_t>(n_blocks_));
   for (int64_t b = n_blocks_ - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
@@ -68,7 +68,7 @@ void KvCache::release(int32_t block) {
 }
 
 void KvCache::copy_block(int32_t from, int32_t to) {
-  std::memcpy(data_.get() + to * block_stride_, data_.get() + from * block_stride_,
+  std::memcpy(data_.data() + to * block_stride_, data_.data() + from * block_stride_,
               static_cast<size_t>(block_stride_));
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kernels/attention.h"
+#include "kernels/weight_buffer.h"
 #include "model/config.h"
 #include "model/recurrent_state.h"
 
@@ -61,7 +62,7 @@ class KvCache {
   // keys and values gets that layer's.
   uint8_t* keys(int32_t block, int64_t layer) { return base(block, layer); }
   uint8_t* values(int32_t block, int64_t layer) { return base(block, layer) + shape_[layer].stride; }
-  uint8_t* base(int32_t block, int64_t layer) { return data_.get() + block * block_stride_ + shape_[layer].offset; }
+  uint8_t* base(int32_t block, int64_t layer) { return data_.data() + block * block_stride_ + shape_[layer].offset; }
 
   // Where one layer's keys (then its values) lie in a block, and their shape.
   struct LayerShape {
@@ -74,7 +75,9 @@ class KvCache {
   int64_t block_size_, n_blocks_;
   kernels::KvType type_;
   int64_t block_stride_;
-  std::unique_ptr<uint8_t[]> data_;  // uninitialised: pages are touched only when used
+  // The weights' kind of memory (on 2 MiB pages: decode reads a kv head's rows of every block, blocks
+  // apart, and on 4 KiB pages each was a TLB miss); pages are touched only when used.
+  kernels::WeightBuffer data_;
   std::vector<int> refs_;
   std::vector<int32_t> free_;
   RecurrentLayout recurrent_;

@@ -210,6 +210,44 @@ TEST(Attention, BatchedItemsMatchNaive) {
   }
 }
 
+// Decode steps (one new token per sequence) on every instruction set against the naive softmax and
+// the scalar kernel: the AVX-512 kernel's passes of 4, 2 and 1 query heads per kv head (groups of 1
+// to 8), head sizes of whole and half 16-lane vectors (and one the AVX2 kernel takes: 12), every
+// stored type, contexts inside one score tile and across three (the next tile's keys fetched
+// ahead), with a window, soft-capping and sinks.
+TEST(Attention, DecodeStepsMatchTheScalarKernel) {
+  ThreadPool pool(2);
+  std::mt19937 rng(17);
+  for (Isa isa : supported_isas())
+  for (const auto& [heads, kv_heads] : {std::pair<int64_t, int64_t>{2, 2}, {4, 2}, {6, 2}, {8, 2}, {5, 1}, {7, 1}, {16, 2}})
+  for (KvType kv_type : {KvType::F32, KvType::F16, KvType::BF16, KvType::Q8_0})
+  for (int64_t hd : {8, 24, 64, 12, 128}) {
+    if (kv_type == KvType::Q8_0 && kv_q8_block(hd) == 0) continue;
+    for (int variant = 0; variant < 2; ++variant) {
+      SCOPED_TRACE(std::string(isa_name(isa)) + " heads " + std::to_string(heads) + "/" + std::to_string(kv_heads) +
+                   " hd " + std::to_string(hd) + " " + kv_type_name(kv_type) + " variant " + std::to_string(variant));
+      AttentionShape s{heads, kv_heads, hd, variant ? 150 : 0, 1.0f / std::sqrt(static_cast<float>(hd)),
+                       variant ? 0.5f : 0.0f};
+      const std::vector<float> sinks = random_vector(static_cast<size_t>(heads), rng);
+      if (variant) s.sinks = sinks.data();
+      std::vector<Cache> caches;
+      std::vector<std::vector<float>> qs, outs;
+      std::vector<AttentionItem> items;
+      const std::vector<int64_t> lengths = {1, 17, 130, 300};
+      for (int64_t n_pos : lengths) {
+        caches.emplace_back(n_pos, kv_heads * hd, hd, 16, rng, kv_type);
+        qs.push_back(random_vector(static_cast<size_t>(heads * hd), rng));
+        outs.emplace_back(qs.back().size());
+      }
+      for (size_t i = 0; i < lengths.size(); ++i)
+        items.push_back({qs[i].data(), 1, lengths[i] - 1, caches[i].view(), outs[i].data()});
+      attention(items, s, pool, isa);
+      for (size_t i = 0; i < lengths.size(); ++i) expect_matches_naive(qs[i], outs[i], 1, lengths[i] - 1, caches[i], s);
+      expect_matches_scalar(items, s, isa, pool);
+    }
+  }
+}
+
 // A prompt's tokens share work units (several tokens' query rows read each tile of keys once); each
 // token's result must still have the same bits however the prompt is split into steps of two tokens
 // or more (a server's chunks, a chat's turns), and the AVX-512 kernel's bits are the AVX2 one's:
