@@ -35,12 +35,15 @@ inline float score_rest(float sum, const float* q, const void* krow, int64_t fro
   return sum;
 }
 
-// Scores in passes of kKeys key rows: eight accumulators, `fma(a, j0, i)` adds columns [i, i + 8) of
-// the pass starting at key j0, then one horizontal reduction serves all eight (one per score would
-// cost more than the products); `emit(j0, s8, m)` takes the m valid sums.
+// Scores of a tile's keys in passes of kKeys key rows: eight accumulators, `fma(a, j0, i)` adds
+// columns [i, i + 8) of the pass starting at key j0, then one horizontal reduction serves all eight
+// (one per score would cost more than the products); `emit(j0, s8, m)` takes the m valid sums. Each
+// pass fetches ahead (TileRows::prefetch_pass).
 template <int64_t kKeys, class Fma, class Emit>
-inline void score_passes(int64_t n, int64_t hd8, Fma&& fma, Emit&& emit) {
+inline void score_passes(const attn_simd::TileRows& t, int64_t hd8, Fma&& fma, Emit&& emit) {
+  const int64_t n = t.n;
   for (int64_t j0 = 0; j0 < n; j0 += kKeys) {
+    t.template prefetch_pass<kKeys>(j0);
     // The loops over the accumulators must unroll (GCC does not at -O2) or they live on the stack.
     __m256 a[kLanes];
     #pragma GCC unroll 8
@@ -52,13 +55,14 @@ inline void score_passes(int64_t n, int64_t hd8, Fma&& fma, Emit&& emit) {
   }
 }
 
-// out[j] = (q . k_j) * scale for the n key rows krow[0..n) (krow padded to a multiple of 8), eight
-// keys per pass.
+// out[j] = (q . k_j) * scale for the tile's key rows (padded to a multiple of 8), eight keys per
+// pass.
 template <class R>
-void scores(const float* q, const void* const* krow, int64_t n, int64_t hd, float scale, float* out) {
+void scores(const float* q, const attn_simd::TileRows& t, int64_t hd, float scale, float* out) {
   const int64_t hd8 = floor_lanes(hd);
+  const void* const* krow = t.krow;
   score_passes<kLanes>(
-      n, hd8,
+      t, hd8,
       [&](__m256* a, int64_t j0, int64_t i) {
         const __m256 qv = _mm256_loadu_ps(q + i);
         #pragma GCC unroll 8
@@ -72,11 +76,12 @@ void scores(const float* q, const void* const* krow, int64_t n, int64_t hd, floa
 // scores() for two query heads that share the key rows: each key vector is loaded once for both.
 // Four keys x two heads per pass; lane 2r + h of the reduction is key r's score for head h.
 template <class R>
-void scores2(const float* q0, const float* q1, const void* const* krow, int64_t n, int64_t hd, float scale, float* out0,
+void scores2(const float* q0, const float* q1, const attn_simd::TileRows& t, int64_t hd, float scale, float* out0,
              float* out1) {
   const int64_t hd8 = floor_lanes(hd);
+  const void* const* krow = t.krow;
   score_passes<kLanes / 2>(
-      n, hd8,
+      t, hd8,
       [&](__m256* a, int64_t j0, int64_t i) {
         const __m256 qa = _mm256_loadu_ps(q0 + i), qb = _mm256_loadu_ps(q1 + i);
         #pragma GCC unroll 4
@@ -181,17 +186,18 @@ void accumulate2(float* o0, float* o1, const float* w0, const float* w1, const v
 template <class R>
 void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, const AttentionShape& s, float* out,
                   float* sc, float* m, float* l) {
-  const auto [hd, group, lo, row_bytes, qg, og] = attn_simd::start_group(q, pos, kvh, kv, s, out, m, l);
-  const void* krow[kAttnTile];
-  const void* vrow[kAttnTile];
-  for (int64_t p0 = lo; p0 <= pos; p0 += kAttnTile) {
-    const int64_t n = std::min(kAttnTile, pos + 1 - p0);
-    kv_rows(kv, kvh, row_bytes, p0, n, krow, vrow);
-    for (int64_t j = n; j < ceil_lanes(n); ++j) krow[j] = krow[n - 1];  // scored, then dropped
+  // (Named, not a structured binding: clang 14 cannot capture one in a lambda.)
+  const attn_simd::GroupStart start = attn_simd::start_group(q, pos, kvh, kv, s, out, m, l);
+  const int64_t hd = start.hd, group = start.group, lo = start.lo, row_bytes = start.row_bytes;
+  const float* qg = start.q;
+  float* og = start.out;
+  attn_simd::for_each_tile(kv, kvh, row_bytes, lo, pos, kLanes, [&](const attn_simd::TileRows& rows) {
+    const int64_t n = rows.n;
+    const void* const* vrow = rows.vrow;
     int64_t g = 0;
     for (; g + 2 <= group; g += 2) {  // heads in pairs: each key and value row is read once for both
       float *e0 = sc + g * kAttnTile, *e1 = e0 + kAttnTile;
-      scores2<R>(qg + g * hd, qg + (g + 1) * hd, krow, n, hd, s.scale, e0, e1);
+      scores2<R>(qg + g * hd, qg + (g + 1) * hd, rows, hd, s.scale, e0, e1);
       cap_scores(e0, n, s.softcap);
       cap_scores(e1, n, s.softcap);
       softmax_tile(e0, n, og + g * hd, hd, m[g], l[g]);
@@ -200,12 +206,12 @@ void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, co
     }
     if (g < group) {
       float* e = sc + g * kAttnTile;
-      scores<R>(qg + g * hd, krow, n, hd, s.scale, e);
+      scores<R>(qg + g * hd, rows, hd, s.scale, e);
       cap_scores(e, n, s.softcap);
       softmax_tile(e, n, og + g * hd, hd, m[g], l[g]);
       accumulate<R>(og + g * hd, e, vrow, n, hd);
     }
-  }
+  });
   for (int64_t g = 0; g < group; ++g) scale_row(og + g * hd, row_normaliser(s, kvh * group + g, m[g], l[g]), hd);
 }
 

@@ -17,9 +17,6 @@ namespace ember::kernels::detail {
 namespace {
 
 constexpr int64_t kL = 16;  // lanes
-// Keys ahead whose rows are fetched while scoring (a 16-position block of a kv head's rows lies
-// apart from the next: the hardware prefetcher does not follow).
-constexpr int64_t kPrefetchKeys = 16;
 
 inline __m512 widen(__m256 lo, __m256 hi) {
   return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
@@ -73,38 +70,17 @@ inline __m512 sum_rows16(const __m512* a) {
                        _mm512_shuffle_f32x4(z0, z1, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-inline void prefetch_row(const void* row, int64_t bytes) {
-  for (int64_t b = 0; b < bytes; b += 64) _mm_prefetch(static_cast<const char*>(row) + b, _MM_HINT_T0);
-}
-
-// Rows of one tile of positions: n keys and values, and the next tile's first keys (nn of them).
-struct TileRows {
-  const void* const* krow;
-  const void* const* vrow;
-  int64_t n;
-  const void* const* knext;
-  int64_t nn;
-  int64_t row_bytes;
-};
-
 // Scores of H query heads (rows q + h * hd) against the tile's keys, 16 / H keys a pass:
 // e[h * kAttnTile + j] = (q_h . k_j) * scale, for j up to n rounded up to the pass (krow padded).
-// Each pass fetches the keys kPrefetchKeys ahead (into the next tile) and its keys' value rows,
-// which the weighted sum reads after the tile's scores.
+// Each pass fetches ahead (TileRows::prefetch_pass).
 template <class R, int H>
-void scores(const float* q, int64_t hd, const TileRows& t, float scale, float* e) {
+void scores(const float* q, int64_t hd, const attn_simd::TileRows& t, float scale, float* e) {
   constexpr int K = kL / H;
   const int64_t hd16 = hd / kL * kL, n = t.n;
   const bool half = hd % kL != 0;
   const void* const* krow = t.krow;
   for (int64_t j0 = 0; j0 < n; j0 += K) {
-    #pragma GCC unroll 16
-    for (int k = 0; k < K; ++k) {
-      const int64_t j = j0 + kPrefetchKeys + k;
-      if (j < n) prefetch_row(krow[j], t.row_bytes);
-      else if (j - n < t.nn) prefetch_row(t.knext[j - n], t.row_bytes);
-      if (j0 + k < n) prefetch_row(t.vrow[j0 + k], t.row_bytes);
-    }
+    t.template prefetch_pass<K>(j0);
     __m512 a[kL];
     #pragma GCC unroll 16
     for (int r = 0; r < kL; ++r) a[r] = _mm512_setzero_ps();
@@ -202,20 +178,13 @@ void accumulate(float* o, const float* e, const void* const* vrow, int64_t n, in
 template <class R>
 void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, const AttentionShape& s, float* out,
                   float* sc, float* m, float* l) {
-  const auto [hd, group, lo, row_bytes, qg, og] = attn_simd::start_group(q, pos, kvh, kv, s, out, m, l);
-  // Row pointers of this tile and the next (found a tile ahead, so that scoring fetches across).
-  const void* kbuf[2][kAttnTile];
-  const void* vbuf[2][kAttnTile];
-  int cur = 0;
-  kv_rows(kv, kvh, row_bytes, lo, std::min(kAttnTile, pos + 1 - lo), kbuf[0], vbuf[0]);
-  for (int64_t p0 = lo; p0 <= pos; p0 += kAttnTile, cur = 1 - cur) {
-    const int64_t n = std::min(kAttnTile, pos + 1 - p0);
-    const void** krow = kbuf[cur];
-    const void** vrow = vbuf[cur];
-    const int64_t nn = std::clamp<int64_t>(pos + 1 - (p0 + kAttnTile), 0, kAttnTile);
-    if (nn > 0) kv_rows(kv, kvh, row_bytes, p0 + kAttnTile, nn, kbuf[1 - cur], vbuf[1 - cur]);
-    for (int64_t j = n; j < (n + kL - 1) / kL * kL; ++j) krow[j] = krow[n - 1];  // scored, then dropped
-    const TileRows rows{krow, vrow, n, kbuf[1 - cur], nn, row_bytes};
+  // (Named, not a structured binding: clang 14 cannot capture one in a lambda.)
+  const attn_simd::GroupStart start = attn_simd::start_group(q, pos, kvh, kv, s, out, m, l);
+  const int64_t hd = start.hd, group = start.group, lo = start.lo, row_bytes = start.row_bytes;
+  const float* qg = start.q;
+  float* og = start.out;
+  attn_simd::for_each_tile(kv, kvh, row_bytes, lo, pos, kL, [&](const attn_simd::TileRows& rows) {
+    const int64_t n = rows.n;
     // Heads in passes of 4, then 2, then 1: each key and value row is read once per pass.
     auto pass = [&]<int H>(std::integral_constant<int, H>, int64_t g) {
       float* e = sc + g * kAttnTile;
@@ -224,7 +193,7 @@ void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, co
         attn_simd::cap_scores(e + h * kAttnTile, n, s.softcap);
         attn_simd::softmax_tile(e + h * kAttnTile, n, og + (g + h) * hd, hd, m[g + h], l[g + h]);
       }
-      accumulate<R, H>(og + g * hd, e, vrow, n, hd);
+      accumulate<R, H>(og + g * hd, e, rows.vrow, n, hd);
     };
     int64_t g = 0;
     for (; g + 4 <= group; g += 4) pass(std::integral_constant<int, 4>{}, g);
@@ -233,7 +202,7 @@ void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, co
       g += 2;
     }
     if (g < group) pass(std::integral_constant<int, 1>{}, g);
-  }
+  });
   for (int64_t g = 0; g < group; ++g) attn_simd::scale_row(og + g * hd, row_normaliser(s, kvh * group + g, m[g], l[g]), hd);
 }
 

@@ -28,6 +28,59 @@ inline __m256 load8(Q8Row<B>, const void* row, int64_t i) {
   return _mm256_mul_ps(v, _mm256_set1_ps(_cvtsh_ss(h)));
 }
 
+// Keys ahead whose rows a decode kernel fetches while scoring: a kv head's rows of one 16-position
+// cache block lie apart from the next block's, where the hardware prefetcher does not follow.
+constexpr int64_t kPrefetchKeys = 16;
+
+// (An asm statement, not _mm_prefetch: GCC 12 deletes a loop of _mm_prefetch inside another loop as
+// if it did nothing.)
+inline void prefetch_row(const void* row, int64_t bytes) {
+  const char* p = static_cast<const char*>(row);
+  for (int64_t b = 0; b < bytes; b += 64) asm volatile("prefetcht0 %0" : : "m"(p[b]));
+}
+
+// The rows of one tile of a decode step's positions: n keys and values, and the next tile's first
+// keys (nn of them).
+struct TileRows {
+  const void* const* krow;
+  const void* const* vrow;
+  int64_t n;
+  const void* const* knext;
+  int64_t nn;
+  int64_t row_bytes;
+
+  // For a scoring pass over keys [j0, j0 + K): fetches the keys kPrefetchKeys ahead (into the next
+  // tile) and the pass's value rows, which the weighted sum reads after the tile's scores.
+  template <int K>
+  void prefetch_pass(int64_t j0) const {
+    #pragma GCC unroll 16
+    for (int k = 0; k < K; ++k) {
+      const int64_t j = j0 + kPrefetchKeys + k;
+      if (j < n) prefetch_row(krow[j], row_bytes);
+      else if (j - n < nn) prefetch_row(knext[j - n], row_bytes);
+      if (j0 + k < n) prefetch_row(vrow[j0 + k], row_bytes);
+    }
+  }
+};
+
+// f(rows) for each tile of kAttnTile positions of kv head kvh from lo to pos, its key rows padded
+// with the last to a multiple of pad (scored, then dropped); each tile's row pointers are found while
+// the previous tile is processed, so that scoring can fetch across.
+template <class F>
+void for_each_tile(const KvView& kv, int64_t kvh, int64_t row_bytes, int64_t lo, int64_t pos, int64_t pad, F&& f) {
+  const void* kbuf[2][kAttnTile];
+  const void* vbuf[2][kAttnTile];
+  int cur = 0;
+  kv_rows(kv, kvh, row_bytes, lo, std::min(kAttnTile, pos + 1 - lo), kbuf[0], vbuf[0]);
+  for (int64_t p0 = lo; p0 <= pos; p0 += kAttnTile, cur = 1 - cur) {
+    const int64_t n = std::min(kAttnTile, pos + 1 - p0);
+    const int64_t nn = std::clamp<int64_t>(pos + 1 - (p0 + kAttnTile), 0, kAttnTile);
+    if (nn > 0) kv_rows(kv, kvh, row_bytes, p0 + kAttnTile, nn, kbuf[1 - cur], vbuf[1 - cur]);
+    for (int64_t j = n; j < (n + pad - 1) / pad * pad; ++j) kbuf[cur][j] = kbuf[cur][n - 1];
+    f(TileRows{kbuf[cur], vbuf[cur], n, kbuf[1 - cur], nn, row_bytes});
+  }
+}
+
 // A decode step's query heads of one kv head: their query and output rows (outputs zeroed), and
 // their running maxima and sums reset.
 struct GroupStart {
