@@ -57,6 +57,8 @@ uint8_t* heap_zeroed(int64_t n) {
 }
 }  // namespace
 
+bool weight_buffers_on_heap() { return kWeightsOnHeap; }
+
 WeightBuffer::WeightBuffer(int64_t bytes) {
   const int64_t n = bytes > 0 ? bytes : 64;
   if (!kWeightsOnHeap && n >= kMapFrom) {

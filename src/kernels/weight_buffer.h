@@ -23,6 +23,9 @@ inline constexpr bool kWeightsOnHeap = false;
 inline constexpr bool kWeightsOnHeap = false;
 #endif
 
+// kWeightsOnHeap as the library was compiled (a test compiled without ASan can link an ASan library).
+bool weight_buffers_on_heap();
+
 // Bytes of a huge page (what mappings are aligned to).
 inline constexpr int64_t kHugePageBytes = int64_t{2} << 20;
 

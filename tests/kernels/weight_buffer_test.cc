@@ -50,7 +50,7 @@ TEST(WeightBuffer, TooLargeIsAClearError) {
 // A buffer of its own of 1 MiB or more starts on a huge page, so that every whole 2 MiB range of it
 // can be a 2 MiB page.
 TEST(WeightBuffer, MappedBufferStartsOnAHugePage) {
-  if (kWeightsOnHeap) GTEST_SKIP() << "heap memory under AddressSanitizer";
+  if (weight_buffers_on_heap()) GTEST_SKIP() << "heap memory under AddressSanitizer";
   for (int64_t bytes : {int64_t{1} << 20, (int64_t{5} << 20) + 4097}) {
     WeightBuffer b(bytes);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(b.data()) % kHugePageBytes, 0u) << bytes;
@@ -83,7 +83,7 @@ TEST(WeightArena, BuffersAreZeroedAlignedDisjointAndOutliveTheArena) {
   auto sorted = spans;
   std::sort(sorted.begin(), sorted.end());
   for (size_t i = 1; i < sorted.size(); ++i) EXPECT_LE(sorted[i - 1].second, sorted[i].first) << "buffers overlap";
-  if (!kWeightsOnHeap) {
+  if (!weight_buffers_on_heap()) {
     // The first buffer opens a region; the third (7.5 MiB: a quarter of the region or more, and it
     // does not fit what is left) has a mapping of its own; the ones after it share the region until
     // the last (1 MiB) does not fit and opens a new one.
@@ -107,7 +107,7 @@ TEST(WeightArena, BuffersAreZeroedAlignedDisjointAndOutliveTheArena) {
 // The arena's regions hold consecutive buffers until one does not fit: the next region starts on a
 // huge page again.
 TEST(WeightArena, OpensANewRegionWhenABufferDoesNotFit) {
-  if (kWeightsOnHeap) GTEST_SKIP() << "heap memory under AddressSanitizer";
+  if (weight_buffers_on_heap()) GTEST_SKIP() << "heap memory under AddressSanitizer";
   constexpr int64_t kRegion = int64_t{4} << 20, kPiece = int64_t{3} << 18;  // 0.75 MiB: under a quarter
   WeightArena arena(kRegion);
   std::vector<WeightBuffer> b;
