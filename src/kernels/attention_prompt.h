@@ -16,6 +16,8 @@
 #include "kernels/exp.h"
 
 namespace ember::kernels::detail::prompt {
+// Internal linkage, as attention_simd.h's (the two kernel files compile this with different sets).
+namespace {
 
 using attn_simd::cap_scores;
 using attn_simd::load8;
@@ -208,4 +210,5 @@ void attend_block(const AttentionItem& it, int64_t t0, int64_t nt, int64_t kvh, 
     scale_row(orow[r], row_normaliser(s, kvh * group + r % group, w.m[static_cast<size_t>(r)], w.l[static_cast<size_t>(r)]), hd);
 }
 
+}  // namespace
 }  // namespace ember::kernels::detail::prompt

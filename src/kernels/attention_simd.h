@@ -12,6 +12,9 @@
 #include "kernels/simd_avx2.h"
 
 namespace ember::kernels::detail::attn_simd {
+// Internal linkage: the AVX2 and AVX-512 files compile these with different instruction sets, and one
+// weak copy of an inline function would serve both (an AVX-512 one on an AVX2 machine).
+namespace {
 
 // 8 values from element i of a row, as float32.
 template <DType T>
@@ -137,4 +140,5 @@ inline void softmax_tile(float* e, int64_t n, float* o, int64_t hd, float& m, fl
   l += ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
 }
 
+}  // namespace
 }  // namespace ember::kernels::detail::attn_simd
