@@ -31,16 +31,16 @@ constexpr int64_t kSmallPage = 4096;
 
 int64_t round_up(int64_t n, int64_t to) { return (n + to - 1) / to * to; }
 
-[[noreturn]] void out_of_memory(int64_t bytes, const char* why) {
-  fail("weights", "cannot allocate " + std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB: " + why);
+[[noreturn]] void out_of_memory(const char* what, int64_t bytes, const char* why) {
+  fail(what, "cannot allocate " + std::to_string((bytes + (1 << 20) - 1) >> 20) + " MiB: " + why);
 }
 
 // n bytes (rounded up to small pages) of zeroed memory starting on a huge page: a mapping one huge
 // page longer, trimmed at both ends. 2 MiB pages back the whole huge pages inside it.
-std::shared_ptr<WeightMapping> map_aligned(int64_t n) {
+std::shared_ptr<WeightMapping> map_aligned(int64_t n, const char* what) {
   const int64_t bytes = round_up(n, kSmallPage), over = bytes + kHugePageBytes;
   void* p = ::mmap(nullptr, static_cast<size_t>(over), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) out_of_memory(n, std::strerror(errno));
+  if (p == MAP_FAILED) out_of_memory(what, n, std::strerror(errno));
   auto* raw = static_cast<uint8_t*>(p);
   auto* base = reinterpret_cast<uint8_t*>(round_up(static_cast<int64_t>(reinterpret_cast<uintptr_t>(raw)), kHugePageBytes));
   if (base > raw) ::munmap(raw, static_cast<size_t>(base - raw));
@@ -49,9 +49,9 @@ std::shared_ptr<WeightMapping> map_aligned(int64_t n) {
   return std::make_shared<WeightMapping>(base, bytes);
 }
 
-uint8_t* heap_zeroed(int64_t n) {
+uint8_t* heap_zeroed(int64_t n, const char* what) {
   void* p = ::operator new(static_cast<size_t>(n), kAlign, std::nothrow);
-  if (!p) out_of_memory(n, "out of memory");
+  if (!p) out_of_memory(what, n, "out of memory");
   std::memset(p, 0, static_cast<size_t>(n));
   return static_cast<uint8_t*>(p);
 }
@@ -59,14 +59,14 @@ uint8_t* heap_zeroed(int64_t n) {
 
 bool weight_buffers_on_heap() { return kWeightsOnHeap; }
 
-WeightBuffer::WeightBuffer(int64_t bytes) {
+WeightBuffer::WeightBuffer(int64_t bytes, const char* what) {
   const int64_t n = bytes > 0 ? bytes : 64;
   if (!kWeightsOnHeap && n >= kMapFrom) {
-    mapping_ = map_aligned(n);
+    mapping_ = map_aligned(n, what);
     data_ = mapping_->base;
     return;
   }
-  data_ = heap_zeroed(n);
+  data_ = heap_zeroed(n, what);
 }
 
 WeightBuffer::~WeightBuffer() { release(); }
@@ -113,7 +113,7 @@ WeightBuffer WeightArena::take(int64_t bytes) {
   if (!region_ || used_ + n > region_->bytes) {
     if (n >= region_bytes_ / 4) return WeightBuffer(n);
     close_region();
-    region_ = map_aligned(region_bytes_);
+    region_ = map_aligned(region_bytes_, "weights");
   }
   WeightBuffer b;
   b.data_ = region_->base + used_;

@@ -35,8 +35,8 @@ class WeightBuffer {
  public:
   WeightBuffer() = default;
   // Memory of its own: a mapping that starts on a huge page (1 MiB or more), else heap memory.
-  // Throws ember::Error naming the size when the memory cannot be had.
-  explicit WeightBuffer(int64_t bytes);
+  // Throws ember::Error naming `what` and the size when the memory cannot be had.
+  explicit WeightBuffer(int64_t bytes, const char* what = "weights");
   ~WeightBuffer();
   WeightBuffer(WeightBuffer&& o) noexcept;
   WeightBuffer& operator=(WeightBuffer&& o) noexcept;

@@ -45,7 +45,7 @@ KvCache::KvCache(const ModelConfig& c, int64_t n_blocks, int64_t block_size, ker
     block_stride_ += 2 * shape_.back().stride;
   }
   recurrent_ = RecurrentLayout(c);
-  data_ = kernels::WeightBuffer(n_blocks_ * block_stride_);
+  data_ = kernels::WeightBuffer(n_blocks_ * block_stride_, "KV cache");
   refs_.assign(static_cast<size_t>(n_blocks_), 0);
   free_.reserve(static_cast<size_t>(n_blocks_));
   for (int64_t b = n_blocks_ - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));

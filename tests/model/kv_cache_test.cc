@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "base/error.h"
@@ -82,6 +83,19 @@ TEST(KvCache, ExhaustionIsAnErrorAndLeaksNothing) {
   EXPECT_THROW(s.extend(10), Error);
   EXPECT_EQ(s.length(), 2);
   EXPECT_EQ(cache.free_blocks(), 1);
+}
+
+// A cache larger than the machine can map: a clear error naming the KV cache and the size (not
+// std::bad_alloc, not the weights).
+TEST(KvCache, TooLargeIsAClearError) {
+  try {
+    KvCache cache(tiny_config(), int64_t{1} << 40, 1 << 12, kernels::KvType::F32);
+    FAIL() << "the cache was allocated";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("KV cache"), std::string::npos) << what;
+    EXPECT_NE(what.find("MiB"), std::string::npos) << what;
+  }
 }
 
 }  // namespace
