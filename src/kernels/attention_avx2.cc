@@ -186,12 +186,9 @@ void accumulate2(float* o0, float* o1, const float* w0, const float* w1, const v
 template <class R>
 void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, const AttentionShape& s, float* out,
                   float* sc, float* m, float* l) {
-  // (Named, not a structured binding: clang 14 cannot capture one in a lambda.)
-  const attn_simd::GroupStart start = attn_simd::start_group(q, pos, kvh, kv, s, out, m, l);
-  const int64_t hd = start.hd, group = start.group, lo = start.lo, row_bytes = start.row_bytes;
-  const float* qg = start.q;
-  float* og = start.out;
-  attn_simd::for_each_tile(kv, kvh, row_bytes, lo, pos, kLanes, [&](const attn_simd::TileRows& rows) {
+  const int64_t hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
+  attn_simd::attend_group_tiles(q, pos, kvh, kv, s, out, m, l, kLanes, [&](const float* qg, float* og,
+                                                                        const attn_simd::TileRows& rows) {
     const int64_t n = rows.n;
     const void* const* vrow = rows.vrow;
     int64_t g = 0;
@@ -212,7 +209,6 @@ void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, co
       accumulate<R>(og + g * hd, e, vrow, n, hd);
     }
   });
-  for (int64_t g = 0; g < group; ++g) scale_row(og + g * hd, row_normaliser(s, kvh * group + g, m[g], l[g]), hd);
 }
 
 }  // namespace

@@ -178,15 +178,11 @@ void accumulate(float* o, const float* e, const void* const* vrow, int64_t n, in
 template <class R>
 void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, const AttentionShape& s, float* out,
                   float* sc, float* m, float* l) {
-  // (Named, not a structured binding: clang 14 cannot capture one in a lambda.)
-  const attn_simd::GroupStart start = attn_simd::start_group(q, pos, kvh, kv, s, out, m, l);
-  const int64_t hd = start.hd, group = start.group, lo = start.lo, row_bytes = start.row_bytes;
-  const float* qg = start.q;
-  float* og = start.out;
-  attn_simd::for_each_tile(kv, kvh, row_bytes, lo, pos, kL, [&](const attn_simd::TileRows& rows) {
+  const int64_t hd = s.head_dim;
+  attn_simd::attend_group_tiles(q, pos, kvh, kv, s, out, m, l, kL, [&](const float* qg, float* og, const attn_simd::TileRows& rows) {
     const int64_t n = rows.n;
     // Heads in passes of 4, then 2, then 1: each key and value row is read once per pass.
-    auto pass = [&]<int H>(std::integral_constant<int, H>, int64_t g) {
+    attn_simd::row_passes(s.n_heads / s.n_kv_heads, [&]<int H>(std::integral_constant<int, H>, int64_t g) {
       float* e = sc + g * kAttnTile;
       scores<R, H>(qg + g * hd, hd, rows, s.scale, e);
       for (int h = 0; h < H; ++h) {
@@ -194,16 +190,8 @@ void attend_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, co
         attn_simd::softmax_tile(e + h * kAttnTile, n, og + (g + h) * hd, hd, m[g + h], l[g + h]);
       }
       accumulate<R, H>(og + g * hd, e, rows.vrow, n, hd);
-    };
-    int64_t g = 0;
-    for (; g + 4 <= group; g += 4) pass(std::integral_constant<int, 4>{}, g);
-    if (g + 2 <= group) {
-      pass(std::integral_constant<int, 2>{}, g);
-      g += 2;
-    }
-    if (g < group) pass(std::integral_constant<int, 1>{}, g);
+    });
   });
-  for (int64_t g = 0; g < group; ++g) attn_simd::scale_row(og + g * hd, row_normaliser(s, kvh * group + g, m[g], l[g]), hd);
 }
 
 }  // namespace

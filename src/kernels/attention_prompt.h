@@ -20,6 +20,7 @@ namespace ember::kernels::detail::prompt {
 namespace {
 
 using attn_simd::cap_scores;
+using attn_simd::row_passes;
 using attn_simd::load8;
 using attn_simd::scale_row;
 
@@ -80,18 +81,6 @@ inline void accumulate_rows(float* const* orow, const float* const* wr, const fl
       for (int64_t j = 0; j < n; ++j) a = std::fma(wr[r][j * L], vf[j * ld + c], a);
       orow[r][c] = a;
     }
-}
-
-// f(RB, first row) over `rows` rows in passes of 4, then 2, then 1.
-template <class F>
-inline void row_passes(int64_t rows, F&& f) {
-  int64_t r = 0;
-  for (; r + 4 <= rows; r += 4) f(std::integral_constant<int, 4>{}, r);
-  if (r + 2 <= rows) {
-    f(std::integral_constant<int, 2>{}, r);
-    r += 2;
-  }
-  if (r < rows) f(std::integral_constant<int, 1>{}, r);
 }
 
 // Scores of the V::kLanes query rows in lanes (qt: their columns, one vector per column) against

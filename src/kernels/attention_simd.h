@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/attention_impl.h"
 #include "kernels/exp.h"
@@ -84,22 +85,37 @@ void for_each_tile(const KvView& kv, int64_t kvh, int64_t row_bytes, int64_t lo,
   }
 }
 
-// A decode step's query heads of one kv head: their query and output rows (outputs zeroed), and
-// their running maxima and sums reset.
-struct GroupStart {
-  int64_t hd, group, lo, row_bytes;
-  const float* q;
-  float* out;
-};
-inline GroupStart start_group(const float* q, int64_t pos, int64_t kvh, const KvView& kv, const AttentionShape& s,
-                              float* out, float* m, float* l) {
+inline void scale_row(float* x, float r, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= r;
+}
+
+// f(RB, first row) over `rows` rows in passes of 4, then 2, then 1.
+template <class F>
+inline void row_passes(int64_t rows, F&& f) {
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) f(std::integral_constant<int, 4>{}, r);
+  if (r + 2 <= rows) {
+    f(std::integral_constant<int, 2>{}, r);
+    r += 2;
+  }
+  if (r < rows) f(std::integral_constant<int, 1>{}, r);
+}
+
+// A decode step's query heads of kv head kvh, what both decode kernels share: the group's query rows
+// qg and output rows og (zeroed), running maxima m and sums l reset, tile(qg, og, rows) per tile of
+// positions (key rows padded to a multiple of pad), then each head's row normalised.
+template <class Tile>
+void attend_group_tiles(const float* q, int64_t pos, int64_t kvh, const KvView& kv, const AttentionShape& s,
+                        float* out, float* m, float* l, int64_t pad, Tile&& tile) {
   const int64_t hd = s.head_dim, group = s.n_heads / s.n_kv_heads;
-  GroupStart g{hd, group, first_visible(pos, s.sliding_window), kv_row_bytes(kv.type, hd), q + kvh * group * hd,
-               out + kvh * group * hd};
-  std::fill(g.out, g.out + group * hd, 0.0f);
+  const float* qg = q + kvh * group * hd;
+  float* og = out + kvh * group * hd;
+  std::fill(og, og + group * hd, 0.0f);
   std::fill(m, m + group, -INFINITY);
   std::fill(l, l + group, 0.0f);
-  return g;
+  for_each_tile(kv, kvh, kv_row_bytes(kv.type, hd), first_visible(pos, s.sliding_window), pos, pad,
+                [&](const TileRows& rows) { tile(qg, og, rows); });
+  for (int64_t g = 0; g < group; ++g) scale_row(og + g * hd, row_normaliser(s, kvh * group + g, m[g], l[g]), hd);
 }
 
 // Soft-capping of a tile's scores (the scalar kernel does the same per score).
@@ -108,9 +124,6 @@ inline void cap_scores(float* e, int64_t n, float cap) {
     for (int64_t j = 0; j < n; ++j) e[j] = std::tanh(e[j] / cap) * cap;
 }
 
-inline void scale_row(float* x, float r, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) x[i] *= r;
-}
 
 // Online softmax over one tile of scores e[0..n) (e has room for n rounded up to 8): raises the
 // running maximum m (rescaling o and the running sum l), then turns e into weights and adds them
