@@ -48,7 +48,7 @@ struct MatmulActs {
   std::vector<float> rounded;           // x rounded to BF16, for weights with bf16_activations
   std::vector<float> panel;             // plain weights (pack_panel_acts)
   std::vector<float> panel_rounded;     // the same of `rounded`
-  std::vector<uint32_t> bf16_pairs;     // `rounded` for the BF16 dot product (pack_panel_acts_bf16)
+  std::vector<uint32_t> bf16_pairs;     // x rounded for the BF16 dot product (pack_panel_acts_bf16)
   std::vector<int32_t> quant[kQTypes];  // per 32-weight block type (pack_quant_acts), by QType
   static int quant_slot(QType t) { return static_cast<int>(t); }
   // The activations w multiplies: x, or x rounded to BF16.
@@ -90,7 +90,7 @@ void prepare_matmul_acts(std::span<const WeightMatrix* const> ws, const float* x
   const int64_t cols = ws[0]->cols;
   if (q) quantize_acts(x, n, cols, a.q, pool);
   if (k) quantize_acts_k(x, n, cols, a.k, pool);
-  if (plain_rounded || bf16_dot) {
+  if (plain_rounded) {  // (the BF16 dot product's packing rounds as it packs)
     a.rounded.resize(static_cast<size_t>(n * cols));
     pool.parallel_for(n, 1, [&](int64_t t0, int64_t t1) {
       for (int64_t i = t0 * cols; i < t1 * cols; ++i) a.rounded[static_cast<size_t>(i)] = bf16_to_f32(f32_to_bf16(x[i]));
@@ -102,7 +102,7 @@ void prepare_matmul_acts(std::span<const WeightMatrix* const> ws, const float* x
       const detail::PanelActsLayout l = detail::kPanelActsBf16;
       a.bf16_pairs.resize(static_cast<size_t>(n * cols / 2));
       pool.parallel_for(detail::panel_pack_pieces(l, n, cols), 1, [&](int64_t p0, int64_t p1) {
-        detail::pack_panel_acts_bf16(l, a.rounded.data(), n, cols, a.bf16_pairs.data(), p0, p1);
+        detail::pack_panel_acts_bf16(l, x, n, cols, a.bf16_pairs.data(), p0, p1);
       });
     }
     const detail::PanelActsLayout l = isa == Isa::Avx512 ? detail::kPanelActsAvx512 : detail::kPanelActsAvx2;

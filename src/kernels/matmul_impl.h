@@ -55,8 +55,8 @@ int64_t panel_tile_starts(int64_t nt, int64_t tile_tokens, int64_t* start);
 // Pieces [p0, p1) of the panel_pack_pieces(l, n, cols) (token block x column block) of x into xp.
 int64_t panel_pack_pieces(PanelActsLayout l, int64_t n, int64_t cols);
 void pack_panel_acts(PanelActsLayout l, const float* x, int64_t n, int64_t cols, float* xp, int64_t p0, int64_t p1);
-// The same for panel_rows_bf16_avx512, of BF16-rounded activations x (cols even): each column pair
-// c, c + 1 one 32-bit word, column c's BF16 bits in the high half (the word vdpbf16ps multiplies
+// The same for panel_rows_bf16_avx512, of activations x rounded to BF16 here (cols even): each column
+// pair c, c + 1 one 32-bit word, column c's BF16 bits in the high half (the word vdpbf16ps multiplies
 // first), so that each block and tile is half the floats' size at the same place.
 void pack_panel_acts_bf16(PanelActsLayout l, const float* x, int64_t n, int64_t cols, uint32_t* xp, int64_t p0,
                           int64_t p1);

@@ -27,8 +27,9 @@ constexpr int kTileTokens = 9;
 // every token tile of a block reuses them (256 was no faster, 64 slower).
 constexpr int64_t kColBlock = 128;
 constexpr int64_t kTokens = kTokenBlock;  // tokens per block: their activations stay in L2
-// From this many token tiles on, 16-bit weights are converted once per block into a float32 buffer
-// rather than by every tile (at 2 tiles, 16 tokens, converting in the tiles was faster).
+// From this many token tiles on, 16-bit weights are converted once per block into a float32 buffer,
+// by the first tile, rather than by every tile (at 2 tiles, 16 tokens, converting in the tiles was
+// faster).
 constexpr int64_t kExpandTiles = 3;
 
 // 16 weights (one panel column) from element i, as float32 in row order (BF16's halves are
@@ -48,43 +49,55 @@ inline __m512 load16(const void* base, int64_t i) {
 // nor written. The sum order is prefill_tile's in matmul_avx2.cc: one fused multiply-add chain per
 // output in column order, from zero or (add) from the exact float y holds, so the bits are the AVX2
 // kernel's whatever the tile shape or blocking.
-template <DType T, int NP, int NT>
+template <DType T, int NP, int NT, bool Keep = false>
 void tile(const void* w, int64_t pstride, const float* xp, int64_t len, float* y, int64_t ldy, bool add,
-          __mmask16 last) {
+          __mmask16 last, const BlockFetch& fetch_in = {}, float* keep = nullptr) {
+  BlockFetch fetch = fetch_in;
   // Every loop over panels and tokens must unroll (GCC does not at -O2) or the accumulators live on the stack.
   __m512 acc[NP][NT];
   load_tile(acc, y, ldy, add, last);
-  for (int64_t k = 0; k < len; ++k, xp += NT) {
+  auto step = [&](int64_t k) [[gnu::always_inline]] {
+    fetch.at_step(k);
     __m512 wv[NP];
     #pragma GCC unroll 16
-    for (int p = 0; p < NP; ++p) wv[p] = load16<T>(w, p * pstride + k * kPanelRows);
+    for (int p = 0; p < NP; ++p) {
+      wv[p] = load16<T>(w, p * pstride + k * kPanelRows);
+      if constexpr (Keep) _mm512_store_ps(keep + (p * len + k) * kPanelRows, wv[p]);
+    }
     #pragma GCC unroll 32
     for (int t = 0; t < NT; ++t) {
-      const __m512 xb = _mm512_set1_ps(xp[t]);
+      const __m512 xb = _mm512_set1_ps(xp[k * NT + t]);
       #pragma GCC unroll 16
       for (int p = 0; p < NP; ++p) acc[p][t] = _mm512_fmadd_ps(wv[p], xb, acc[p][t]);
     }
-  }
+  };
+  const int64_t tail = std::max<int64_t>(0, len - kOutputFetchSteps);
+  for (int64_t k = 0; k < tail; ++k) step(k);
+  fetch_outputs<NP, NT>(y, ldy);
+  for (int64_t k = tail; k < len; ++k) step(k);
+  fetch.finish();
   store_tile(acc, y, ldy, last);
 }
 
-// tile<T, NP, nt> with nt <= NT chosen at run time.
-template <DType T, int NP, int NT>
+// tile<T, NP, nt, Keep> with nt <= NT chosen at run time.
+template <DType T, int NP, int NT, bool Keep>
 void tile_n(int nt, const void* w, int64_t pstride, const float* xp, int64_t len, float* y, int64_t ldy, bool add,
-            __mmask16 last) {
+            __mmask16 last, const BlockFetch& fetch, float* keep) {
   if constexpr (NT > 1)
-    if (nt < NT) return tile_n<T, NP, NT - 1>(nt, w, pstride, xp, len, y, ldy, add, last);
-  tile<T, NP, NT>(w, pstride, xp, len, y, ldy, add, last);
+    if (nt < NT) return tile_n<T, NP, NT - 1, Keep>(nt, w, pstride, xp, len, y, ldy, add, last, fetch, keep);
+  tile<T, NP, NT, Keep>(w, pstride, xp, len, y, ldy, add, last, fetch, keep);
 }
 
-// tile_n<T, np, kTileTokens> with np <= kPanels chosen at run time (a chunk's last 1 or 2 panels).
-template <DType T>
+// tile_n<T, np, kTileTokens, Keep> with np <= kPanels chosen at run time (a chunk's last 1 or 2
+// panels). Keep: the tile also stores its weights as float32 at keep (panels kPanelRows * len apart)
+// for the block's other tiles.
+template <DType T, bool Keep = false>
 void panels_n(int np, int nt, const void* w, int64_t pstride, const float* xp, int64_t len, float* y, int64_t ldy,
-              bool add, __mmask16 last) {
+              bool add, __mmask16 last, const BlockFetch& fetch, float* keep = nullptr) {
   static_assert(kPanels == 3, "a case per panel count");
-  if (np == 3) tile_n<T, 3, kTileTokens>(nt, w, pstride, xp, len, y, ldy, add, last);
-  else if (np == 2) tile_n<T, 2, kTileTokens>(nt, w, pstride, xp, len, y, ldy, add, last);
-  else tile_n<T, 1, kTileTokens>(nt, w, pstride, xp, len, y, ldy, add, last);
+  if (np == 3) tile_n<T, 3, kTileTokens, Keep>(nt, w, pstride, xp, len, y, ldy, add, last, fetch, keep);
+  else if (np == 2) tile_n<T, 2, kTileTokens, Keep>(nt, w, pstride, xp, len, y, ldy, add, last, fetch, keep);
+  else tile_n<T, 1, kTileTokens, Keep>(nt, w, pstride, xp, len, y, ldy, add, last, fetch, keep);
 }
 
 template <DType T>
@@ -97,6 +110,7 @@ void panel_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, int
     const int64_t nt = std::min(kTokens, n - t0);
     int64_t start[kTokens + 1];
     const int64_t tiles = panel_tile_starts(nt, kTileTokens, start);
+    // The first tile converts 16-bit weights for the others (kExpandTiles).
     const bool expand = T != DType::F32 && tiles >= kExpandTiles;
     // Column block k0 of the panels from g (up to kPanels of them) for every tile; returns how many.
     auto block = [&](int64_t k0, int64_t g) -> int64_t {
@@ -105,28 +119,19 @@ void panel_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, int
       const int np = static_cast<int>(std::min<int64_t>(kPanels, g1 - g));
       const __mmask16 last = last_panel_rows(w.rows, g, np);
       const void* wp = base + (g * pstride + k0 * kPanelRows) * es;
-      int64_t ps = pstride;
-      if (expand) {
-        for (int p = 0; p < np; ++p)
-          for (int64_t k = 0; k < len; ++k)
-            _mm512_store_ps(wbuf + (p * len + k) * kPanelRows, load16<T>(wp, p * pstride + k * kPanelRows));
-        ps = kPanelRows * len;
-      }
-      // The next group's 16-bit block starts a page of its own, where the hardware prefetcher
-      // does not follow: fetch it into L2 a slice per tile while this group computes (64 tokens:
-      // f16 +10%, bf16 +4%; f32's blocks, twice the lines, and 2 tiles (16 tokens) were no faster).
-      const int64_t next = expand ? std::min<int64_t>(kPanels, g1 - g - np) : 0;
-      const int64_t lines = len * kPanelRows * es / kCacheLine;
+      // The next group's 16-bit block, fetched by the tiles (BlockFetch; 64 tokens: f16 +10%, bf16
+      // +4% when first added; f32's blocks, twice the lines, and 2 tiles (16 tokens) were no faster).
+      const int next = expand ? static_cast<int>(std::min<int64_t>(kPanels, g1 - g - np)) : 0;
       const auto* wnext = static_cast<const char*>(wp) + np * pstride * es;
       for (int64_t i = 0; i < tiles; ++i) {
-        for (int64_t l = i * next * lines / tiles, e = (i + 1) * next * lines / tiles; l < e; ++l)
-          _mm_prefetch(wnext + (l / lines) * pstride * es + (l % lines) * kCacheLine, _MM_HINT_T1);
+        const BlockFetch fetch(wnext, pstride * es, next, len * kPanelRows * es, i, tiles, len);
         const int s = static_cast<int>(start[i + 1] - start[i]);
         float* yt = y + (t0 + start[i]) * w.rows + g * kPanelRows;
         const float* xt = xb + start[i] * len;
         const bool add = k0 > 0;
-        if (expand) panels_n<DType::F32>(np, s, wbuf, ps, xt, len, yt, w.rows, add, last);
-        else panels_n<T>(np, s, wp, ps, xt, len, yt, w.rows, add, last);
+        if (!expand) panels_n<T>(np, s, wp, pstride, xt, len, yt, w.rows, add, last, fetch);
+        else if (i == 0) panels_n<T, true>(np, s, wp, pstride, xt, len, yt, w.rows, add, last, fetch, wbuf);
+        else panels_n<DType::F32>(np, s, wbuf, kPanelRows * len, xt, len, yt, w.rows, add, last, fetch);
       }
       return np;
     };

@@ -54,47 +54,61 @@ inline __m512i pair_permutation() {
   return _mm512_load_si512(idx);
 }
 
+// Where a tile's weight pairs come from: a block already permuted (wbuf), the panels permuted in the
+// tile, or the panels permuted in the tile and kept in wbuf for the block's other tiles.
+enum class Source { Permuted, Panels, PanelsKept };
+
 // NP panels x NT tokens over `pairs` column pairs. w: panel 0 at the block's first column, panels
 // pstride elements apart; xp: the tile's activation pairs pair by pair (xp[k * NT + t], as
-// pack_panel_acts_bf16 lays them out); y and the masks as in the float32 kernel's tile.
-template <bool Permute, int NP, int NT>
+// pack_panel_acts_bf16 lays them out); y and the masks as in the float32 kernel's tile. PanelsKept
+// stores the permuted pairs at keep (panels kPanelRows * 2 * pairs apart).
+template <Source S, int NP, int NT>
 void tile(const uint16_t* w, int64_t pstride, const uint32_t* xp, int64_t pairs, float* y, int64_t ldy, bool add,
-          __mmask16 last, __m512i perm) {
-
+          __mmask16 last, __m512i perm, const BlockFetch& fetch_in, uint16_t* keep) {
+  BlockFetch fetch = fetch_in;
   // Every loop over panels and tokens must unroll (GCC does not at -O2) or the accumulators live on the stack.
   __m512 acc[NP][NT];
   load_tile(acc, y, ldy, add, last);
-  for (int64_t k = 0; k < pairs; ++k, xp += NT) {
+  auto step = [&](int64_t k) [[gnu::always_inline]] {
+    fetch.at_step(k);
     __m512i wv[NP];
     #pragma GCC unroll 4
-    for (int p = 0; p < NP; ++p)
-      wv[p] = Permute ? _mm512_permutexvar_epi16(perm, _mm512_loadu_si512(w + p * pstride + 2 * k * kPanelRows))
-                      : _mm512_loadu_si512(w + p * pstride + 2 * k * kPanelRows);
+    for (int p = 0; p < NP; ++p) {
+      wv[p] = _mm512_loadu_si512(w + p * pstride + 2 * k * kPanelRows);
+      if constexpr (S != Source::Permuted) wv[p] = _mm512_permutexvar_epi16(perm, wv[p]);
+      if constexpr (S == Source::PanelsKept) _mm512_store_si512(keep + (p * pairs + k) * 2 * kPanelRows, wv[p]);
+    }
     #pragma GCC unroll 32
     for (int t = 0; t < NT; ++t) {
-      const __m512i xb = _mm512_set1_epi32(static_cast<int>(xp[t]));
+      const __m512i xb = _mm512_set1_epi32(static_cast<int>(xp[k * NT + t]));
       #pragma GCC unroll 4
       for (int p = 0; p < NP; ++p) acc[p][t] = dot_pairs(acc[p][t], wv[p], xb);
     }
-  }
+  };
+  const int64_t tail = std::max<int64_t>(0, pairs - kOutputFetchSteps);
+  for (int64_t k = 0; k < tail; ++k) step(k);
+  fetch_outputs<NP, NT>(y, ldy);
+  for (int64_t k = tail; k < pairs; ++k) step(k);
+  fetch.finish();
   store_tile(acc, y, ldy, last);
 }
 
-template <bool Permute, int NP, int NT>
+template <Source S, int NP, int NT>
 void tile_n(int nt, const uint16_t* w, int64_t pstride, const uint32_t* xp, int64_t pairs, float* y, int64_t ldy,
-            bool add, __mmask16 last, __m512i perm) {
+            bool add, __mmask16 last, __m512i perm, const BlockFetch& fetch, uint16_t* keep) {
   if constexpr (NT > 1)
-    if (nt < NT) return tile_n<Permute, NP, NT - 1>(nt, w, pstride, xp, pairs, y, ldy, add, last, perm);
-  tile<Permute, NP, NT>(w, pstride, xp, pairs, y, ldy, add, last, perm);
+    if (nt < NT) return tile_n<S, NP, NT - 1>(nt, w, pstride, xp, pairs, y, ldy, add, last, perm, fetch, keep);
+  tile<S, NP, NT>(w, pstride, xp, pairs, y, ldy, add, last, perm, fetch, keep);
 }
 
-template <bool Permute>
+template <Source S>
 void panels_n(int np, int nt, const uint16_t* w, int64_t pstride, const uint32_t* xp, int64_t pairs, float* y,
-              int64_t ldy, bool add, __mmask16 last, __m512i perm) {
+              int64_t ldy, bool add, __mmask16 last, __m512i perm, const BlockFetch& fetch,
+              uint16_t* keep = nullptr) {
   static_assert(kPanels == 3, "a case per panel count");
-  if (np == 3) tile_n<Permute, 3, kTileTokens>(nt, w, pstride, xp, pairs, y, ldy, add, last, perm);
-  else if (np == 2) tile_n<Permute, 2, kTileTokens>(nt, w, pstride, xp, pairs, y, ldy, add, last, perm);
-  else tile_n<Permute, 1, kTileTokens>(nt, w, pstride, xp, pairs, y, ldy, add, last, perm);
+  if (np == 3) tile_n<S, 3, kTileTokens>(nt, w, pstride, xp, pairs, y, ldy, add, last, perm, fetch, keep);
+  else if (np == 2) tile_n<S, 2, kTileTokens>(nt, w, pstride, xp, pairs, y, ldy, add, last, perm, fetch, keep);
+  else tile_n<S, 1, kTileTokens>(nt, w, pstride, xp, pairs, y, ldy, add, last, perm, fetch, keep);
 }
 
 }  // namespace
@@ -115,24 +129,21 @@ void panel_rows_bf16_avx512(const WeightMatrix& w, const uint32_t* xp, int64_t n
       const int np = static_cast<int>(std::min<int64_t>(kPanels, g1 - g));
       const __mmask16 last = last_panel_rows(w.rows, g, np);
       const uint16_t* wp = base + g * pstride + k0 * kPanelRows;
-      const bool permuted = tiles >= kPermuteTiles;
-      if (permuted)
-        for (int p = 0; p < np; ++p)
-          for (int64_t k = 0; k < len; k += 2)
-            _mm512_store_si512(wbuf + (p * len + k) * kPanelRows,
-                               _mm512_permutexvar_epi16(perm, _mm512_loadu_si512(wp + p * pstride + k * kPanelRows)));
-      // The next group's block, fetched into L2 a slice per tile (as the float32 kernel does).
-      const int64_t next = tiles >= 2 ? std::min<int64_t>(kPanels, g1 - g - np) : 0;
-      const int64_t lines = len * kPanelRows * 2 / kCacheLine;
-      const auto* wnext = reinterpret_cast<const char*>(wp + np * pstride);
+      // From kPermuteTiles tiles on, the first tile keeps the pairs it permutes for the others.
+      const bool keep = tiles >= kPermuteTiles;
+      // The next group's block, fetched by the tiles (BlockFetch), as the float32 kernel does.
+      const int next = tiles >= 2 ? static_cast<int>(std::min<int64_t>(kPanels, g1 - g - np)) : 0;
+      const uint16_t* wnext = wp + np * pstride;
       for (int64_t i = 0; i < tiles; ++i) {
-        for (int64_t l = i * next * lines / tiles, e = (i + 1) * next * lines / tiles; l < e; ++l)
-          _mm_prefetch(wnext + (l / lines) * pstride * 2 + (l % lines) * kCacheLine, _MM_HINT_T1);
+        const BlockFetch fetch(wnext, pstride * 2, next, len * kPanelRows * 2, i, tiles, len / 2);
         const int s = static_cast<int>(start[i + 1] - start[i]);
         float* yt = y + (t0 + start[i]) * w.rows + g * kPanelRows;
         const uint32_t* xt = xb + start[i] * len / 2;
-        if (permuted) panels_n<false>(np, s, wbuf, kPanelRows * len, xt, len / 2, yt, w.rows, k0 > 0, last, perm);
-        else panels_n<true>(np, s, wp, pstride, xt, len / 2, yt, w.rows, k0 > 0, last, perm);
+        const bool add = k0 > 0;
+        if (!keep) panels_n<Source::Panels>(np, s, wp, pstride, xt, len / 2, yt, w.rows, add, last, perm, fetch);
+        else if (i == 0)
+          panels_n<Source::PanelsKept>(np, s, wp, pstride, xt, len / 2, yt, w.rows, add, last, perm, fetch, wbuf);
+        else panels_n<Source::Permuted>(np, s, wbuf, kPanelRows * len, xt, len / 2, yt, w.rows, add, last, perm, fetch);
       }
       return np;
     };

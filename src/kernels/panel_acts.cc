@@ -1,8 +1,8 @@
 // The panel kernels' prefill activations (PanelActsLayout in matmul_impl.h): each block's register
 // tiles transposed, once per product, so that a tile's broadcasts walk one contiguous stream.
 #include <algorithm>
-#include <bit>
 
+#include "base/dtype.h"
 #include "kernels/matmul_impl.h"
 
 namespace ember::kernels::detail {
@@ -49,9 +49,9 @@ void pack_panel_acts(PanelActsLayout l, const float* x, int64_t n, int64_t cols,
 
 void pack_panel_acts_bf16(PanelActsLayout l, const float* x, int64_t n, int64_t cols, uint32_t* xp, int64_t p0,
                           int64_t p1) {
-  auto bits = [](float v) { return std::bit_cast<uint32_t>(v); };  // v is BF16-rounded: its low half is zero
   for_each_tile_token(l, x, n, cols, p0, p1, [&](const float* src, int64_t at, int64_t s, int64_t t, int64_t len) {
-    for (int64_t k = 0; k < len / 2; ++k) xp[at / 2 + k * s + t] = bits(src[2 * k]) | (bits(src[2 * k + 1]) >> 16);
+    for (int64_t k = 0; k < len / 2; ++k)
+      xp[at / 2 + k * s + t] = static_cast<uint32_t>(f32_to_bf16(src[2 * k])) << 16 | f32_to_bf16(src[2 * k + 1]);
   });
 }
 
