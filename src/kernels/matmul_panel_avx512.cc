@@ -119,9 +119,8 @@ void panel_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, int
       const int np = static_cast<int>(std::min<int64_t>(kPanels, g1 - g));
       const __mmask16 last = last_panel_rows(w.rows, g, np);
       const void* wp = base + (g * pstride + k0 * kPanelRows) * es;
-      // The next group's 16-bit block, fetched by the tiles (BlockFetch; 64 tokens: f16 +10%, bf16
-      // +4% when first added; f32's blocks, twice the lines, and 2 tiles (16 tokens) were no faster).
-      const int next = expand ? static_cast<int>(std::min<int64_t>(kPanels, g1 - g - np)) : 0;
+      // The next group's block, fetched by the tiles (BlockFetch).
+      const int next = tiles >= 2 ? static_cast<int>(std::min<int64_t>(kPanels, g1 - g - np)) : 0;
       const auto* wnext = static_cast<const char*>(wp) + np * pstride * es;
       for (int64_t i = 0; i < tiles; ++i) {
         const BlockFetch fetch(wnext, pstride * es, next, len * kPanelRows * es, i, tiles, len);
