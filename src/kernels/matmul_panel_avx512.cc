@@ -56,7 +56,8 @@ void tile(const void* w, int64_t pstride, const float* xp, int64_t len, float* y
   // Every loop over panels and tokens must unroll (GCC does not at -O2) or the accumulators live on the stack.
   __m512 acc[NP][NT];
   load_tile(acc, y, ldy, add, last);
-  auto step = [&](int64_t k) [[gnu::always_inline]] {
+  // (__attribute__: clang 14 reads [[gnu::always_inline]] in this place as a type's attribute.)
+  auto step = [&](int64_t k) __attribute__((always_inline)) {
     fetch.at_step(k);
     __m512 wv[NP];
     #pragma GCC unroll 16

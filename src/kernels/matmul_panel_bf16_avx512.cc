@@ -69,7 +69,8 @@ void tile(const uint16_t* w, int64_t pstride, const uint32_t* xp, int64_t pairs,
   // Every loop over panels and tokens must unroll (GCC does not at -O2) or the accumulators live on the stack.
   __m512 acc[NP][NT];
   load_tile(acc, y, ldy, add, last);
-  auto step = [&](int64_t k) [[gnu::always_inline]] {
+  // (__attribute__: clang 14 reads [[gnu::always_inline]] in this place as a type's attribute.)
+  auto step = [&](int64_t k) __attribute__((always_inline)) {
     fetch.at_step(k);
     __m512i wv[NP];
     #pragma GCC unroll 4

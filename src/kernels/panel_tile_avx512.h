@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "kernels/block_fetch.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/pack.h"
 
@@ -55,48 +56,6 @@ inline __mmask16 last_panel_rows(int64_t rows, int64_t g, int np) {
   const int64_t valid = std::min<int64_t>(kPanelRows, rows - (g + np - 1) * kPanelRows);
   return static_cast<__mmask16>((1u << valid) - 1);
 }
-
-// A token tile's share of the next group's column block, fetched into L2 while the tile computes:
-// the next group's panels start pages of their own, where the hardware prefetcher does not follow.
-// Tile i of `tiles` takes lines [i L / tiles, (i + 1) L / tiles) of each panel's L and fetches one
-// line of every panel at evenly spaced steps of its column loop. (Before, a burst of fetches with a
-// division per line ran before each tile and the block's conversion after it, in the caller: together
-// 15-18% of the f16 and bf16 products' time at one thread, Zen 4.)
-class BlockFetch {
- public:
-  BlockFetch() = default;
-  // np panels of `bytes` each from `next`, `stride` bytes apart; a tile loop of `steps` steps.
-  BlockFetch(const void* next, int64_t stride, int np, int64_t bytes, int64_t i, int64_t tiles, int64_t steps) {
-    const int64_t lines = bytes / kCacheLine, first = i * lines / tiles, count = (i + 1) * lines / tiles - first;
-    if (np <= 0 || count <= 0) return;
-    line_ = static_cast<const char*>(next) + first * kCacheLine;
-    stride_ = stride;
-    np_ = np;
-    left_ = count;
-    every_ = std::max<int64_t>(1, steps / count);
-    due_ = 0;
-  }
-
-  // Called at each step k of the tile's loop, in order.
-  [[gnu::always_inline]] void at_step(int64_t k) {
-    if (k != due_) return;
-    // (An asm statement: GCC 12 deletes _mm_prefetch loops nested in another loop, attention_simd.h.)
-    for (int p = 0; p < np_; ++p) asm volatile("prefetcht1 %0" : : "m"(line_[p * stride_]));
-    line_ += kCacheLine;
-    due_ = --left_ > 0 ? due_ + every_ : -1;
-  }
-
-  // After the loop: the lines a loop shorter than the share did not reach.
-  void finish() {
-    for (; left_ > 0; --left_, line_ += kCacheLine)
-      for (int p = 0; p < np_; ++p) asm volatile("prefetcht1 %0" : : "m"(line_[p * stride_]));
-  }
-
- private:
-  const char* line_ = nullptr;
-  int64_t stride_ = 0, left_ = 0, every_ = 1, due_ = -1;
-  int np_ = 0;
-};
 
 // Calls block(k0, g), which computes column block k0 of the panels from g for a token block's register
 // tiles and returns how many panels it took, over columns [0, K) in blocks of col_block and panels
