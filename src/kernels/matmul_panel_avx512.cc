@@ -120,11 +120,11 @@ void panel_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, int
       const int np = static_cast<int>(std::min<int64_t>(kPanels, g1 - g));
       const __mmask16 last = last_panel_rows(w.rows, g, np);
       const void* wp = base + (g * pstride + k0 * kPanelRows) * es;
-      // The next group's block, fetched by the tiles (BlockFetch).
-      const int next = tiles >= 2 ? static_cast<int>(std::min<int64_t>(kPanels, g1 - g - np)) : 0;
-      const auto* wnext = static_cast<const char*>(wp) + np * pstride * es;
+      // The next block, fetched by the tiles.
+      const NextBlock next = tiles >= 2 ? next_panel_block(K, kColBlock, g0, g1, k0, g, np) : NextBlock{};
+      const auto* wnext = next.np ? base + (next.g * pstride + next.k0 * kPanelRows) * es : nullptr;
       for (int64_t i = 0; i < tiles; ++i) {
-        const BlockFetch fetch(wnext, pstride * es, next, len * kPanelRows * es, i, tiles, len);
+        const BlockFetch fetch(wnext, pstride * es, next.np, next.len * kPanelRows * es, i, tiles, len);
         const int s = static_cast<int>(start[i + 1] - start[i]);
         float* yt = y + (t0 + start[i]) * w.rows + g * kPanelRows;
         const float* xt = xb + start[i] * len;

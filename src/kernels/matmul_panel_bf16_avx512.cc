@@ -132,11 +132,11 @@ void panel_rows_bf16_avx512(const WeightMatrix& w, const uint32_t* xp, int64_t n
       const uint16_t* wp = base + g * pstride + k0 * kPanelRows;
       // From kPermuteTiles tiles on, the first tile keeps the pairs it permutes for the others.
       const bool keep = tiles >= kPermuteTiles;
-      // The next group's block, fetched by the tiles (BlockFetch), as the float32 kernel does.
-      const int next = tiles >= 2 ? static_cast<int>(std::min<int64_t>(kPanels, g1 - g - np)) : 0;
-      const uint16_t* wnext = wp + np * pstride;
+      // The next block, fetched by the tiles, as the float32 kernel does.
+      const NextBlock next = tiles >= 2 ? next_panel_block(K, kColBlock, g0, g1, k0, g, np) : NextBlock{};
+      const uint16_t* wnext = next.np ? base + next.g * pstride + next.k0 * kPanelRows : nullptr;
       for (int64_t i = 0; i < tiles; ++i) {
-        const BlockFetch fetch(wnext, pstride * 2, next, len * kPanelRows * 2, i, tiles, len / 2);
+        const BlockFetch fetch(wnext, pstride * 2, next.np, next.len * kPanelRows * 2, i, tiles, len / 2);
         const int s = static_cast<int>(start[i + 1] - start[i]);
         float* yt = y + (t0 + start[i]) * w.rows + g * kPanelRows;
         const uint32_t* xt = xb + start[i] * len / 2;

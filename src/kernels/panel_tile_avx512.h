@@ -2,13 +2,13 @@
 // Internal: what the AVX-512 panel kernels (float32, matmul_panel_avx512.cc; BF16 dot,
 // matmul_panel_bf16_avx512.cc) share: the accumulators of their register tiles, NP panels x NT tokens,
 // one zmm of 16 rows each, at y[t * ldy + p * 16] (rows of the last panel outside `last` neither read
-// nor written), and the order of their blocks.
+// nor written); the order of their blocks is panel_blocks.h's.
 #include "kernels/avx512_intrinsics.h"
 
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/block_fetch.h"
+#include "kernels/panel_blocks.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/pack.h"
 
@@ -55,28 +55,6 @@ template <int NP, int NT>
 inline __mmask16 last_panel_rows(int64_t rows, int64_t g, int np) {
   const int64_t valid = std::min<int64_t>(kPanelRows, rows - (g + np - 1) * kPanelRows);
   return static_cast<__mmask16>((1u << valid) - 1);
-}
-
-// Calls block(k0, g), which computes column block k0 of the panels from g for a token block's register
-// tiles and returns how many panels it took, over columns [0, K) in blocks of col_block and panels
-// [g0, g1). With several tiles, column blocks are outermost: each block of activations stays in L1
-// while every group of panels reuses it. With one tile (a few tokens: a batched step, a speculative
-// pass) each group's panels are read whole, a few long streams from memory as decode reads them;
-// column blocks outermost would start a stream per block of every panel (kernels_bench
-// BM_DecodeStream, f16 and bf16, Zen 4, one thread: 3 tokens 12.5 -> 24.5 GB/s, 4 tokens 11-12.5 -> 21;
-// the BF16 dot kernel, 4 tokens of 8192 x 8192: 15.7 -> 27).
-template <class Block>
-inline void for_each_panel_block(int64_t K, int64_t col_block, int64_t g0, int64_t g1, int64_t tiles, Block&& block) {
-  if (tiles == 1) {
-    for (int64_t g = g0; g < g1;) {
-      int64_t np = 0;
-      for (int64_t k0 = 0; k0 < K; k0 += col_block) np = block(k0, g);
-      g += np;
-    }
-  } else {
-    for (int64_t k0 = 0; k0 < K; k0 += col_block)
-      for (int64_t g = g0; g < g1;) g += block(k0, g);
-  }
 }
 
 }  // namespace ember::kernels::detail

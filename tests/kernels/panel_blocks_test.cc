@@ -1,10 +1,12 @@
-// The next block's fetches of the AVX-512 panel kernels' tiles (kernels/block_fetch.h): which lines,
+// The next block's fetches of the AVX-512 panel kernels' tiles (kernels/panel_blocks.h): which lines,
 // and when in a tile's loop.
-#include "kernels/block_fetch.h"
+#include "kernels/panel_blocks.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
+#include <tuple>
 #include <vector>
 
 namespace ember::kernels::detail {
@@ -61,6 +63,37 @@ TEST(BlockFetch, NoNextBlockFetchesNothing) {
   for (int64_t k = 0; k < 128; ++k) none.at_step(k);
   none.finish();
   EXPECT_TRUE(got.empty());
+}
+
+// With several tiles, the block each one fetches is the one visited next: the next panels of its
+// column block, then the range's first ones of the next column block; nothing after the last.
+TEST(PanelBlocks, TheNextBlockIsTheOneVisitedNext) {
+  for (int64_t K : {int64_t{128}, int64_t{300}, int64_t{2048}})
+    for (const auto& range : {std::pair<int64_t, int64_t>{0, 1}, {0, 9}, {5, 13}, {3, 4}}) {
+      const int64_t g0 = range.first, g1 = range.second;  // (clang 14 cannot capture structured bindings)
+      SCOPED_TRACE(testing::Message() << K << " columns, panels " << g0 << ".." << g1);
+      constexpr int64_t kCols = 128;
+      std::vector<std::tuple<int64_t, int64_t, int>> visits;
+      for_each_panel_block(K, kCols, g0, g1, 2, [&](int64_t k0, int64_t g) {
+        const int np = static_cast<int>(std::min<int64_t>(kPanelTile512, g1 - g));
+        visits.emplace_back(k0, g, np);
+        return np;
+      });
+      ASSERT_EQ(visits.size(), static_cast<size_t>((K + kCols - 1) / kCols * ((g1 - g0 + 2) / 3)));
+      for (size_t i = 0; i < visits.size(); ++i) {
+        const auto [k0, g, np] = visits[i];
+        const NextBlock next = next_panel_block(K, kCols, g0, g1, k0, g, np);
+        if (i + 1 == visits.size()) {
+          EXPECT_EQ(next.np, 0);
+          continue;
+        }
+        const auto [nk0, ng, nnp] = visits[i + 1];
+        EXPECT_EQ(next.k0, nk0);
+        EXPECT_EQ(next.g, ng);
+        EXPECT_EQ(next.np, nnp);
+        EXPECT_EQ(next.len, std::min(kCols, K - nk0));
+      }
+    }
 }
 
 }  // namespace
