@@ -51,14 +51,12 @@ inline __m512 load16(const void* base, int64_t i) {
 // kernel's whatever the tile shape or blocking.
 template <DType T, int NP, int NT, bool Keep = false>
 void tile(const void* w, int64_t pstride, const float* xp, int64_t len, float* y, int64_t ldy, bool add,
-          __mmask16 last, const BlockFetch& fetch_in = {}, float* keep = nullptr) {
-  BlockFetch fetch = fetch_in;
+          __mmask16 last, const BlockFetch& fetch = {}, float* keep = nullptr) {
   // Every loop over panels and tokens must unroll (GCC does not at -O2) or the accumulators live on the stack.
   __m512 acc[NP][NT];
   load_tile(acc, y, ldy, add, last);
   // (__attribute__: clang 14 reads [[gnu::always_inline]] in this place as a type's attribute.)
   auto step = [&](int64_t k) __attribute__((always_inline)) {
-    fetch.at_step(k);
     __m512 wv[NP];
     #pragma GCC unroll 16
     for (int p = 0; p < NP; ++p) {
@@ -72,11 +70,7 @@ void tile(const void* w, int64_t pstride, const float* xp, int64_t len, float* y
       for (int p = 0; p < NP; ++p) acc[p][t] = _mm512_fmadd_ps(wv[p], xb, acc[p][t]);
     }
   };
-  const int64_t tail = std::max<int64_t>(0, len - kOutputFetchSteps);
-  for (int64_t k = 0; k < tail; ++k) step(k);
-  fetch_outputs<NP, NT>(y, ldy);
-  for (int64_t k = tail; k < len; ++k) step(k);
-  fetch.finish();
+  tile_steps<NP, NT>(len, fetch, y, ldy, step);
   store_tile(acc, y, ldy, last);
 }
 
@@ -122,9 +116,8 @@ void panel_rows(const WeightMatrix& w, const float* xp, int64_t n, float* y, int
       const void* wp = base + (g * pstride + k0 * kPanelRows) * es;
       // The next block, fetched by the tiles.
       const NextBlock next = tiles >= 2 ? next_panel_block(K, kColBlock, g0, g1, k0, g, np) : NextBlock{};
-      const auto* wnext = next.np ? base + (next.g * pstride + next.k0 * kPanelRows) * es : nullptr;
       for (int64_t i = 0; i < tiles; ++i) {
-        const BlockFetch fetch(wnext, pstride * es, next.np, next.len * kPanelRows * es, i, tiles, len);
+        const BlockFetch fetch = next_block_fetch(base, pstride, es, next, i, tiles, len);
         const int s = static_cast<int>(start[i + 1] - start[i]);
         float* yt = y + (t0 + start[i]) * w.rows + g * kPanelRows;
         const float* xt = xb + start[i] * len;

@@ -64,14 +64,12 @@ enum class Source { Permuted, Panels, PanelsKept };
 // stores the permuted pairs at keep (panels kPanelRows * 2 * pairs apart).
 template <Source S, int NP, int NT>
 void tile(const uint16_t* w, int64_t pstride, const uint32_t* xp, int64_t pairs, float* y, int64_t ldy, bool add,
-          __mmask16 last, __m512i perm, const BlockFetch& fetch_in, uint16_t* keep) {
-  BlockFetch fetch = fetch_in;
+          __mmask16 last, __m512i perm, const BlockFetch& fetch, uint16_t* keep) {
   // Every loop over panels and tokens must unroll (GCC does not at -O2) or the accumulators live on the stack.
   __m512 acc[NP][NT];
   load_tile(acc, y, ldy, add, last);
   // (__attribute__: clang 14 reads [[gnu::always_inline]] in this place as a type's attribute.)
   auto step = [&](int64_t k) __attribute__((always_inline)) {
-    fetch.at_step(k);
     __m512i wv[NP];
     #pragma GCC unroll 4
     for (int p = 0; p < NP; ++p) {
@@ -86,11 +84,7 @@ void tile(const uint16_t* w, int64_t pstride, const uint32_t* xp, int64_t pairs,
       for (int p = 0; p < NP; ++p) acc[p][t] = dot_pairs(acc[p][t], wv[p], xb);
     }
   };
-  const int64_t tail = std::max<int64_t>(0, pairs - kOutputFetchSteps);
-  for (int64_t k = 0; k < tail; ++k) step(k);
-  fetch_outputs<NP, NT>(y, ldy);
-  for (int64_t k = tail; k < pairs; ++k) step(k);
-  fetch.finish();
+  tile_steps<NP, NT>(pairs, fetch, y, ldy, step);
   store_tile(acc, y, ldy, last);
 }
 
@@ -134,9 +128,8 @@ void panel_rows_bf16_avx512(const WeightMatrix& w, const uint32_t* xp, int64_t n
       const bool keep = tiles >= kPermuteTiles;
       // The next block, fetched by the tiles, as the float32 kernel does.
       const NextBlock next = tiles >= 2 ? next_panel_block(K, kColBlock, g0, g1, k0, g, np) : NextBlock{};
-      const uint16_t* wnext = next.np ? base + next.g * pstride + next.k0 * kPanelRows : nullptr;
       for (int64_t i = 0; i < tiles; ++i) {
-        const BlockFetch fetch(wnext, pstride * 2, next.np, next.len * kPanelRows * 2, i, tiles, len / 2);
+        const BlockFetch fetch = next_block_fetch(base, pstride, 2, next, i, tiles, len / 2);
         const int s = static_cast<int>(start[i + 1] - start[i]);
         float* yt = y + (t0 + start[i]) * w.rows + g * kPanelRows;
         const uint32_t* xt = xb + start[i] * len / 2;

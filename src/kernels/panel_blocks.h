@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "kernels/matmul_impl.h"
+#include "kernels/pack.h"
 
 namespace ember::kernels::detail {
 
@@ -78,6 +79,15 @@ inline NextBlock next_panel_block(int64_t K, int64_t col_block, int64_t g0, int6
   n.np = static_cast<int>(std::min<int64_t>(kPanelTile512, g1 - n.g));
   n.len = std::min(col_block, K - n.k0);
   return n;
+}
+
+// Tile i of `tiles`'s fetch of `next` (its panels pstride elements of es bytes apart from base) over
+// a loop of `steps` steps; nothing for an empty next.
+inline BlockFetch next_block_fetch(const void* base, int64_t pstride, int64_t es, const NextBlock& next, int64_t i,
+                                   int64_t tiles, int64_t steps) {
+  if (next.np == 0) return {};
+  const auto* at = static_cast<const char*>(base) + (next.g * pstride + next.k0 * kPanelRows) * es;
+  return {at, pstride * es, next.np, next.len * kPanelRows * es, i, tiles, steps};
 }
 
 // Calls block(k0, g), which computes column block k0 of the panels from g for a token block's register

@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "kernels/panel_blocks.h"
 #include "kernels/matmul_impl.h"
 #include "kernels/pack.h"
+#include "kernels/panel_blocks.h"
 
 namespace ember::kernels::detail {
 
@@ -49,6 +49,25 @@ template <int NP, int NT>
       asm volatile("prefetchw %0" : : "m"(y[t * ldy + p * kPanelRows]));
       asm volatile("prefetchw %0" : : "m"(y[t * ldy + p * kPanelRows + kPanelRows - 1]));
     }
+}
+
+// A tile's column loop: step(k) for k < steps, the next block fetched along (BlockFetch) and the
+// outputs kOutputFetchSteps before the end.
+template <int NP, int NT, class Step>
+[[gnu::always_inline]] inline void tile_steps(int64_t steps, const BlockFetch& next, const float* y, int64_t ldy,
+                                              Step&& step) {
+  BlockFetch fetch = next;
+  const int64_t tail = std::max<int64_t>(0, steps - kOutputFetchSteps);
+  for (int64_t k = 0; k < tail; ++k) {
+    fetch.at_step(k);
+    step(k);
+  }
+  fetch_outputs<NP, NT>(y, ldy);
+  for (int64_t k = tail; k < steps; ++k) {
+    fetch.at_step(k);
+    step(k);
+  }
+  fetch.finish();
 }
 
 // The mask of the rows of the last of np panels from g that a matrix of `rows` rows has.
