@@ -1,6 +1,6 @@
 // ember bench: prefill and decode speed, time to first token, peak memory, and the decode roofline
-// (weight + KV bytes per token over the measured read bandwidth; a mixture of experts counts only the
-// experts a token reads) of a model folder or a synthetic shape.
+// (weight + KV bytes per token over the read bandwidth measured beside each repetition; a mixture of
+// experts counts only the experts a token reads) of a model folder or a synthetic shape.
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,7 +13,6 @@
 #include <optional>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "apps/ember/commands.h"
@@ -51,6 +50,17 @@ double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const size_t n = v.size();
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// The values times `scale`, one decimal each, separated by spaces.
+std::string one_decimal(const std::vector<double>& v, double scale = 1.0) {
+  std::string out;
+  for (double x : v) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%s%.1f", out.empty() ? "" : " ", x * scale);
+    out += b;
+  }
+  return out;
 }
 
 // --spec: greedy decode of `gen` tokens through a Session without and with speculation, `reps` times
@@ -98,7 +108,8 @@ SpecBench run_spec_bench(model::Model& m, const tokenizer::Tokenizer& tok, const
 constexpr int64_t kWarmupDecode = 8;
 
 // Read bandwidth measured in a child process, so that its 1 GiB buffer never counts towards this
-// process's peak RSS (which should be the model's). Called before this process starts threads.
+// process's peak RSS (which should be the model's). The child runs only the probe on its own threads
+// (glibc keeps malloc usable in a child of a threaded process); this process waits for it.
 double child_read_bandwidth(int threads) {
   int fds[2];
   if (::pipe(fds) != 0) fail("bench", "cannot create a pipe for the bandwidth measurement");
@@ -145,12 +156,6 @@ int run_bench(const BenchArgs& a) {
     opt.quantize = kernels::parse_quantization(a.dtype);  // the --dtype check admitted only these names
   }
 
-  const int want_threads = a.threads > 0 ? a.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  note("measuring memory read bandwidth (" + std::to_string(want_threads) + " threads, in a child process)");
-  // Measured again after the runs; the larger figure is the roofline (on a shared machine the
-  // bandwidth left to this process varies over the run).
-  double bw = child_read_bandwidth(want_threads);
-
   const auto t_load = clock::now();
   std::unique_ptr<model::Model> m = a.synthetic.empty() ? model::Model::load(a.model_dir, opt)
                                                         : model::make_synthetic_model(a.synthetic, float_type, opt);
@@ -174,6 +179,15 @@ int run_bench(const BenchArgs& a) {
   for (auto& t : prompt) t = tok(rng);
 
   std::vector<double> prefill, decode, ttft;
+  // The roofline of each repetition is the bandwidth measured beside it: probes after the warm-up and
+  // after each repetition, a repetition's the larger of the two around it. On a shared machine the
+  // bandwidth left to this process changes within seconds (a 2-vCPU cloud machine: 35 to 67 GB/s at
+  // two threads), so one figure for the whole run misjudges the repetitions run while it differed.
+  std::vector<double> probes;
+  auto probe = [&] {
+    note("measuring memory read bandwidth (" + std::to_string(threads) + " threads, in a child process)");
+    probes.push_back(child_read_bandwidth(threads));
+  };
   auto cache = m->make_cache(a.prompt + a.gen);
   // As llama-bench does before its repetitions: one prompt and a few decode steps, not measured
   // (first touch of buffers, the thread tuner's first probes).
@@ -186,6 +200,7 @@ int run_bench(const BenchArgs& a) {
       logits = m->forward(seq, std::span<const int32_t>(&next, 1));
     }
   }
+  probe();
   for (int r = 0; r < a.reps; ++r) {
     note("rep " + std::to_string(r + 1) + "/" + std::to_string(a.reps) + ": prefill " + std::to_string(a.prompt) + " tokens");
     model::KvSequence seq(*cache);
@@ -204,12 +219,16 @@ int run_bench(const BenchArgs& a) {
       next = sampling::vec::argmax(logits);
     }
     decode.push_back(static_cast<double>(a.gen) / seconds_since(t0));
+    probe();
   }
-  // The peak of the model alone, before a draft model loads (and the second bandwidth measurement).
+  // The peak of the model alone, before a draft model loads.
   const double run_peak = peak_resident_mib(), rss = resident_mib();
-  note("measuring memory read bandwidth again (the model's threads)");
-  bw = std::max(bw, kernels::read_bandwidth(m->pool()));
-  const double roofline = bw / bytes_per_token;
+  std::vector<double> rep_bw, rep_fraction;
+  for (int r = 0; r < a.reps; ++r) {
+    rep_bw.push_back(std::max(probes[static_cast<size_t>(r)], probes[static_cast<size_t>(r) + 1]));
+    rep_fraction.push_back(decode[static_cast<size_t>(r)] * bytes_per_token / rep_bw.back());
+  }
+  const double bw = median(rep_bw), roofline = bw / bytes_per_token, fraction = median(rep_fraction);
   std::optional<SpecBench> sb;
   const std::string spec_mode = a.spec.effective_mode();
   if (spec_mode != "off") {
@@ -249,7 +268,10 @@ int run_bench(const BenchArgs& a) {
     j["prefill_tok_s_median"] = pf;
     j["decode_tok_s_median"] = dc;
     j["ttft_s_median"] = tt;
-    j["read_bandwidth_gb_s"] = bw / 1e9;
+    j["read_bandwidth_gb_s"] = bw / 1e9;  // the median of the repetitions' rooflines
+    std::vector<double> probes_gb;
+    for (double x : probes) probes_gb.push_back(x / 1e9);
+    j["read_bandwidth_probes_gb_s"] = probes_gb;  // after the warm-up and after each repetition
     j["decode_bytes_per_token"] = bytes_per_token;
     j["decode_kv_bytes_per_token"] = kv_bytes;  // what attention reads (in decode_bytes_per_token)
     // What a token of context holds in the cache: only the layers that compute keys (Gemma 4 shares them).
@@ -258,7 +280,8 @@ int run_bench(const BenchArgs& a) {
     j["experts"] = c.moe.num_experts;  // 0: dense
     j["experts_per_token"] = c.moe.num_experts > 0 ? c.moe.experts_per_tok : 0;
     j["decode_roofline_tok_s"] = roofline;
-    j["decode_roofline_fraction"] = dc / roofline;
+    j["decode_roofline_fraction"] = fraction;  // the median of the repetitions' own
+    j["decode_roofline_fractions"] = rep_fraction;
     j["peak_rss_mib"] = peak;
     if (reset) j["peak_rss_inference_mib"] = run_peak;
     j["rss_mib"] = rss;
@@ -282,22 +305,17 @@ int run_bench(const BenchArgs& a) {
     std::printf("%-28s %12.2f\n", ("decode tok/s (n=" + std::to_string(a.gen) + ")").c_str(), dc);
     // The repetitions themselves, and how far the farthest is from the median: a steady run is within 10%.
     auto spread = [](const std::vector<double>& v, double mid) {
-      std::string out;
       double far = 0;
-      for (double x : v) {
-        char b[32];
-        std::snprintf(b, sizeof b, "%s%.1f", out.empty() ? "" : " ", x);
-        out += b;
-        far = std::max(far, std::fabs(x - mid) / mid);
-      }
+      for (double x : v) far = std::max(far, std::fabs(x - mid) / mid);
       char b[32];
       std::snprintf(b, sizeof b, " (+-%.0f%%)", 100 * far);
-      return out + b;
+      return one_decimal(v) + b;
     };
     std::printf("%-28s %s\n", "prefill reps tok/s", spread(prefill, pf).c_str());
     std::printf("%-28s %s\n", "decode reps tok/s", spread(decode, dc).c_str());
     std::printf("%-28s %12.3f\n", "time to first token s", tt);
     std::printf("%-28s %12.2f\n", "read bandwidth GB/s", bw / 1e9);
+    std::printf("%-28s %s\n", "bandwidth probes GB/s", one_decimal(probes, 1e-9).c_str());
     std::printf("%-28s %12.1f\n", "decode MB read per token", bytes_per_token / 1e6);
     std::printf("%-28s %12.1f\n", "KV KB per context token",
                 static_cast<double>(model::KvCache::bytes_per_token(c, m->kv_dtype())) / 1e3);
@@ -306,9 +324,11 @@ int run_bench(const BenchArgs& a) {
       std::printf("%-28s %12s\n", "experts read per token",
                   (std::to_string(c.moe.experts_per_tok) + " of " + std::to_string(c.moe.num_experts)).c_str());
     std::printf("%-28s %12.2f\n", "decode roofline tok/s", roofline);
-    // Above 100%: the weights were read from the caches, not from DRAM as the roofline assumes.
-    std::printf("%-28s %11.1f%%%s\n", "decode / roofline", 100.0 * dc / roofline,
-                dc > roofline ? " (in cache, above the DRAM roofline)" : "");
+    // Each repetition against the bandwidth measured beside it; the median. Above 100%: the weights
+    // were read from the caches, not from DRAM as the roofline assumes.
+    std::printf("%-28s %11.1f%%%s\n", "decode / roofline", 100.0 * fraction,
+                fraction > 1 ? " (in cache, above the DRAM roofline)" : "");
+    std::printf("%-28s %s\n", "decode / roofline reps %", one_decimal(rep_fraction, 100).c_str());
     std::printf("%-28s %12.0f\n", "peak RSS MiB", peak);
     if (reset) std::printf("%-28s %12.0f\n", "peak RSS after load MiB", run_peak);
     std::printf("%-28s %12.0f\n", "RSS MiB (end)", rss);

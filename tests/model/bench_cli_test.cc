@@ -3,8 +3,10 @@
 // is refused, --act-dtype is stated, and an unmeasured warm-up runs first unless --no-warmup.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "base/mapped_file.h"
 #include "model/model.h"
@@ -61,6 +63,35 @@ TEST(BenchCli, ActivationDtype) {
                                              "' -p Hello -n 4 --act-dtype bf16 2>&1");
   EXPECT_EQ(gen.status, 0) << gen.out;
   EXPECT_NE(gen.out.find("activations rounded to BF16 for "), std::string::npos) << gen.out;
+}
+
+// Each repetition's roofline is the bandwidth measured beside it: a probe after the warm-up and after
+// each repetition, a repetition's the larger of the two around it; the fraction reported is the
+// median of the repetitions' own, the bandwidth the median of their rooflines.
+TEST(BenchCli, EachRepetitionMeetsTheBandwidthMeasuredBesideIt) {
+  const test::Output o = test::run_command("'" + test::ember_binary() + "' bench -m '" + test::model_dir("story-656k") +
+                                           "' -p 8 -n 4 --reps 3 --json 2>/dev/null");
+  ASSERT_EQ(o.status, 0) << o.out;
+  const nlohmann::json j = nlohmann::json::parse(o.out);
+  const auto probes = j["read_bandwidth_probes_gb_s"].get<std::vector<double>>();
+  const auto decode = j["decode_tok_s"].get<std::vector<double>>();
+  const auto fractions = j["decode_roofline_fractions"].get<std::vector<double>>();
+  ASSERT_EQ(probes.size(), 4u);
+  ASSERT_EQ(fractions.size(), 3u);
+  std::vector<double> bw;
+  for (size_t r = 0; r < 3; ++r) {
+    EXPECT_GT(probes[r], 0.0);
+    bw.push_back(std::max(probes[r], probes[r + 1]));
+    const double want = decode[r] * j["decode_bytes_per_token"].get<double>() / (bw.back() * 1e9);
+    EXPECT_NEAR(fractions[r], want, 1e-9 * want) << "rep " << r;
+  }
+  std::vector<double> f = fractions;
+  std::sort(f.begin(), f.end());
+  std::sort(bw.begin(), bw.end());
+  EXPECT_DOUBLE_EQ(j["decode_roofline_fraction"].get<double>(), f[1]);
+  EXPECT_NEAR(j["read_bandwidth_gb_s"].get<double>(), bw[1], 1e-12 * bw[1]);
+  EXPECT_NEAR(j["decode_roofline_tok_s"].get<double>(), bw[1] * 1e9 / j["decode_bytes_per_token"].get<double>(),
+              1e-9 * j["decode_roofline_tok_s"].get<double>());
 }
 
 // Before its repetitions bench runs one unmeasured prompt and a few decode steps, as llama-bench
