@@ -20,12 +20,16 @@ inline void cpu_relax() {
 constexpr int kSpinIterations = 1000;
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) {
-  if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+namespace {
+int threads_or_cores(int n) { return n > 0 ? n : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+}  // namespace
+
+ThreadPool::ThreadPool(int n_threads) : claims_(threads_or_cores(n_threads)) {
+  n_threads = threads_or_cores(n_threads);
   for (int i = 1; i < n_threads; ++i)
-    workers_.emplace_back([this] {
+    workers_.emplace_back([this, i] {
       pthread_setname_np(pthread_self(), "ember-compute");  // so top -H and perf tell the threads apart
-      worker_loop();
+      worker_loop(i);
     });
 }
 
@@ -36,20 +40,15 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-uint32_t ThreadPool::run_chunks(uint32_t gen) {
-  uint64_t v = claim_.load(std::memory_order_acquire);
+uint32_t ThreadPool::run_chunks(uint32_t gen, int index) {
   for (uint32_t ran = 0;; ++ran) {
-    for (;;) {
-      if (static_cast<uint32_t>(v >> 32) != gen) return ran;
-      const uint32_t c = static_cast<uint32_t>(v & 0xFFFF);
-      if (c >= static_cast<uint32_t>((v >> 16) & 0xFFFF)) return ran;
-      if (claim_.compare_exchange_weak(v, v + 1, std::memory_order_acq_rel)) break;
-    }
-    const uint32_t c = static_cast<uint32_t>(v & 0xFFFF), count = static_cast<uint32_t>((v >> 16) & 0xFFFF);
-    const int64_t b = static_cast<int64_t>(c) * chunk_;
+    const int64_t c = claims_.claim(gen, index);
+    if (c < 0) return ran;
+    // Holding a chunk of loop gen, the loop's fields stay as parallel_for set them until it is done.
+    const uint32_t count = n_chunks_;
+    const int64_t b = c * chunk_;
     (*fn_)(b, std::min(n_, b + chunk_));
     if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == count) done_.notify_one();
-    v = claim_.load(std::memory_order_acquire);
   }
 }
 
@@ -75,10 +74,10 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   n_chunks_ = static_cast<uint32_t>((n + chunk_ - 1) / chunk_);
   done_.store(0, std::memory_order_relaxed);
   const uint32_t gen = generation_.load(std::memory_order_relaxed) + 1;
-  claim_.store((static_cast<uint64_t>(gen) << 32) | (static_cast<uint64_t>(n_chunks_) << 16), std::memory_order_release);
+  claims_.start(gen, n_chunks_);
   generation_.store(gen, std::memory_order_release);
   generation_.notify_all();  // a syscall only when some worker sleeps
-  const uint32_t own = run_chunks(gen);
+  const uint32_t own = run_chunks(gen, 0);
   const Clock::time_point own_end = Clock::now();
   bool waited = false;
   for (int spins = 0;; ++spins) {
@@ -93,7 +92,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void
   stalls_.note(own_end - start, own, n_chunks_, end - start, end);
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::worker_loop(int index) {
   uint32_t seen = 0;
   for (;;) {
     uint32_t g = generation_.load(std::memory_order_acquire);
@@ -104,7 +103,7 @@ void ThreadPool::worker_loop() {
     }
     seen = g;
     if (stop_.load(std::memory_order_acquire)) return;
-    run_chunks(g);
+    run_chunks(g, index);
   }
 }
 

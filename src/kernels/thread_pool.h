@@ -1,8 +1,9 @@
 #pragma once
 // A fixed set of worker threads that run data-parallel loops. The calling thread takes part, so a
-// pool of size 1 runs everything inline. Chunks are claimed dynamically and the caller waits for
-// chunks, not for threads: a worker that has no core (another process keeps it busy) simply claims
-// nothing and the caller finishes the loop alone. Waiting threads spin briefly (decode issues many
+// pool of size 1 runs everything inline. Each thread claims the chunks of its own contiguous share
+// of the loop in order, then those others have not reached (kernels/chunk_claims.h), and the caller
+// waits for chunks, not for threads: a worker that has no core (another process keeps it busy) simply
+// claims nothing and the others finish its share. Waiting threads spin briefly (decode issues many
 // short loops), then sleep on a futex (std::atomic::wait) so they never steal a busy core for long.
 //
 // A worker that is descheduled while it holds a chunk (another process shares its core) still makes
@@ -18,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/chunk_claims.h"
 #include "kernels/stall_window.h"
 
 namespace ember::kernels {
@@ -44,16 +46,15 @@ class ThreadPool {
 
  private:
   using Clock = std::chrono::steady_clock;
-  void worker_loop();
-  // Claims and runs chunks of loop `gen` until none is left; returns how many it ran.
-  uint32_t run_chunks(uint32_t gen);
+  void worker_loop(int index);
+  // Claims and runs chunks of loop `gen` as thread `index` (the caller: 0) until none is left;
+  // returns how many it ran.
+  uint32_t run_chunks(uint32_t gen, int index);
 
   std::vector<std::thread> workers_;
-  // Each shared word on its own cache line: claims and completions would otherwise take the line
-  // from the threads spinning on generation_ (and from each other) at every chunk.
-  // (generation << 32) | (chunk count << 16) | next chunk: one word, so a late claim of a finished
-  // loop's chunk fails its generation check.
-  alignas(64) std::atomic<uint64_t> claim_{0};
+  ChunkClaims claims_;
+  // Each shared word on its own cache line: completions would otherwise take the line from the
+  // threads spinning on generation_ (and from each other) at every chunk.
   alignas(64) std::atomic<uint32_t> generation_{0};  // bumped per loop; workers sleep on it
   std::atomic<bool> stop_{false};                     // read with generation_
   alignas(64) std::atomic<uint32_t> done_{0};        // chunks finished in the current loop; the caller sleeps on it
