@@ -95,6 +95,7 @@ template <QType Q, int NT>
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* tile = tiles + b * kq_tile_bytes(Q);
+    kq_fetch_next_acts<NT>(a, t0, b);
     alignas(32) uint8_t buf[KqGroupScales<Q>::kStride];
     const uint8_t* sc_bytes = scales.at(b, tile, buf);
     __m512i isum[NT], msum[NT];
