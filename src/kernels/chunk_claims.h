@@ -15,6 +15,7 @@ namespace ember::kernels {
 class ChunkClaims {
  public:
   explicit ChunkClaims(int threads);
+  int threads() const { return threads_; }
 
   // Starts loop `gen` of n_chunks (< 65536) chunks; called before the threads learn of the loop.
   void start(uint32_t gen, uint32_t n_chunks);

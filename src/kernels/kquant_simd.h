@@ -39,22 +39,6 @@ template <QType Q>
   for (int l = 0; l < kPerPair; ++l) _mm_prefetch(reinterpret_cast<const char*>(at + kCacheLine * l), _MM_HINT_T0);
 }
 
-// Decode of one token (the AVX-512 kernel): the next super-block's activation quants (256 bytes)
-// into L1. Between two reads of the same activations a group streams its whole row of tiles through
-// L1 (73 KiB of Q4_K at 8192 columns), which evicts them, and each tile's broadcasts waited on L2
-// (kernels_bench BM_DecodeStream Q4_K, one thread, Zen 4: 8192 columns 28.2-29.8 -> 31.2-31.4 GB/s,
-// level with 2048 columns, which it leaves unchanged; the AVX2 kernel's Q6_K, which fetches its
-// tiles itself, read 86% of the probe with it against 89-90% without).
-template <int NT>
-[[gnu::always_inline]] inline void kq_fetch_next_acts(const KQuantActs& a, int64_t t0, int64_t b) {
-  if constexpr (NT == 1) {
-    if (b + 1 >= a.n_blocks) return;
-    const int8_t* next = a.q.data() + t0 * a.cols + (b + 1) * kQK_K;
-    #pragma GCC unroll 4
-    for (int64_t l = 0; l < kQK_K; l += kCacheLine) _mm_prefetch(reinterpret_cast<const char*>(next + l), _MM_HINT_T0);
-  }
-}
-
 // A tile's packed 6-bit fields (kquant.h: Q3_K, Q4_K, Q5_K, IQ4_XS) as the bytes the other types
 // store: field pair p of the 16 rows at out + 32 p in kq_pair_byte order, less 32 where signed.
 // Once per tile, so that the sums read their factors with one widening load as for any type.

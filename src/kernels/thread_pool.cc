@@ -18,15 +18,11 @@ inline void cpu_relax() {
 }
 // About 20-50 microseconds of spinning: covers the gap between the loops of one decode step.
 constexpr int kSpinIterations = 1000;
-}  // namespace
-
-namespace {
 int threads_or_cores(int n) { return n > 0 ? n : static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : claims_(threads_or_cores(n_threads)) {
-  n_threads = threads_or_cores(n_threads);
-  for (int i = 1; i < n_threads; ++i)
+  for (int i = 1; i < claims_.threads(); ++i)
     workers_.emplace_back([this, i] {
       pthread_setname_np(pthread_self(), "ember-compute");  // so top -H and perf tell the threads apart
       worker_loop(i);
