@@ -197,7 +197,11 @@ bool Server::check_access(const httplib::Request& req, httplib::Response& res) {
     res.set_header("Allow", methods);
     if (allowed_origin) {
       res.set_header("Access-Control-Allow-Methods", methods);
-      res.set_header("Access-Control-Allow-Headers", "Authorization, Content-Type");
+      // The headers the page asks for: the SDKs add their own (x-stainless-*, anthropic-version,
+      // x-api-key), and a browser drops the request if one is not allowed.
+      const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+      res.set_header("Access-Control-Allow-Headers", asked.empty() ? "Authorization, Content-Type, x-api-key" : asked);
+      if (!asked.empty()) res.set_header("Vary", "Access-Control-Request-Headers");
       res.set_header("Access-Control-Max-Age", "600");
     }
     res.status = 204;
@@ -278,10 +282,23 @@ void Server::routes() {
     send_error(res, req.path, 404, "the model '" + id + "' does not exist (this server serves '" + options_.model_name + "')",
                "model", "model_not_found");
   });
-  auto guarded = [this](void (Server::*fn)(const Request&, Response&)) {
-    return [this, fn](const Request& req, Response& res) {
+  // A POST's body is read here, whatever its Content-Type (`curl -d` labels JSON as a form, which
+  // httplib would parse as one and refuse past 8 KiB), up to --max-body, and parsed as JSON once.
+  auto guarded = [this](void (Server::*fn)(const Request&, const ordered_json&, Response&)) {
+    return [this, fn](const Request& req, Response& res, const httplib::ContentReader& read) {
       try {
-        (this->*fn)(req, res);
+        if (req.is_multipart_form_data())
+          throw ApiError(415, "the request body must be JSON, not multipart/form-data", {}, "invalid_request_body");
+        std::string text;
+        if (!read([&](const char* data, size_t n) {
+              text.append(data, n);
+              return true;
+            }))
+          throw ApiError(res.status == 413 ? 413 : 400,
+                         res.status == 413 ? "the request body is too large (over " +
+                                                 std::to_string(options_.max_body_bytes) + " bytes: --max-body)"
+                                           : std::string("the request body could not be read"));
+        (this->*fn)(req, parse_body(text), res);
       } catch (const ApiError& e) {
         send_error(res, req.path, e.status, e.what(), e.param, e.code);
       } catch (const engine::RequestError& e) {
@@ -305,8 +322,8 @@ void Server::routes() {
   http_->Post("/v1/messages/count_tokens", guarded(&Server::handle_count_tokens));
 }
 
-void Server::handle_embeddings(const httplib::Request& req, httplib::Response& res) {
-  send_json(res, 200, embeddings_->respond(parse_body(req.body), options_.model_name));
+void Server::handle_embeddings(const httplib::Request&, const ordered_json& body, httplib::Response& res) {
+  send_json(res, 200, embeddings_->respond(body, options_.model_name));
 }
 
 Server::ChatPlan Server::plan_chat(const ChatRequest& cr) {
@@ -318,8 +335,8 @@ Server::ChatPlan Server::plan_chat(const ChatRequest& cr) {
   }
 }
 
-void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
-  const ChatRequest cr = parse_chat_request(parse_body(req.body), defaults_, vocab_size_);
+void Server::handle_chat(const httplib::Request& req, const ordered_json& body, httplib::Response& res) {
+  const ChatRequest cr = parse_chat_request(body, defaults_, vocab_size_);
   ChatPlan plan = plan_chat(cr);
   ReplyOptions ro{cr.n, plan.tool_format, std::move(plan.forced), {}};
   std::vector<engine::GenerationRequest> gens;
@@ -327,8 +344,8 @@ void Server::handle_chat(const httplib::Request& req, httplib::Response& res) {
   respond(req, res, std::move(gens), cr, std::move(ro), openai_shaper(tokenizer_, openai_options(cr, true)), error_body);
 }
 
-void Server::handle_responses(const httplib::Request& req, httplib::Response& res) {
-  const ResponsesRequest rr = parse_responses_request(parse_body(req.body), defaults_, vocab_size_);
+void Server::handle_responses(const httplib::Request& req, const ordered_json& body, httplib::Response& res) {
+  const ResponsesRequest rr = parse_responses_request(body, defaults_, vocab_size_);
   ChatPlan plan = plan_chat(rr.chat);
   ResponsesReplyOptions o{"resp_" + next_id(), options_.model_name, unix_time(), rr.echoed, rr.output_logprobs,
                           rr.chat.top_logprobs > 0};
@@ -338,8 +355,8 @@ void Server::handle_responses(const httplib::Request& req, httplib::Response& re
   respond(req, res, std::move(gens), rr.chat, std::move(ro), responses_shaper(tokenizer_, std::move(o)), error_body);
 }
 
-void Server::handle_messages(const httplib::Request& req, httplib::Response& res) {
-  const ChatRequest cr = parse_messages_request(parse_body(req.body), defaults_, vocab_size_);
+void Server::handle_messages(const httplib::Request& req, const ordered_json& body, httplib::Response& res) {
+  const ChatRequest cr = parse_messages_request(body, defaults_, vocab_size_);
   ChatPlan plan = plan_chat(cr);
   MessagesReplyOptions o{"msg_" + next_id(), options_.model_name, static_cast<int64_t>(plan.gen.prompt.size())};
   ReplyOptions ro{1, plan.tool_format, std::move(plan.forced), {}};
@@ -348,8 +365,8 @@ void Server::handle_messages(const httplib::Request& req, httplib::Response& res
   respond(req, res, std::move(gens), cr, std::move(ro), messages_shaper(std::move(o)), anthropic_error_body);
 }
 
-void Server::handle_count_tokens(const httplib::Request& req, httplib::Response& res) {
-  const ChatRequest cr = parse_messages_request(parse_body(req.body), defaults_, vocab_size_, /*counting=*/true);
+void Server::handle_count_tokens(const httplib::Request&, const ordered_json& body, httplib::Response& res) {
+  const ChatRequest cr = parse_messages_request(body, defaults_, vocab_size_, /*counting=*/true);
   const ChatPlan plan = plan_chat(cr);
   send_json(res, 200, {{"input_tokens", plan.gen.prompt.size()}});
 }
@@ -373,8 +390,7 @@ int64_t Server::unix_time() {
 }
 
 // llama-server's utility routes, with its request and response shapes.
-void Server::handle_tokenize(const httplib::Request& req, httplib::Response& res) {
-  const ordered_json body = parse_body(req.body);
+void Server::handle_tokenize(const httplib::Request&, const ordered_json& body, httplib::Response& res) {
   const auto content = body.find("content");
   if (content == body.end() || !content->is_string()) throw ApiError(400, "'content' must be a string", "content");
   auto flag = [&](const char* name) {
@@ -400,8 +416,7 @@ void Server::handle_tokenize(const httplib::Request& req, httplib::Response& res
   send_json(res, 200, {{"tokens", tokens}});
 }
 
-void Server::handle_detokenize(const httplib::Request& req, httplib::Response& res) {
-  const ordered_json body = parse_body(req.body);
+void Server::handle_detokenize(const httplib::Request&, const ordered_json& body, httplib::Response& res) {
   const auto tokens = body.find("tokens");
   if (tokens == body.end() || !tokens->is_array()) throw ApiError(400, "'tokens' must be an array of token ids", "tokens");
   std::vector<int32_t> ids;
@@ -414,8 +429,8 @@ void Server::handle_detokenize(const httplib::Request& req, httplib::Response& r
   send_json(res, 200, {{"content", tokenizer_.decode(ids, false)}});
 }
 
-void Server::handle_apply_template(const httplib::Request& req, httplib::Response& res) {
-  const ChatRequest cr = parse_chat_request(parse_body(req.body), defaults_, vocab_size_);
+void Server::handle_apply_template(const httplib::Request&, const ordered_json& body, httplib::Response& res) {
+  const ChatRequest cr = parse_chat_request(body, defaults_, vocab_size_);
   try {
     send_json(res, 200, {{"prompt", prompts_.render(cr.messages, cr.options, /*add_generation_prompt=*/true)}});
   } catch (const Error& e) {
@@ -423,8 +438,8 @@ void Server::handle_apply_template(const httplib::Request& req, httplib::Respons
   }
 }
 
-void Server::handle_text(const httplib::Request& req, httplib::Response& res) {
-  const TextRequest tr = parse_text_request(parse_body(req.body), defaults_, vocab_size_);
+void Server::handle_text(const httplib::Request& req, const ordered_json& body, httplib::Response& res) {
+  const TextRequest tr = parse_text_request(body, defaults_, vocab_size_);
   std::vector<engine::GenerationRequest> gens;
   OpenAiReplyOptions o = openai_options(tr, false);
   for (const TextPrompt& p : tr.prompts) {

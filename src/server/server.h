@@ -78,15 +78,15 @@ class Server {
   // The Access-Control-* headers for a request from an allowed origin; false when it is not one.
   bool cors(const httplib::Request& req, httplib::Response& res) const;
   ordered_json model_object() const;  // the /v1/models entry of the served model
-  void handle_chat(const httplib::Request& req, httplib::Response& res);
-  void handle_text(const httplib::Request& req, httplib::Response& res);
-  void handle_tokenize(const httplib::Request& req, httplib::Response& res);
-  void handle_detokenize(const httplib::Request& req, httplib::Response& res);
-  void handle_apply_template(const httplib::Request& req, httplib::Response& res);
-  void handle_embeddings(const httplib::Request& req, httplib::Response& res);
-  void handle_responses(const httplib::Request& req, httplib::Response& res);
-  void handle_messages(const httplib::Request& req, httplib::Response& res);
-  void handle_count_tokens(const httplib::Request& req, httplib::Response& res);
+  void handle_chat(const httplib::Request& req, const ordered_json& body, httplib::Response& res);
+  void handle_text(const httplib::Request& req, const ordered_json& body, httplib::Response& res);
+  void handle_tokenize(const httplib::Request& req, const ordered_json& body, httplib::Response& res);
+  void handle_detokenize(const httplib::Request& req, const ordered_json& body, httplib::Response& res);
+  void handle_apply_template(const httplib::Request& req, const ordered_json& body, httplib::Response& res);
+  void handle_embeddings(const httplib::Request& req, const ordered_json& body, httplib::Response& res);
+  void handle_responses(const httplib::Request& req, const ordered_json& body, httplib::Response& res);
+  void handle_messages(const httplib::Request& req, const ordered_json& body, httplib::Response& res);
+  void handle_count_tokens(const httplib::Request& req, const ordered_json& body, httplib::Response& res);
   // engine::plan_chat of a request of any chat API, its errors in that API's names.
   using ChatPlan = engine::ChatPlan;
   ChatPlan plan_chat(const ChatRequest& cr);
