@@ -58,6 +58,8 @@ ordered_json ftc_call_list(const std::vector<FtcTool>& tools, const char* name_k
 
 }  // namespace
 
+void check_function_tools(const ordered_json& tools) { ftc_allowed_tools(tools, {}); }
+
 std::vector<ForcedToolCall> forced_tool_calls(ToolCallFormat format, const ordered_json& tools, std::string_view only,
                                               bool parallel_tool_calls) {
   const std::vector<FtcTool> allowed = ftc_allowed_tools(tools, only);

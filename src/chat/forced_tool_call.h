@@ -41,4 +41,8 @@ struct ForcedToolCall {
 std::vector<ForcedToolCall> forced_tool_calls(ToolCallFormat format, const nlohmann::ordered_json& tools,
                                               std::string_view only = {}, bool parallel_tool_calls = true);
 
+// Throws as forced_tool_calls does when `tools` holds a malformed tool: every request with tools is
+// checked, whatever its tool_choice, so that a tool the model is merely offered is not taken silently.
+void check_function_tools(const nlohmann::ordered_json& tools);
+
 }  // namespace ember::chat

@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "base/format.h"
+#include "chat/forced_tool_call.h"
 #include "chat/messages.h"
 #include "sampling/logits_processors.h"
 #include "sampling/overrides.h"
@@ -259,6 +260,11 @@ ChatRequest parse_chat_request(const ordered_json& body, const sampling::Samplin
   if (const auto* tools = field(body, "tools")) {
     if (!tools->is_array()) bad("tools", "must be an array");
     if (!tools->empty()) {
+      try {
+        chat::check_function_tools(*tools);
+      } catch (const Error& e) {
+        throw ApiError(400, e.what(), "tools", "invalid_value");
+      }
       r.options.tools = *tools;
       r.tool_choice.mode = ToolChoice::Mode::kAuto;
     }

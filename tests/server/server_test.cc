@@ -564,6 +564,20 @@ TEST_F(ServeTest, ErrorsHaveOpenAiShapeAndStatus) {
   expect_error(post(c, "/v1/chat/completions", {{"messages", ordered_json::array({{{"content", "x"}}})}}), 400,
                "message without role");
   expect_error(post(c, "/v1/completions", {{"prompt", 12}}), 400, "prompt type");
+  {  // tools are checked whatever tool_choice says: a tool the model is only offered is not taken silently
+    for (const ordered_json& tools : {ordered_json::parse(R"([{"type": "banana"}])"),
+                                      ordered_json::parse(R"([{"type": "function", "function": {"description": "x"}}])")}) {
+      for (const char* choice : {"", "auto", "none"}) {
+        ordered_json body{{"messages", msgs}, {"tools", tools}};
+        if (*choice) body["tool_choice"] = choice;
+        auto res = post(c, "/v1/chat/completions", body);
+        expect_error(res, 400, "malformed tools, tool_choice " + std::string(choice));
+        const auto e = ordered_json::parse(res->body)["error"];
+        EXPECT_EQ(e["param"], "tools") << e.dump();
+        EXPECT_EQ(e["message"].get<std::string>().rfind("tools[0].", 0), 0u) << e.dump();
+      }
+    }
+  }
   {
     auto res = post(c, "/v1/chat/completions", {{"messages", msgs}, {"temperature", "hot"}});
     ASSERT_TRUE(res);
