@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "base/format.h"
+#include "base/utf8.h"
 #include "chat/forced_tool_call.h"
 #include "chat/messages.h"
 #include "sampling/logits_processors.h"
@@ -71,7 +72,7 @@ const Fields& chat_fields() {
 }
 
 const Fields& text_fields() {
-  static const Fields f{{"prompt", "echo", "best_of"}, {}, {"suffix", "response_format"}};
+  static const Fields f{{"prompt", "echo", "best_of", "response_format", "grammar"}, {}, {"suffix"}};
   return f;
 }
 
@@ -99,6 +100,36 @@ void check_fields(const ordered_json& body, bool chat) {
                    "unrecognized request argument '" + name + "' (not a field of " +
                        (chat ? "/v1/chat/completions" : "/v1/completions") + ")",
                    name, "unknown_parameter");
+  }
+}
+
+// response_format (text, json_object, json_schema) and llama-server's `grammar`: the structure the
+// reply's text must have, on both routes.
+void parse_output_format(const ordered_json& body, ResponseFormat& out) {
+  if (const auto* rf = field(body, "response_format")) {
+    using Kind = ResponseFormat::Kind;
+    const std::string type = rf->is_object() ? rf->value("type", "") : "";
+    if (type == "text") out.kind = Kind::kText;
+    else if (type == "json_object") out.kind = Kind::kJsonObject;
+    else if (type == "json_schema") {
+      const auto it = rf->find("json_schema");
+      if (it == rf->end() || !it->is_object()) bad("response_format", "of type json_schema needs a json_schema object");
+      if (!it->value("name", ordered_json()).is_string()) bad("response_format", "json_schema needs a string name");
+      const auto schema = it->find("schema");
+      if (schema != it->end() && !schema->is_object() && !schema->is_boolean())
+        bad("response_format", "json_schema.schema must be a JSON Schema object");
+      out.kind = Kind::kJsonSchema;
+      out.name = (*it)["name"].get<std::string>();
+      out.schema = schema != it->end() ? *schema : ordered_json::object();
+    } else {
+      bad("response_format", "must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or {\"type\": \"json_schema\", ...}");
+    }
+  }
+  if (const auto* g = field(body, "grammar")) {  // llama-server's: GBNF the whole reply follows
+    if (!g->is_string() || g->get_ref<const std::string&>().empty()) bad("grammar", "must be GBNF text");
+    if (out.kind != ResponseFormat::Kind::kText) bad("grammar", "cannot be combined with response_format");
+    out.kind = ResponseFormat::Kind::kGbnf;
+    out.gbnf = g->get<std::string>();
   }
 }
 
@@ -177,6 +208,7 @@ void parse_common(const ordered_json& body, const sampling::SamplingParams& defa
     }
   }
   if (field(body, "user") && !body["user"].is_string()) bad("user", "must be a string");
+  parse_output_format(body, r.response_format);
 }
 
 void parse_logprobs(const ordered_json& body, CompletionRequest& r, bool chat) {
@@ -284,31 +316,6 @@ ChatRequest parse_chat_request(const ordered_json& body, const sampling::Samplin
       bad("tool_choice", "needs tools");
   }
   if (field(body, "parallel_tool_calls")) r.parallel_tool_calls = boolean(body, "parallel_tool_calls");
-  if (const auto* rf = field(body, "response_format")) {
-    using Kind = ResponseFormat::Kind;
-    const std::string type = rf->is_object() ? rf->value("type", "") : "";
-    if (type == "text") r.response_format.kind = Kind::kText;
-    else if (type == "json_object") r.response_format.kind = Kind::kJsonObject;
-    else if (type == "json_schema") {
-      const auto it = rf->find("json_schema");
-      if (it == rf->end() || !it->is_object()) bad("response_format", "of type json_schema needs a json_schema object");
-      if (!it->value("name", ordered_json()).is_string()) bad("response_format", "json_schema needs a string name");
-      const auto schema = it->find("schema");
-      if (schema != it->end() && !schema->is_object() && !schema->is_boolean())
-        bad("response_format", "json_schema.schema must be a JSON Schema object");
-      r.response_format.kind = Kind::kJsonSchema;
-      r.response_format.name = (*it)["name"].get<std::string>();
-      r.response_format.schema = schema != it->end() ? *schema : ordered_json::object();
-    } else {
-      bad("response_format", "must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or {\"type\": \"json_schema\", ...}");
-    }
-  }
-  if (const auto* g = field(body, "grammar")) {  // llama-server's: GBNF the whole reply follows
-    if (!g->is_string() || g->get_ref<const std::string&>().empty()) bad("grammar", "must be GBNF text");
-    if (r.response_format.kind != ResponseFormat::Kind::kText) bad("grammar", "cannot be combined with response_format");
-    r.response_format.kind = ResponseFormat::Kind::kGbnf;
-    r.response_format.gbnf = g->get<std::string>();
-  }
   if (r.response_format.kind != ResponseFormat::Kind::kText &&
       (r.tool_choice.mode == ToolChoice::Mode::kRequired || r.tool_choice.mode == ToolChoice::Mode::kFunction))
     bad(r.response_format.kind == ResponseFormat::Kind::kGbnf ? "grammar" : "response_format",
@@ -374,12 +381,28 @@ std::vector<TextPrompt> parse_prompts(const ordered_json& value, const char* nam
 
 const char* finish_reason(engine::FinishReason r) { return engine::finish_reason_name(r); }
 
-ordered_json logprobs_json(tokenizer::StreamDecoder& pieces, const std::vector<engine::GeneratedToken>& tokens,
-                           bool with_top) {
-  auto entry = [](const std::string& text, float logprob) {
+ordered_json logprobs_json(const tokenizer::Tokenizer& tok, tokenizer::StreamDecoder& pieces,
+                           const std::vector<engine::GeneratedToken>& tokens, bool with_top) {
+  // `text`: what token `id` adds to the choice's text in its place. A token that holds part of a
+  // character (its own bytes are not UTF-8) is written as OpenAI writes one, "bytes:\xf0\x9f" with
+  // those bytes, so that the entries' bytes concatenate to the content's.
+  auto entry = [&](int32_t id, const std::string& text, float logprob) {
+    std::string token = text, own = text;
+    if (const std::optional<std::string> raw = tok.token_bytes(id); raw && !utf8::is_valid(*raw)) {
+      own = *raw;
+      token = "bytes:";
+      for (const unsigned char c : own) {
+        if (c < 0x80) {
+          token += static_cast<char>(c);
+          continue;
+        }
+        constexpr char kHex[] = "0123456789abcdef";
+        token += {'\\', 'x', kHex[c >> 4], kHex[c & 15]};
+      }
+    }
     ordered_json bytes = ordered_json::array();
-    for (unsigned char c : text) bytes.push_back(static_cast<int>(c));
-    return ordered_json{{"token", text}, {"logprob", logprob}, {"bytes", bytes}};
+    for (const unsigned char c : own) bytes.push_back(static_cast<int>(c));
+    return ordered_json{{"token", token}, {"logprob", logprob}, {"bytes", bytes}};
   };
   ordered_json out = ordered_json::array();
   for (const auto& t : tokens) {
@@ -388,11 +411,11 @@ ordered_json logprobs_json(tokenizer::StreamDecoder& pieces, const std::vector<e
     if (with_top && t.logprobs)
       for (const auto& alt : t.logprobs->top) {
         tokenizer::StreamDecoder what_if = pieces;  // the alternative in the same place
-        top.push_back(entry(what_if.push(alt.token), alt.logprob));
+        top.push_back(entry(alt.token, what_if.push(alt.token), alt.logprob));
       }
     const std::string text = pieces.push(t.id);
     if (!t.logprobs) continue;  // forced tokens were not sampled
-    ordered_json e = entry(text, t.logprobs->chosen.logprob);
+    ordered_json e = entry(t.id, text, t.logprobs->chosen.logprob);
     e["top_logprobs"] = top;
     out.push_back(std::move(e));
   }

@@ -44,6 +44,7 @@ struct CompletionRequest {
   std::optional<int64_t> max_tokens;    // as the client gave it, in the field named here:
   std::string max_tokens_field;         // max_tokens or max_completion_tokens
   std::string prompt_field = "messages";  // what the API calls the prompt (messages, prompt, input)
+  engine::OutputFormat response_format;   // response_format or grammar: the structure of the text
 };
 
 // OpenAI's tool_choice ("none", "auto", "required", {"type": "function", "function": {"name"}}) and
@@ -56,7 +57,6 @@ struct ChatRequest : CompletionRequest {
   engine::ChatOptions options;
   ToolChoice tool_choice;  // "auto" when tools are given and tool_choice is not
   bool parallel_tool_calls = true;
-  ResponseFormat response_format;
 };
 
 // Choices per prompt the API accepts (OpenAI allows 128; each choice is a sequence in the batch).
@@ -89,11 +89,11 @@ const char* finish_reason(engine::FinishReason r);
 
 // {"token", "logprob", "bytes", "top_logprobs"} entries of the generated tokens. `pieces` has been
 // fed the choice's earlier tokens: each token's text is what it adds to the choice's text (a
-// SentencePiece token keeps its leading space; a byte of a character split over tokens shows as ""
-// until the character is whole), so the entries' texts concatenate to the content. End tokens, which
-// the content leaves out, get no entry.
-ordered_json logprobs_json(tokenizer::StreamDecoder& pieces, const std::vector<engine::GeneratedToken>& tokens,
-                           bool with_top);
+// SentencePiece token keeps its leading space), and a token holding part of a character (a
+// character split over tokens) is "bytes:\xNN..." with its own bytes, as OpenAI writes it: the
+// entries' bytes concatenate to the content. End tokens, which the content leaves out, get no entry.
+ordered_json logprobs_json(const tokenizer::Tokenizer& tok, tokenizer::StreamDecoder& pieces,
+                           const std::vector<engine::GeneratedToken>& tokens, bool with_top);
 
 ordered_json usage_json(const engine::StreamUpdate& final_update);
 

@@ -19,7 +19,7 @@ ordered_json legacy_logprobs(const ordered_json& entries, size_t& text_offset) {
     for (const auto& alt : e["top_logprobs"]) top[alt["token"].get<std::string>()] = alt["logprob"];
     out["top_logprobs"].push_back(top);
     out["text_offset"].push_back(text_offset);
-    text_offset += e["token"].get<std::string>().size();
+    text_offset += e["bytes"].size();  // a token holding part of a character moves it by its own bytes
   }
   return out;
 }
@@ -124,7 +124,7 @@ class OpenAiShaper : public ReplyShaper {
     c["logprobs"] = nullptr;
     if (o_.logprobs && t.tokens && !t.tokens->empty()) {
       if (!st.pieces) st.pieces.emplace(tok_, /*skip_special_tokens=*/false);
-      ordered_json entries = logprobs_json(*st.pieces, *t.tokens, o_.with_top);
+      ordered_json entries = logprobs_json(tok_, *st.pieces, *t.tokens, o_.with_top);
       c["logprobs"] = o_.chat ? ordered_json{{"content", entries}} : legacy_logprobs(entries, st.text_offset);
     }
     c["finish_reason"] = !t.end ? ordered_json(nullptr)

@@ -438,7 +438,7 @@ class ResponsesShaper : public ReplyShaper {
   ordered_json logprobs(const std::vector<engine::GeneratedToken>& tokens) {
     if (!o_.output_logprobs || tokens.empty()) return ordered_json::array();
     if (!pieces_) pieces_.emplace(tok_, /*skip_special_tokens=*/false);
-    ordered_json entries = logprobs_json(*pieces_, tokens, o_.with_top);
+    ordered_json entries = logprobs_json(tok_, *pieces_, tokens, o_.with_top);
     for (auto& e : entries) e.erase("bytes");  // Responses' logprob entries: token, logprob, top_logprobs
     for (auto& e : entries)
       for (auto& alt : e["top_logprobs"]) alt.erase("bytes");

@@ -442,10 +442,19 @@ void Server::handle_text(const httplib::Request& req, const ordered_json& body, 
   const TextRequest tr = parse_text_request(body, defaults_, vocab_size_);
   std::vector<engine::GenerationRequest> gens;
   OpenAiReplyOptions o = openai_options(tr, false);
+  std::optional<engine::GrammarConstraint> grammar;  // of response_format or grammar: the whole text follows it
+  const char* format_field = tr.response_format.kind == ResponseFormat::Kind::kGbnf ? "grammar" : "response_format";
+  try {
+    if (const auto gbnf = engine::format_gbnf(tr.response_format))
+      grammar = grammars_.get(*gbnf, std::string("'") + format_field + "'");
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), format_field, "invalid_value");
+  }
   for (const TextPrompt& p : tr.prompts) {
     engine::GenerationRequest g;
     g.prompt = p.ids.empty() ? tokenizer_.encode(p.text, /*add_special_tokens=*/true) : p.ids;
     g.params = tr.params;
+    if (grammar) g.grammar = *grammar;
     if (tr.echo) o.echoes.push_back(p.ids.empty() ? p.text : tokenizer_.decode(p.ids, /*skip_special_tokens=*/false));
     gens.push_back(std::move(g));
   }
