@@ -5,6 +5,35 @@
 #include "tokenizer/tokenizer_config.h"
 
 namespace ember::engine {
+namespace {
+
+// The rendered conversation cut right after the text of its last message, as transformers cuts it
+// for continue_final_message: at the last occurrence of that text (stripped, where the template
+// trimmed it).
+std::string cut_after_final_message(const std::string& rendered, const nlohmann::ordered_json& messages) {
+  if (!messages.is_array() || messages.empty() || messages.back().value("role", "") != "assistant")
+    throw Error("continue_final_message: the last message must be the assistant's");
+  const nlohmann::ordered_json& content = messages.back().contains("content") ? messages.back()["content"] : nullptr;
+  std::string text;
+  if (content.is_string()) {
+    text = content.get<std::string>();
+  } else if (content.is_array()) {  // the last text part
+    for (auto it = content.rbegin(); it != content.rend() && text.empty(); ++it)
+      if (it->is_object() && it->contains("text") && (*it)["text"].is_string()) text = (*it)["text"].get<std::string>();
+  }
+  constexpr std::string_view kSpace = " \t\n\r\f\v";
+  const size_t first = text.find_first_not_of(kSpace);
+  if (first == std::string::npos)
+    throw Error("continue_final_message: the last (assistant) message has no text to continue");
+  const std::string left = text.substr(first), stripped = left.substr(0, left.find_last_not_of(kSpace) + 1);
+  const size_t at = rendered.rfind(stripped);
+  if (at == std::string::npos)
+    throw Error("continue_final_message: the chat template does not render the last message's text, so the reply "
+                "cannot continue it");
+  return rendered.substr(0, at + (rendered.compare(at, left.size(), left) == 0 ? left.size() : stripped.size()));
+}
+
+}  // namespace
 
 ChatPromptBuilder::ChatPromptBuilder(const tokenizer::Tokenizer& tokenizer, const std::string& model_dir,
                                      const std::string& template_source)
@@ -36,7 +65,7 @@ std::string ChatPromptBuilder::render(const nlohmann::ordered_json& messages, co
   chat::TemplateInputs in;
   in.messages = messages;
   in.tools = options.tools;
-  in.add_generation_prompt = add_generation_prompt;
+  in.add_generation_prompt = add_generation_prompt && !options.continue_final_message;
   in.variables = special_tokens_;
   for (auto it = options.extra_variables.begin(); it != options.extra_variables.end(); ++it)
     in.variables[it.key()] = it.value();
@@ -45,7 +74,8 @@ std::string ChatPromptBuilder::render(const nlohmann::ordered_json& messages, co
   if (auto effort = in.variables.find("reasoning_effort");
       harmony_ && effort != in.variables.end() && (*effort == "none" || *effort == "minimal"))
     *effort = "low";
-  return (tool_template_ && !options.tools.is_null() ? *tool_template_ : *template_).render(in);
+  const std::string text = (tool_template_ && !options.tools.is_null() ? *tool_template_ : *template_).render(in);
+  return options.continue_final_message ? cut_after_final_message(text, messages) : text;
 }
 
 ChatPrompt ChatPromptBuilder::build(const nlohmann::ordered_json& messages, const ChatOptions& options) const {

@@ -27,6 +27,10 @@ struct ChatOptions {
   // the reply's first token: a harmony prompt then opens the final channel itself, so that the model
   // writes the JSON where it writes answers (not in place of a channel's header).
   bool structured = false;
+  // The last message is the assistant's reply begun (Anthropic's prefill, vLLM's
+  // continue_final_message): the prompt ends inside it, with no generation prompt, as transformers'
+  // apply_chat_template(continue_final_message=True) renders it; the reply is the rest.
+  bool continue_final_message = false;
 };
 
 struct ChatPrompt {

@@ -202,6 +202,10 @@ ChatRequest parse_messages_request(const ordered_json& body, const sampling::Sam
                                 "is supported by this server (it changes nothing)",
                        "context_management.edits[" + std::to_string(k) + "]", "unsupported_parameter");
   }
+  // A last assistant message is the reply begun ("prefill"): the reply continues it.
+  if (const ordered_json& m = chat["messages"]; !m.empty() && m.back()["role"] == "assistant" &&
+                                                 !m.back().contains("tool_calls"))
+    chat["continue_final_message"] = true;
   if (present(body, "tools")) chat["tools"] = chat_tools(body["tools"]);
   if (present(body, "tool_choice")) {
     const ordered_json& tc = body["tool_choice"];
@@ -275,14 +279,12 @@ class MessagesShaper : public ReplyShaper {
  public:
   explicit MessagesShaper(MessagesReplyOptions o) : o_(std::move(o)) {}
 
-  std::string open(const ReplyStream&) override {
-    ordered_json m = message(ordered_json::array());
-    m["usage"] = {{"input_tokens", o_.prompt_tokens}, {"output_tokens", 0}};
-    return event("message_start", {{"message", m}});
-  }
-
-  std::string delta(const ReplyStream&, const ChoiceDelta& d) override {
-    std::string out;
+  // message_start waits for the first delta: its usage splits the prompt into input and cached
+  // tokens as the final message_delta does, and the cached ones are known once the scheduler took
+  // the request (keep-alive comments go out meanwhile).
+  std::string delta(const ReplyStream& reply, const ChoiceDelta& d) override {
+    const ChoiceReply& r = reply.reply(0);
+    std::string out = start(r.prompt_tokens, r.cached_tokens);
     if (!d.reasoning.empty()) {
       out += start_block(Block::kThinking, {{"type", "thinking"}, {"thinking", ""}, {"signature", ""}});
       out += event("content_block_delta", {{"index", index_}, {"delta", {{"type", "thinking_delta"}, {"thinking", d.reasoning}}}});
@@ -316,7 +318,7 @@ class MessagesShaper : public ReplyShaper {
 
   std::string stream_error(const ReplyFailure& f) override {
     ordered_json e = anthropic_error_body(f.status, f.message);
-    return sse(e, "error");
+    return start(o_.prompt_tokens, 0) + sse(e, "error");
   }
 
   ordered_json whole(const ReplyStream& reply) override {
@@ -338,6 +340,17 @@ class MessagesShaper : public ReplyShaper {
 
  private:
   enum class Block { kNone, kThinking, kText, kToolUse };
+
+  std::string start(int64_t prompt_tokens, int64_t cached_tokens) {
+    if (started_) return {};
+    started_ = true;
+    ordered_json m = message(ordered_json::array());
+    engine::StreamUpdate counts;
+    counts.prompt_tokens = prompt_tokens;
+    counts.cached_tokens = cached_tokens;
+    m["usage"] = usage(counts);
+    return event("message_start", {{"message", m}});
+  }
 
   static std::string event(const char* type, ordered_json fields) {
     ordered_json e{{"type", type}};
@@ -390,6 +403,7 @@ class MessagesShaper : public ReplyShaper {
 
   MessagesReplyOptions o_;
   Block open_ = Block::kNone;
+  bool started_ = false;  // message_start was sent
   int64_t index_ = 0, next_index_ = 0;
 };
 

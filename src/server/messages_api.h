@@ -20,7 +20,7 @@ ordered_json anthropic_error_body(int status, const std::string& message, const 
 
 struct MessagesReplyOptions {
   std::string id, model;   // id: "msg_..."
-  int64_t prompt_tokens = 0;  // for message_start, before the scheduler counts the cached ones
+  int64_t prompt_tokens = 0;  // for a message_start before any delta (a stream that failed first)
 };
 
 std::unique_ptr<ReplyShaper> messages_shaper(MessagesReplyOptions options);

@@ -64,7 +64,7 @@ constexpr std::string_view kCommonFields[] = {
 const Fields& chat_fields() {
   static const Fields f{
       {"messages", "top_logprobs", "reasoning_effort", "thinking_budget", "chat_template_kwargs", "tools", "tool_choice",
-       "parallel_tool_calls", "response_format", "grammar"},
+       "parallel_tool_calls", "response_format", "grammar", "continue_final_message"},
       // Bookkeeping for OpenAI's platform, with no effect on the reply (prefixes are reused anyway).
       {"metadata", "service_tier", "safety_identifier", "prompt_cache_key", "prompt_cache_retention"},
       {"audio", "modalities", "prediction", "functions", "function_call", "web_search_options", "verbosity", "store"}};
@@ -316,6 +316,11 @@ ChatRequest parse_chat_request(const ordered_json& body, const sampling::Samplin
       bad("tool_choice", "needs tools");
   }
   if (field(body, "parallel_tool_calls")) r.parallel_tool_calls = boolean(body, "parallel_tool_calls");
+  if (field(body, "continue_final_message")) {  // vLLM's: the reply continues the last (assistant) message
+    r.options.continue_final_message = boolean(body, "continue_final_message");
+    if (r.options.continue_final_message && (r.messages.empty() || r.messages.back().value("role", "") != "assistant"))
+      bad("continue_final_message", "needs the last message to be the assistant's");
+  }
   if (r.response_format.kind != ResponseFormat::Kind::kText &&
       (r.tool_choice.mode == ToolChoice::Mode::kRequired || r.tool_choice.mode == ToolChoice::Mode::kFunction))
     bad(r.response_format.kind == ResponseFormat::Kind::kGbnf ? "grammar" : "response_format",

@@ -33,6 +33,23 @@ TEST_F(ChatPlanTest, FreeTextHasNoGrammarAndThePromptOfTheTemplate) {
   EXPECT_TRUE(p.gen.split_reasoning);
 }
 
+// continue_final_message: the prompt ends right after the last (assistant) message's text, as
+// transformers cuts it (the text as rendered, or stripped where the template trimmed it); without an
+// assistant message last there is nothing to continue.
+TEST_F(ChatPlanTest, ContinuedReplyEndsThePromptInsideTheLastMessage) {
+  ChatOptions o;
+  o.continue_final_message = true;
+  ordered_json convo = ordered_json::parse(R"([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello! How "}])");
+  const std::string whole = prompts_.render(convo, {}, false);  // the finished turn
+  ASSERT_NE(whole.find("Hello! How <|im_end|>"), std::string::npos) << whole;
+  const std::string cut = prompts_.render(convo, o, true);
+  EXPECT_EQ(cut, whole.substr(0, whole.rfind("Hello! How ") + std::string("Hello! How ").size())) << cut;
+  EXPECT_EQ(prompts_.build(convo, o).ids, tok_.encode(prompts_.render(convo, o, true), false));
+  EXPECT_THROW(prompts_.render(messages_, o, true), Error);  // the user's message is last
+  convo[1]["content"] = "  ";
+  EXPECT_THROW(prompts_.render(convo, o, true), Error);  // no text to continue
+}
+
 TEST_F(ChatPlanTest, SchemasCompileOnceAndTheCacheKeepsTheMostRecent) {
   const OutputFormat person{OutputFormat::Kind::kJsonSchema, "p",
                             ordered_json::parse(R"({"type": "object", "properties": {"name": {"type": "string"}}})"), {}};

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <future>
+#include <sstream>
 
 #include "../engine/chat_skills_eval.h"
 #include "engine/chat_session.h"
@@ -749,6 +750,62 @@ TEST_F(ServeTest, ModelsRetrieveAndUnsupportedFields) {
   auto ok = post(c, "/v1/chat/completions", fine);
   ASSERT_TRUE(ok);
   EXPECT_EQ(ok->status, 200) << ok->body;
+}
+
+// A last assistant message is the reply begun: Anthropic's prefill (any /v1/messages request ending
+// with one) and vLLM's continue_final_message. The prompt ends inside that message, as transformers
+// renders it with continue_final_message=True, and the reply is the continuation: the same text as
+// /v1/completions gives for that prompt's tokens.
+TEST_F(ServeTest, AssistantPrefillIsContinued) {
+  auto srv = start();
+  auto c = srv->client();
+  const ordered_json convo = ordered_json::parse(
+      R"([{"role": "user", "content": "What is 47 plus 85?"}, {"role": "assistant", "content": "The answer is"}])");
+  auto rendered = post(c, "/apply-template", {{"messages", convo}, {"continue_final_message", true}});
+  ASSERT_TRUE(rendered);
+  ASSERT_EQ(rendered->status, 200) << rendered->body;
+  const std::string prompt = ordered_json::parse(rendered->body)["prompt"];
+  EXPECT_TRUE(prompt.ends_with("assistant\nThe answer is")) << prompt;  // no end of turn, no new turn
+  auto ids = post(c, "/tokenize", {{"content", prompt}});
+  ASSERT_TRUE(ids);
+  auto plain = post(c, "/v1/completions", {{"prompt", ordered_json::parse(ids->body)["tokens"]}, {"max_tokens", 24}});
+  ASSERT_TRUE(plain);
+  ASSERT_EQ(plain->status, 200) << plain->body;
+  const std::string continuation = ordered_json::parse(plain->body)["choices"][0]["text"];
+  ASSERT_FALSE(continuation.empty());
+
+  auto chat = post(c, "/v1/chat/completions",
+                   {{"messages", convo}, {"continue_final_message", true}, {"max_tokens", 24},
+                    {"chat_template_kwargs", {{"enable_thinking", false}}}});
+  ASSERT_TRUE(chat);
+  ASSERT_EQ(chat->status, 200) << chat->body;
+  EXPECT_EQ(ordered_json::parse(chat->body)["choices"][0]["message"]["content"], continuation);
+  for (const bool stream : {false, true}) {
+    auto msg = post(c, "/v1/messages", {{"model", "m"}, {"max_tokens", 24}, {"messages", convo}, {"stream", stream},
+                                        {"thinking", {{"type", "disabled"}}}});
+    ASSERT_TRUE(msg);
+    ASSERT_EQ(msg->status, 200) << msg->body;
+    std::string text;
+    if (stream) {
+      std::istringstream lines(msg->body);  // "event: NAME" then "data: JSON" per event
+      for (std::string line; std::getline(lines, line);) {
+        if (!line.starts_with("data: ")) continue;
+        const ordered_json e = ordered_json::parse(line.substr(6));
+        if (e["type"] == "content_block_delta" && e["delta"]["type"] == "text_delta") text += e["delta"]["text"].get<std::string>();
+      }
+    } else {
+      const ordered_json whole = ordered_json::parse(msg->body);
+      for (const auto& b : whole["content"])
+        if (b["type"] == "text") text += b["text"].get<std::string>();
+    }
+    EXPECT_EQ(text, continuation) << "stream " << stream;
+  }
+  // Without an assistant message last there is nothing to continue.
+  auto bad = post(c, "/v1/chat/completions",
+                  {{"messages", ordered_json::array({convo[0]})}, {"continue_final_message", true}});
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->status, 400);
+  EXPECT_EQ(ordered_json::parse(bad->body)["error"]["param"], "continue_final_message") << bad->body;
 }
 
 // llama-server's /tokenize, /detokenize and /apply-template shapes.

@@ -159,9 +159,14 @@ await check("messages.stream: finalMessage equals messages.create", async () => 
     system: [{ type: "text", text: "You are helpful." }] };
   const whole = await onSkills.anthropic.messages.create(params);
   const stream = onSkills.anthropic.messages.stream(params);
-  let text = "";
+  let text = "", start = null;
   stream.on("text", (t) => { text += t; });
+  stream.on("streamEvent", (e) => { if (e.type === "message_start") start = e.message; });
   const final = await stream.finalMessage();
+  // message_start splits the prompt as the end does: this prompt was cached by the call before.
+  assert.ok(final.usage.cache_read_input_tokens > 0, JSON.stringify(final.usage));
+  for (const k of ["input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"])
+    assert.equal(start.usage[k], final.usage[k], k + ": " + JSON.stringify(start.usage));
   assert.deepEqual(final.content, whole.content);
   assert.equal(final.stop_reason, whole.stop_reason);
   assert.equal(text, whole.content.filter((b) => b.type === "text").map((b) => b.text).join(""));
