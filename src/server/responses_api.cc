@@ -249,12 +249,15 @@ ResponsesRequest parse_responses_request(const ordered_json& body, const samplin
   echo["reasoning"] = {{"effort", present(body, "reasoning") ? body["reasoning"].value("effort", ordered_json()) : nullptr},
                        {"summary", nullptr}};
   echo["store"] = false;  // nothing is kept
-  repeat("temperature", 1.0);
+  // The sampling it runs with: absent fields take the model's generation_config (greedy without one,
+  // as transformers' generate), not OpenAI's 1.
+  const sampling::SamplingParams& used = r.chat.params;
+  repeat("temperature", used.do_sample ? static_cast<double>(used.temperature) : 0.0);
   echo["text"] = {{"format", present(body, "text") && present(body["text"], "format") ? body["text"]["format"]
                                                                                       : ordered_json{{"type", "text"}}}};
   repeat("tool_choice", present(body, "tools") && !body["tools"].empty() ? "auto" : "none");
   repeat("tools", ordered_json::array());
-  repeat("top_p", 1.0);
+  repeat("top_p", used.do_sample ? static_cast<double>(used.top_p) : 1.0);
   echo["truncation"] = "disabled";
   repeat("user", nullptr);
   repeat("metadata", ordered_json::object());

@@ -57,6 +57,23 @@ TEST(ResponsesRequest, InputItemsBecomeChatMessages) {
   EXPECT_EQ(r.echoed["store"], false) << "nothing is stored, whatever the client asked";
 }
 
+// The response object states the sampling the reply runs with: the client's values, else the
+// model's generation_config (greedy: temperature 0), not OpenAI's defaults.
+TEST(ResponsesRequest, EchoesTheSamplingItRunsWith) {
+  EXPECT_EQ(responses(ordered_json::parse(R"({"input": "hi"})")).echoed["temperature"], 0.0);
+  EXPECT_EQ(responses(ordered_json::parse(R"({"input": "hi"})")).echoed["top_p"], 1.0);
+  const ResponsesRequest given = responses(ordered_json::parse(R"({"input": "hi", "temperature": 0.7, "top_p": 0.9})"));
+  EXPECT_EQ(given.echoed["temperature"], 0.7);
+  EXPECT_EQ(given.echoed["top_p"], 0.9);
+  sampling::SamplingParams model;  // a generation_config that samples
+  model.do_sample = true;
+  model.temperature = 0.5f;
+  model.top_p = 0.75f;
+  const ResponsesRequest dflt = parse_responses_request(ordered_json::parse(R"({"input": "hi"})"), model, kVocab);
+  EXPECT_EQ(dflt.echoed["temperature"], 0.5);
+  EXPECT_EQ(dflt.echoed["top_p"], 0.75);
+}
+
 TEST(ResponsesRequest, ToolsFormatAndReasoningMapToTheEngineRequest) {
   const ResponsesRequest r = responses(ordered_json::parse(R"({
     "input": "hi", "reasoning": {"effort": "none", "summary": "auto"},
