@@ -249,6 +249,10 @@ ChatRequest parse_messages_request(const ordered_json& body, const sampling::Sam
       invalid_field("thinking", "must be {\"type\": \"enabled\", \"budget_tokens\": N}, {\"type\": \"adaptive\"} or "
                                 "{\"type\": \"disabled\"}");
     }
+  } else {
+    // Anthropic thinks only when asked to, and clients read the reply from content[0]: a template
+    // that thinks by default (Qwen3's) is told not to.
+    r.options.enable_thinking = false;
   }
   if (present(body, "output_config") && present(body["output_config"], "effort")) {
     // Templates that know an effort (gpt-oss's reasoning_effort) read it.
@@ -325,7 +329,9 @@ class MessagesShaper : public ReplyShaper {
     const ChoiceReply& r = reply.reply(0);
     ordered_json content = ordered_json::array();
     if (!r.reasoning.empty()) content.push_back({{"type", "thinking"}, {"thinking", r.reasoning}, {"signature", ""}});
-    if (!r.reply.content.empty() || r.reply.tool_calls.empty()) content.push_back({{"type", "text"}, {"text", r.reply.content}});
+    // A reply cut while thinking has no text block (not an empty one); any other has one unless calls.
+    if (!r.reply.content.empty() || (r.reply.tool_calls.empty() && r.reasoning.empty()))
+      content.push_back({{"type", "text"}, {"text", r.reply.content}});
     for (const chat::ToolCall& c : r.reply.tool_calls) {
       ordered_json input = ordered_json::parse(c.arguments, nullptr, /*allow_exceptions=*/false);
       if (!input.is_object()) input = ordered_json::object();  // a cut call's arguments are whole objects too

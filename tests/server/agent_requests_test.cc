@@ -192,6 +192,11 @@ TEST(MessagesRequest, ThinkingMapsToTheBudget) {
   const ChatRequest off = messages(ordered_json::parse(
       R"({"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "x"}], "thinking": {"type": "disabled"}})"));
   EXPECT_FALSE(*off.options.enable_thinking);
+  // Without the field Anthropic does not think: a template that thinks by default is told not to.
+  const ChatRequest absent = messages(ordered_json::parse(
+      R"({"model": "m", "max_tokens": 64, "messages": [{"role": "user", "content": "x"}]})"));
+  ASSERT_TRUE(absent.options.enable_thinking.has_value());
+  EXPECT_FALSE(*absent.options.enable_thinking);
   const ChatRequest count = messages(ordered_json::parse(R"({"model": "m", "messages": [{"role": "user", "content": "x"}]})"),
                                      /*counting=*/true);
   EXPECT_FALSE(count.max_tokens.has_value()) << "count_tokens takes no max_tokens";

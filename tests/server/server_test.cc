@@ -808,6 +808,22 @@ TEST_F(ServeTest, AssistantPrefillIsContinued) {
   EXPECT_EQ(ordered_json::parse(bad->body)["error"]["param"], "continue_final_message") << bad->body;
 }
 
+// A Messages reply that max_tokens cut while thinking holds the thinking block alone, as Anthropic's
+// does, not an empty text block after it.
+TEST_F(ServeTest, MessagesReplyCutWhileThinkingHasNoTextBlock) {
+  auto srv = start();
+  auto c = srv->client();
+  const ordered_json question = ordered_json::parse(R"([{"role": "user", "content": "What is 47 plus 85?"}])");
+  auto cut = post(c, "/v1/messages",
+                  {{"model", "m"}, {"max_tokens", 3}, {"messages", question}, {"thinking", {{"type", "adaptive"}}}});
+  ASSERT_TRUE(cut);
+  ASSERT_EQ(cut->status, 200) << cut->body;
+  const ordered_json cut_reply = ordered_json::parse(cut->body);
+  EXPECT_EQ(cut_reply["stop_reason"], "max_tokens");
+  ASSERT_EQ(cut_reply["content"].size(), 1u) << cut_reply.dump();
+  EXPECT_EQ(cut_reply["content"][0]["type"], "thinking") << cut_reply.dump();
+}
+
 // llama-server's /tokenize, /detokenize and /apply-template shapes.
 TEST_F(ServeTest, TokenizeDetokenizeApplyTemplate) {
   auto srv = start();
