@@ -303,7 +303,7 @@ class ResponsesShaper : public ReplyShaper {
       }
     }
     if (d.finished) {
-      out += close_item();
+      out += close_item(cut_off(d));
       end_ = d;
     }
     return out;
@@ -334,7 +334,7 @@ class ResponsesShaper : public ReplyShaper {
       open_item(Item::kCall, {{"id", "fc_" + c.id}, {"type", "function_call"}, {"status", "in_progress"},
                               {"arguments", c.arguments}, {"call_id", c.id}, {"name", c.name}});
     }
-    close_item();
+    close_item(cut_off(r));
     end_ = r;
     return final_response(reply);
   }
@@ -357,13 +357,9 @@ class ResponsesShaper : public ReplyShaper {
   }
 
   ordered_json final_response(const ReplyStream& reply) const {
-    const bool cut = end_.finish == engine::FinishReason::kLength || end_.finish == engine::FinishReason::kContext;
-    ordered_json r = response(cut ? "incomplete" : "completed");
-    if (cut) {
-      r["incomplete_details"] = {{"reason", "max_output_tokens"}};
-      for (auto& item : r["output"])  // the item the limit cut
-        if (item.contains("status") && &item == &r["output"].back()) item["status"] = "incomplete";
-    }
+    const bool cut = cut_off(end_);
+    ordered_json r = response(cut ? "incomplete" : "completed");  // close_item marked the item it cut
+    if (cut) r["incomplete_details"] = {{"reason", "max_output_tokens"}};
     const engine::StreamUpdate t = reply.totals();
     r["usage"] = {{"input_tokens", t.prompt_tokens},
                   {"input_tokens_details", {{"cached_tokens", t.cached_tokens}}},
@@ -415,7 +411,14 @@ class ResponsesShaper : public ReplyShaper {
   }
 
   // The done events of the open item.
-  std::string close_item() {
+  // Whether a reply ended at its length limit (the response is incomplete, and its last item).
+  static bool cut_off(const ChoiceEnd& e) {
+    return e.finish == engine::FinishReason::kLength || e.finish == engine::FinishReason::kContext;
+  }
+
+  // `cut`: the length limit ended the item, which is "incomplete" in its output_item.done as in the
+  // final response.
+  std::string close_item(bool cut = false) {
     if (open_ == Item::kNone) return {};
     std::string out;
     ordered_json& item = output_.back();
@@ -432,7 +435,7 @@ class ResponsesShaper : public ReplyShaper {
       out += event("response.content_part.done",
                    {{"item_id", item["id"]}, {"output_index", index}, {"content_index", 0}, {"part", part}});
     }
-    if (item.contains("status")) item["status"] = "completed";
+    if (item.contains("status")) item["status"] = cut ? "incomplete" : "completed";
     out += event("response.output_item.done", {{"output_index", index}, {"item", item}});
     open_ = Item::kNone;
     return out;

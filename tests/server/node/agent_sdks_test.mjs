@@ -73,6 +73,20 @@ await check("responses.stream: the events rebuild the whole response", async () 
   assert.deepEqual(final.output.map((o) => o.type), whole.output.map((o) => o.type));
 });
 
+await check("responses.stream: an item max_output_tokens cut is incomplete when done and in the end", async () => {
+  const stream = onSkills.openai.responses.stream({ model: "chat-skills", input: question, max_output_tokens: 3,
+    reasoning: { effort: "none" } });
+  const done = [];
+  let last;
+  for await (const ev of stream) {
+    if (ev.type === "response.output_item.done") done.push(ev.item);
+    last = ev;
+  }
+  assert.equal(last.type, "response.incomplete");
+  assert.equal(done.at(-1).status, "incomplete", JSON.stringify(done));
+  assert.equal(last.response.output.at(-1).status, "incomplete");
+});
+
 await check("responses: instructions and a multi-turn input", async () => {
   const r = await onSkills.openai.responses.create({ model: "chat-skills", temperature: 0, max_output_tokens: 200,
     instructions: "Answer in uppercase.", reasoning: { effort: "none" },
