@@ -23,10 +23,10 @@ Run add_detokenize_command(CLI::App& app) {
     const auto tok = model::load_tokenizer(o->model);
     if (o->jsonl) {
       return run_jsonl(std::cin, std::cout, [&](const nlohmann::ordered_json& in) {
-        const auto& ids = in.at("ids");
-        if (!ids.is_array()) throw Error("\"ids\" must be an array of token ids");
+        // Checked as logits and embed check them: get<int32_t> wrapped 2^32 to 0 and cut 1.9 to 1.
+        const std::vector<int32_t> ids = line_ids(in.at("ids"), /*allow_empty=*/true);
         const bool skip = in.contains("skip_special_tokens") ? in["skip_special_tokens"].get<bool>() : false;
-        return nlohmann::ordered_json{{"text", tok.decode(ids.get<std::vector<int32_t>>(), skip)}};
+        return nlohmann::ordered_json{{"text", tok.decode(ids, skip)}};
       });
     }
     // Plain mode: whitespace-separated ids on stdin.

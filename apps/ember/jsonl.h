@@ -40,9 +40,10 @@ inline int run_jsonl(std::istream& in, std::ostream& out,
 }
 
 // The token ids of an input line's "ids": a non-empty array of integers from 0 to INT32_MAX (the
-// model checks them against its vocabulary).
-inline std::vector<int32_t> line_ids(const nlohmann::ordered_json& ids) {
-  if (!ids.is_array() || ids.empty()) throw Error("\"ids\" must be a non-empty array of token ids");
+// model checks them against its vocabulary). Empty only where `allow_empty` (detokenize: no text).
+inline std::vector<int32_t> line_ids(const nlohmann::ordered_json& ids, bool allow_empty = false) {
+  if (!ids.is_array() || (ids.empty() && !allow_empty))
+    throw Error(allow_empty ? "\"ids\" must be an array of token ids" : "\"ids\" must be a non-empty array of token ids");
   std::vector<int32_t> out;
   for (const auto& id : ids) {
     if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)

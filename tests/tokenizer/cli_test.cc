@@ -3,9 +3,11 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <sstream>
 
 #include <unistd.h>
 
+#include "run_command.h"
 #include "tokenizer_cases.h"
 
 namespace ember::test {
@@ -87,6 +89,35 @@ TEST(CliErrors, BadLineGivesOneErrorAndTheRestGoOn) {
   EXPECT_TRUE(nlohmann::json::parse(texts[2]).contains("text"));
   // Non-ASCII text stays UTF-8 in the output, not \u escapes.
   EXPECT_EQ(texts[2].find("\\u"), std::string::npos) << texts[2];
+}
+
+// Ids are checked as logits and embed check them: 2^32 used to wrap to 0 ("!") and 1.9 to be cut to
+// 1, with exit 0. Each bad line names its line and value; the exit is 1 after the good lines.
+TEST(CliErrors, DetokenizeRefusesIdsThatAreNotTokenIds) {
+  const std::string path = temp_path("cli_bad_ids.jsonl");
+  {
+    std::ofstream out(path);
+    out << R"({"ids": [4294967296]})" << '\n'
+        << R"({"ids": [4294976003]})" << '\n'
+        << R"({"ids": [1.9]})" << '\n'
+        << R"({"ids": [-3]})" << '\n'
+        << R"({"ids": []})" << '\n'
+        << R"({"ids": [9707, 0]})" << '\n';
+  }
+  const Output o = run_command("'" + ember_binary() + "' detokenize -m '" + tokenizer_dir("qwen3") + "' --jsonl < '" +
+                               path + "'");
+  ASSERT_TRUE(WIFEXITED(o.status));
+  EXPECT_EQ(WEXITSTATUS(o.status), 1) << o.out;
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(o.out);
+  for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
+  ASSERT_EQ(lines.size(), 6u) << o.out;
+  const char* values[] = {"4294967296", "4294976003", "1.9", "-3"};
+  for (int i = 0; i < 4; ++i)
+    EXPECT_EQ(lines[i], nlohmann::json({{"error", "line " + std::to_string(i + 1) + ": \"ids\" holds " + values[i] +
+                                                     ", not a token id"}}));
+  EXPECT_EQ(lines[4], nlohmann::json({{"text", ""}}));
+  EXPECT_EQ(lines[5], nlohmann::json({{"text", "Hello!"}}));
 }
 
 }  // namespace
