@@ -88,16 +88,17 @@ class ChatApp {
     return 0;
   }
 
+  // Returns 1 when a piped line failed (each one reported by its line number), 0 otherwise.
   int loop() {
-    const bool tty = ::isatty(STDIN_FILENO) != 0 && ::isatty(STDOUT_FILENO) != 0;
-    if (tty) {
+    tty_ = ::isatty(STDIN_FILENO) != 0 && ::isatty(STDOUT_FILENO) != 0;
+    if (tty_) {
       std::signal(SIGINT, on_sigint);
       std::cout << "Chatting with " << o_.model.dir
                 << ". Commands: /reset, /system TEXT, /think on|off, /save FILE, /load FILE, /quit\n";
     }
     for (;;) {
       std::string line;
-      if (tty) {
+      if (tty_) {
         char* raw = ::readline("> ");
         if (raw == nullptr) break;
         line = raw;
@@ -106,15 +107,16 @@ class ChatApp {
       } else if (!std::getline(std::cin, line)) {
         break;
       }
+      ++line_no_;
       if (line.empty()) continue;
       if (line[0] == '/') {
         if (!command(line)) break;
         continue;
       }
       messages_.push_back({{"role", "user"}, {"content", line}});
-      turn(tty);
+      turn();
     }
-    return 0;
+    return failed_lines_ ? 1 : 0;
   }
 
  private:
@@ -150,30 +152,30 @@ class ChatApp {
         throw Error("unknown command " + cmd + " (/reset, /system TEXT, /think on|off, /save FILE, /load FILE, /quit)");
       }
     } catch (const std::exception& e) {
-      std::cerr << "error: " << e.what() << '\n';
+      line_failed(e.what());
     }
     return true;
   }
 
-  void turn(bool tty) {
+  void turn() {
     g_interrupted.store(false);
     engine::ChatCallbacks cb;
     bool in_thought = false;
     cb.on_reasoning = [&](std::string_view t) {
       if (!o_.show_think) return;
-      if (!in_thought) std::cout << (tty ? "\033[2m" : "");
+      if (!in_thought) std::cout << (tty_ ? "\033[2m" : "");
       in_thought = true;
       std::cout << t << std::flush;
     };
     cb.on_content = [&](std::string_view t) {
-      if (in_thought) std::cout << (tty ? "\033[0m\n" : "\n");
+      if (in_thought) std::cout << (tty_ ? "\033[0m\n" : "\n");
       in_thought = false;
       std::cout << t << std::flush;
     };
     cb.cancelled = [] { return g_interrupted.load(); };
     try {
       const engine::ChatReply r = chat_.reply(messages_, m_.params, options_, cb);
-      if (in_thought) std::cout << (tty ? "\033[0m" : "");
+      if (in_thought) std::cout << (tty_ ? "\033[0m" : "");
       std::cout << '\n' << std::flush;
       ordered_json msg{{"role", "assistant"}, {"content", r.content}};
       if (!r.reasoning_content.empty()) msg["reasoning_content"] = r.reasoning_content;
@@ -184,8 +186,19 @@ class ChatApp {
                   << " tokens: the reply was cut; /reset starts a new conversation]\n";
     } catch (const Error& e) {
       messages_.erase(messages_.size() - 1);  // the turn failed: keep the conversation as it was
-      std::cerr << "error: " << e.what() << '\n';
+      line_failed(e.what());
     }
+  }
+
+  // The chat goes on after a failed line. On a terminal the user sees the error at once; piped
+  // lines are named by number, and the exit status says that one failed (as embed's lines).
+  void line_failed(const std::string& what) {
+    if (tty_) {
+      std::cerr << "error: " << what << '\n';
+      return;
+    }
+    std::cerr << "ember: error: line " << line_no_ << ": " << what << '\n';
+    ++failed_lines_;
   }
 
   void report(const engine::ChatReply& r) const {
@@ -203,6 +216,9 @@ class ChatApp {
   engine::ChatSession chat_;
   engine::ChatOptions options_;
   ordered_json messages_;
+  bool tty_ = false;
+  size_t line_no_ = 0;       // of the line being run (piped mode)
+  size_t failed_lines_ = 0;  // piped lines that failed
 };
 
 }  // namespace

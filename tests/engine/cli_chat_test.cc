@@ -94,6 +94,31 @@ TEST(CliChat, PipedLinesGetOneReplyEach) {
   EXPECT_EQ(std::count(o.out.begin(), o.out.end(), '\n'), 3) << o.out;
 }
 
+// A piped line that fails is named by its number on stderr, the chat goes on with the next line, and
+// the exit status is 1 at the end (it was 0 after ten "error: ..." lines of random bytes).
+TEST(CliChat, PipedLineErrorsAreNumberedAndFailTheExit) {
+  const std::string chat = ember_binary() + " chat -m " + model_dir("chat-skills") + " --no-think -q -n 4 --temperature 0";
+  const std::string err = tmp_file("chat_err.txt", "");
+  const Output o = run("printf 'Hello!\\n\\377\\376 bad\\n\\nHi again\\n' | " + chat + " 2>" + err);
+  std::string stderr_text;
+  std::getline(std::ifstream(err), stderr_text, '\0');
+  ASSERT_TRUE(WIFEXITED(o.status)) << o.out;
+  EXPECT_EQ(WEXITSTATUS(o.status), 1) << o.out << stderr_text;
+  EXPECT_NE(stderr_text.find("ember: error: line 2: tokenizer: input text is not valid UTF-8"), std::string::npos)
+      << stderr_text;
+  EXPECT_EQ(std::count(o.out.begin(), o.out.end(), '\n'), 2) << o.out;  // lines 1 and 4 were answered
+
+  // A template that fails to render fails every line, each named.
+  const std::string tmpl = tmp_file("raise.jinja", "{{ raise_exception('no chat here') }}");
+  const Output t = run("printf 'a\\nb\\n' | " + chat + " --chat-template " + tmpl + " 2>" + err);
+  std::getline(std::ifstream(err), stderr_text, '\0');
+  EXPECT_EQ(WEXITSTATUS(t.status), 1) << stderr_text;
+  EXPECT_NE(stderr_text.find("ember: error: line 1: "), std::string::npos) << stderr_text;
+  EXPECT_NE(stderr_text.find("ember: error: line 2: "), std::string::npos) << stderr_text;
+  EXPECT_NE(stderr_text.find("no chat here"), std::string::npos) << stderr_text;
+  for (const auto& f : {err, tmpl}) std::filesystem::remove(f);
+}
+
 // --quantize (chat, generate and serve share it): the matrices are held as 8- or 4-bit blocks (q4_k:
 // llama.cpp's K-quant super-blocks; q4_k_m / q5_k_m: llama.cpp's mixes, Q6_K among them), the load
 // line says so with the types held, and the model still recalls a name across turns.
