@@ -4,8 +4,10 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 
@@ -146,6 +148,8 @@ class ChatApp {
         std::ofstream out(arg);
         if (!out) throw Error(arg + ": cannot write");
         out << messages_.dump(2) << '\n';
+        out.close();  // a full disk may show only here, when the buffer is written
+        if (!out) throw Error(arg + ": write failed (" + std::strerror(errno) + ")");
       } else if (cmd == "/load") {
         messages_ = read_messages(arg);
       } else {

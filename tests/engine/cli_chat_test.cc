@@ -119,6 +119,17 @@ TEST(CliChat, PipedLineErrorsAreNumberedAndFailTheExit) {
   for (const auto& f : {err, tmpl}) std::filesystem::remove(f);
 }
 
+// /save checks the file once written and closed: on a full disk (/dev/full) it left an empty file and
+// said nothing. Piped, that is a failed line.
+TEST(CliChat, SaveThatCannotWriteSaysWhy) {
+  const Output o = run("printf '/save /dev/full\\n' | " + ember_binary() + " chat -m " + model_dir("chat-skills") +
+                       " -q 2>&1");
+  ASSERT_TRUE(WIFEXITED(o.status)) << o.out;
+  EXPECT_EQ(WEXITSTATUS(o.status), 1) << o.out;
+  EXPECT_NE(o.out.find("ember: error: line 1: /dev/full: write failed (No space left on device)"), std::string::npos)
+      << o.out;
+}
+
 // --quantize (chat, generate and serve share it): the matrices are held as 8- or 4-bit blocks (q4_k:
 // llama.cpp's K-quant super-blocks; q4_k_m / q5_k_m: llama.cpp's mixes, Q6_K among them), the load
 // line says so with the types held, and the model still recalls a name across turns.
