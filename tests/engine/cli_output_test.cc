@@ -2,8 +2,12 @@
 // that fits them, a path that does not exist said so, a GGUF's own chat template (or its lack) named.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
 #include <regex>
 #include <string>
+
+#include <unistd.h>
 
 #include "run_command.h"
 #include "test_paths.h"
@@ -49,6 +53,31 @@ TEST(CliOutput, BenchSaysWhenDecodeBeatsTheDramRoofline) {
   std::smatch m;
   ASSERT_TRUE(std::regex_search(o.out, m, std::regex(R"(decode / roofline +([0-9.]+)%(.*))"))) << o.out;
   EXPECT_EQ(std::stod(m[1]) > 100, m[2].str().find("in cache, above the DRAM roofline") != std::string::npos) << o.out;
+}
+
+// Output that did not reach stdout fails the command (it exited 0): main checks stdout once at the
+// end, for every command. /dev/full fails every write with ENOSPC.
+TEST(CliOutput, AFailedWriteToStdoutIsAnError) {
+  const std::string messages = ::testing::TempDir() + "/ember_" + std::to_string(::getpid()) + "_full_msgs.json";
+  std::ofstream(messages) << R"([{"role": "user", "content": "Hi"}])";
+  const std::string story = model_dir("story-656k");
+  const struct {
+    std::string input, args;  // the input line ("": none)
+  } cases[] = {{"", "generate -m " + story + " -p 'Once upon a time' -n 20 -q"},
+               {R"({"text": "hi"})", "tokenize -m " + shared_path("tokenizers", "qwen3") + " --jsonl"},
+               {R"({"ids": [1, 2]})", "logits -m " + story + " --jsonl"},
+               {"", "chat -m " + model_dir("chat-skills") + " --messages " + messages + " --json -n 4"},
+               {"", "--help"}};
+  for (const auto& c : cases) {
+    // stderr to the pipe, stdout to /dev/full.
+    const Output o = run_command("echo '" + c.input + "' | timeout 120 " + ember_binary() + " " + c.args +
+                                 " 2>&1 >/dev/full");
+    ASSERT_TRUE(WIFEXITED(o.status)) << c.args << ": " << o.out;
+    EXPECT_EQ(WEXITSTATUS(o.status), 1) << c.args << ": " << o.out;
+    EXPECT_NE(o.out.find("ember: error: writing standard output failed (No space left on device)"), std::string::npos)
+        << c.args << ": " << o.out;
+  }
+  std::remove(messages.c_str());
 }
 
 }  // namespace
