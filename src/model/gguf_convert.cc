@@ -597,7 +597,28 @@ void write_gguf_tokenizer(GgufWriter& w, const std::string& dir, int64_t rows, c
   if (tmpl) w.kv_string("tokenizer.chat_template", *tmpl);
 }
 
+namespace {
+
+// The file is renamed over out_path at the end, whatever is there: as root, -o /dev/full replaced the
+// device node. Anything but a regular file (or nothing) at out_path is refused before any work.
+void check_output_path(const std::string& out_path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(out_path, ec);  // through a link: what the path names
+  if (!fs::exists(st) || fs::is_regular_file(st)) return;
+  const char* kind = fs::is_directory(st)        ? "a directory"
+                     : fs::is_character_file(st) ? "a character device"
+                     : fs::is_block_file(st)     ? "a block device"
+                     : fs::is_fifo(st)           ? "a fifo"
+                     : fs::is_socket(st)         ? "a socket"
+                                                 : "something other than a file";
+  fail(out_path, std::string("exists and is ") + kind + ": convert writes a new file or replaces a regular one");
+}
+
+}  // namespace
+
 void convert_to_gguf(const std::string& model_dir, const std::string& out_path, const ConvertOptions& options) {
+  check_output_path(out_path);
   Converter(model_dir, options).run(out_path);
 }
 

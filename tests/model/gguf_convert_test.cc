@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
 #include "base/error.h"
 #include "base/mapped_file.h"
 #include "fuzz_util.h"
@@ -372,6 +374,26 @@ TEST(GgufConvertCli, WritesWithProgressAndRefusesByName) {
   EXPECT_NE(bad.status, 0);
   EXPECT_NE(bad.out.find("gpt_oss"), std::string::npos) << bad.out;
   EXPECT_FALSE(fs::exists(dir.path() + "/x.gguf"));
+}
+
+// -o naming a directory or a fifo is refused before any work, naming the path, and leaves it as it
+// was: the finished file used to be renamed over whatever was there (as root, over /dev/full).
+TEST(GgufConvertCli, RefusesAnOutputThatIsNotARegularFile) {
+  fuzz::TempDir dir;
+  const std::string folder = dir.path() + "/a-folder", fifo = dir.path() + "/a-fifo";
+  fs::create_directory(folder);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const auto& [out, kind] : {std::pair{folder, "a directory"}, std::pair{fifo, "a fifo"}}) {
+    const test::Output o = test::run_command("'" + test::ember_binary() + "' convert -m '" +
+                                             test::model_dir("tiny-llama-f32") + "' -o '" + out + "' 2>&1");
+    ASSERT_TRUE(WIFEXITED(o.status)) << o.out;
+    EXPECT_EQ(WEXITSTATUS(o.status), 1) << o.out;
+    EXPECT_NE(o.out.find(out + ": exists and is " + kind), std::string::npos) << o.out;
+    EXPECT_EQ(o.out.find("tensors"), std::string::npos) << o.out;  // refused before any work
+  }
+  EXPECT_TRUE(fs::is_directory(folder));
+  EXPECT_TRUE(fs::is_fifo(fifo));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 2);  // no .tmp left
 }
 
 }  // namespace
