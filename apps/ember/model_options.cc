@@ -171,6 +171,8 @@ int64_t parse_bytes(const std::string& text, const std::string& flag) {
   else if (unit == "T") scale = 1024.0 * 1024 * 1024 * 1024;
   else if (!unit.empty() && unit != "B") fail(flag, "unknown unit '" + text.substr(used) + "' (use K, M, G or T)");
   if (!(value > 0)) fail(flag, "must be positive (got '" + text + "')");
+  // The cast of a double past int64_t's range is undefined: 1e20 became a budget that meant "default".
+  if (!(value * scale < 0x1p63)) fail(flag, "too large (got '" + text + "'; the most is 2^63 - 1 bytes)");
   return static_cast<int64_t>(value * scale);
 }
 

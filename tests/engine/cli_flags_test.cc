@@ -52,6 +52,16 @@ TEST(CliFlags, ModelAndSamplingFlagsHaveRanges) {
                   {"chat -m " + model_dir("chat-skills") + " --think-budget -2", "--think-budget", "-1 and"}});
 }
 
+// A --mem past int64_t's bytes is refused naming it (it fell back to the default budget).
+TEST(CliFlags, MemTooLargeIsRefused) {
+  for (const char* mem : {"99999999999999999999G", "18446744073709551615", "9223372036854775808"}) {
+    const Output o = ember("generate -m " + model_dir("story-656k") + " -p hi -n 1 --mem " + mem);
+    EXPECT_NE(o.status, 0) << mem << ": " << o.out;
+    EXPECT_NE(o.out.find("--mem: too large (got '" + std::string(mem) + "'"), std::string::npos) << o.out;
+  }
+  EXPECT_EQ(ember("generate -m " + model_dir("story-656k") + " -p hi -n 1 -q --mem 1T").status, 0);
+}
+
 // --spec: off by default; ngram and a draft model print the same text and say how many guesses were
 // taken; a model or a draft that cannot speculate says so; --spec-max has a range.
 TEST(CliFlags, SpecPrintsTheSameTextAndSaysWhatItCannot) {
