@@ -124,7 +124,7 @@ void SamplingOptions::add_to(CLI::App& cmd) {
   cmd.add_option("--temperature", temperature, "Sampling temperature (0: greedy)")->check(in_range(0.0f, 100.0f));
   cmd.add_option("--top-k", top_k, "Keep only the K most likely tokens (0: off)")->check(in_range(0, 1 << 24));
   cmd.add_option("--top-p", top_p, "Nucleus sampling: keep the smallest set with probability >= P")
-      ->check(in_range(0.0f, 1.0f));
+      ->check(in_range(0.0f, 1.0f, LowerBound::kExcluded));  // top_p 0 keeps no token
   cmd.add_option("--min-p", min_p, "Drop tokens below P times the most likely token's probability")
       ->check(in_range(0.0f, 1.0f));
   cmd.add_option("--repeat-penalty", repetition_penalty, "Repetition penalty (Hugging Face semantics; 1: off)")

@@ -47,9 +47,28 @@ TEST(CliFlags, ModelAndSamplingFlagsHaveRanges) {
                   {gen + "-t -2", "--threads", "0 and 4096"},
                   {gen + "-n -2", "--max-tokens", "-1 and"},
                   {gen + "--temperature -1", "--temperature", "0 and 100"},
-                  {gen + "--top-p 1.5", "--top-p", "0 and 1"},
                   {"bench -m " + model_dir("story-656k") + " --reps 0", "--reps", "1 and 1000"},
                   {"chat -m " + model_dir("chat-skills") + " --think-budget -2", "--think-budget", "-1 and"}});
+}
+
+// What the checks above pass on to fail later, or name wrongly, is refused by the flag: top_p 0 (the
+// sampler's "top_p must be in (0, 1]"), NaN (it passed both bounds), a word (said to be out of range).
+TEST(CliFlags, NaNZeroTopPAndWordsAreRefusedByTheFlag) {
+  const std::string gen = "generate -m " + model_dir("story-656k") + " -p hi -n 1 ";
+  for (const auto& [args, error] : std::vector<std::pair<std::string, std::string>>{
+           {"--top-p 0", "--top-p: must be above 0 and at most 1 (got 0)"},
+           {"--top-p 1.5", "--top-p: must be above 0 and at most 1 (got 1.5)"},
+           {"--top-p nan", "--top-p: must be above 0 and at most 1 (got nan)"},
+           {"--temperature nan", "--temperature: must be between 0 and 100 (got nan)"},
+           {"-t abc", "--threads: abc is not an integer"},
+           {"--temperature warm", "--temperature: warm is not a number"}}) {
+    const Output o = ember(gen + args);
+    EXPECT_NE(o.status, 0) << args << ": " << o.out;
+    EXPECT_NE(o.out.find(error), std::string::npos) << args << ": " << o.out;
+    EXPECT_EQ(o.out.find("sampling parameters"), std::string::npos) << args << ": " << o.out;
+  }
+  EXPECT_EQ(ember(gen + "-q --top-p 1").status, 0);
+  EXPECT_NE(ember("generate --help").out.find("in (0, 1]"), std::string::npos);
 }
 
 // A --mem past int64_t's bytes is refused naming it (it fell back to the default budget).
