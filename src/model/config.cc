@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.h"
+#include "base/format.h"
 #include "base/mapped_file.h"
 #include "model/architecture.h"
 #include "model/config_fields.h"
@@ -395,6 +396,7 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
   if (arch->linear != LinearRule::kNone) parse_linear_attention(r, c);
   parse_family_options(r, *arch, c);
   parse_rope_settings(*text_json, where, arch->local_rope, c);  // after the rotary dims are known
+  check_numbers(c, where, {"field \"rms_norm_eps\"", "field \"rope_theta\""});
   if (arch->layer_plan) parse_layer_plan(r, c);
   parse_moe(r, *arch, c);
   check_dimensions(c, where);  // the experts'
@@ -411,6 +413,11 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
     }
   }
   return c;
+}
+
+void check_numbers(const ModelConfig& c, const std::string& where, const NumberFieldNames& names) {
+  if (!(c.rms_norm_eps >= 0)) fail(where, names.rms_norm_eps + " must not be negative (got " + format_number(c.rms_norm_eps) + ")");
+  if (!(c.rope.theta > 0)) fail(where, names.rope_theta + " must be positive (got " + format_number(c.rope.theta) + ")");
 }
 
 ModelConfig load_config(const std::string& model_dir) {

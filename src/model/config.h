@@ -204,6 +204,14 @@ ModelConfig parse_config(const std::string& json_text, const std::string& where)
 // (every parser calls it before allocating by them).
 void check_dimensions(const ModelConfig& c, const std::string& where);
 
+// Fails, naming `where` and the source's own name of the field (a config.json field, a GGUF key),
+// when the norm epsilon is negative or the RoPE base is not positive (or either is NaN): such a model
+// loaded, then every logit came out NaN.
+struct NumberFieldNames {
+  std::string rms_norm_eps, rope_theta;
+};
+void check_numbers(const ModelConfig& c, const std::string& where, const NumberFieldNames& names);
+
 // Reads <dir>/config.json.
 ModelConfig load_config(const std::string& model_dir);
 

@@ -335,6 +335,7 @@ ModelConfig gguf_config(const GgufFile& g) {
   check_dimensions(c, where);
   c.rms_norm_eps = g.get_float(k.key("attention.layer_norm_rms_epsilon"));
   read_rope(k, *arch, c);
+  check_numbers(c, where, {"metadata " + k.key("attention.layer_norm_rms_epsilon"), "metadata " + k.key("rope.freq_base")});
   read_freq_divisors(g, c);
   read_long_rope(k, c);
 

@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <tuple>
+#include <vector>
 
 #include "base/error.h"
 #include "base/mapped_file.h"
@@ -83,6 +85,23 @@ TEST(Config, MissingFieldIsNamed) {
   const std::string e = error_of(j);
   EXPECT_NE(e.find("config.json"), std::string::npos) << e;
   EXPECT_NE(e.find("hidden_size"), std::string::npos) << e;
+}
+
+// A RoPE base that is not positive or a negative norm epsilon loaded, and every logit came out NaN
+// ("sampler: no token has a finite logit"); now the field is named at load. An epsilon of 0 is allowed.
+TEST(Config, NormEpsilonAndRopeThetaOutOfRangeAreNamed) {
+  for (const auto& [field, value, says] : std::vector<std::tuple<std::string, double, std::string>>{
+           {"rope_theta", 0, "field \"rope_theta\" must be positive (got 0)"},
+           {"rope_theta", -10000, "field \"rope_theta\" must be positive (got -10000)"},
+           {"rms_norm_eps", -1e-5, "field \"rms_norm_eps\" must not be negative (got -1e-05)"}}) {
+    json j = base_config();
+    j[field] = value;
+    const std::string e = error_of(j);
+    EXPECT_NE(e.find("config.json: " + says), std::string::npos) << e;
+  }
+  json j = base_config();
+  j["rms_norm_eps"] = 0;
+  EXPECT_EQ(error_of(j), "(no error)");
 }
 
 TEST(Config, UnknownModelTypeListsSupported) {

@@ -5,6 +5,7 @@
 // per-layer embeddings; a file without attn_v using the keys as values.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -125,6 +126,10 @@ TEST_F(GgufArchErrors, MetadataNamesTheKey) {
       {"tiny-kq-gemma3-bf16.gguf", "gemma3.embedding_length", std::nullopt, "missing"},
       {"tiny-kq-smollm3-bf16.gguf", "general.architecture", GgufValue{8, 0, "smollm4"}, supported.c_str()},
       {"tiny-qwen3-bf16.gguf", "qwen3.feed_forward_length", u32s({96, 96}), "array per layer"},
+      // They loaded, and every logit came out NaN ("sampler: no token has a finite logit").
+      {"tiny-qwen3-bf16.gguf", "qwen3.rope.freq_base", f32(0), "must be positive (got 0)"},
+      {"tiny-qwen3-bf16.gguf", "qwen3.rope.freq_base", f32(NAN), "must be positive (got nan)"},
+      {"tiny-qwen3-bf16.gguf", "qwen3.attention.layer_norm_rms_epsilon", f32(-1), "must not be negative (got -1)"},
       // gemma4's own keys: the per-layer arrays, the pattern, the sliding head size, KV sharing by
       // llama.cpp's rule, the per-layer embeddings' width.
       {"tiny-gemma4-q8_0.gguf", "gemma4.feed_forward_length", u32s({128, 128, 128, 256, 256}), "5 entries for 6 layers"},
