@@ -346,7 +346,8 @@ ModelConfig parse_config(const std::string& text, const std::string& where) {
   }
   ModelConfig c;
   const json* mt = top.find("model_type");
-  if (mt == nullptr || !mt->is_string()) fail(where, "missing required field \"model_type\"");
+  if (mt == nullptr) fail(where, "missing required field \"model_type\"");
+  if (!mt->is_string()) fail(where, "field \"model_type\" must be a string (got " + mt->dump() + ")");
   c.model_type = *mt;
   const Architecture* arch = find_architecture(c.model_type);
   if (arch == nullptr)

@@ -104,6 +104,15 @@ TEST(Config, NormEpsilonAndRopeThetaOutOfRangeAreNamed) {
   EXPECT_EQ(error_of(j), "(no error)");
 }
 
+// A model_type that is not a string is said to be one (it was reported missing).
+TEST(Config, ModelTypeNotAStringIsSaidSo) {
+  json j = base_config();
+  j["model_type"] = 5;
+  EXPECT_EQ(error_of(j), "config.json: field \"model_type\" must be a string (got 5)");
+  j.erase("model_type");
+  EXPECT_EQ(error_of(j), "config.json: missing required field \"model_type\"");
+}
+
 TEST(Config, UnknownModelTypeListsSupported) {
   json j = base_config();
   j["model_type"] = "gpt_neox";
