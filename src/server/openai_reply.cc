@@ -42,7 +42,7 @@ class OpenAiShaper : public ReplyShaper {
       text.content = part.content;
       text.calls = &part.tool_calls;
       if (!text.content.empty() || !text.reasoning.empty() || !part.tool_calls.empty() ||
-          (o_.logprobs && !text.tokens->empty()))
+          (o_.logprobs && text.tokens && !text.tokens->empty()))  // only the first part has tokens
         out += chunk(ordered_json::array({choice(reply, d.index, text, true)}));
       text = Text{};
     }

@@ -126,6 +126,36 @@ TEST_F(LogprobsBytesTest, SplitCharacterTokensCarryTheirOwnBytes) {
   EXPECT_EQ(offset, std::string(kReply).size()) << lp.dump();
 }
 
+// A streamed reply whose delta holds several parts (content, then a call) with logprobs: the parts
+// after the first carry no tokens (the server dereferenced them and died).
+TEST_F(LogprobsBytesTest, StreamedCallsWithLogprobsEndTheStream) {
+  auto srv = start();
+  auto c = srv->client();
+  const ordered_json tools = ordered_json::parse(
+      R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}])");
+  for (const char* choice : {"auto", "required"}) {
+    const ordered_json body{{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                            {"tools", tools},
+                            {"tool_choice", choice},
+                            {"stream", true},
+                            {"logprobs", true},
+                            {"max_tokens", 40},
+                            {"chat_template_kwargs", {{"enable_thinking", false}}}};
+    auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
+    ASSERT_TRUE(res) << choice;
+    ASSERT_EQ(res->status, 200) << res->body;
+    const SseEvents events = parse_sse(res->body);
+    EXPECT_TRUE(events.done) << choice << ": " << res->body;
+    if (std::string(choice) == "required") {
+      bool called = false;
+      for (const auto& e : events.chunks)
+        called |= e["choices"][0]["delta"].contains("tool_calls");
+      EXPECT_TRUE(called) << res->body;
+    }
+  }
+  EXPECT_EQ(c.Get("/health")->status, 200);  // still serving
+}
+
 // /v1/completions takes response_format as chat does (vLLM's completions too): the text follows it.
 TEST_F(LogprobsBytesTest, TextCompletionFollowsResponseFormat) {
   auto srv = start();
