@@ -287,7 +287,12 @@ ChatRequest parse_chat_request(const ordered_json& body, const sampling::Samplin
   if (const auto* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object()) bad("chat_template_kwargs", "must be an object");
     for (auto it = kw->begin(); it != kw->end(); ++it) r.options.extra_variables[it.key()] = it.value();
-    if (kw->contains("enable_thinking")) r.options.enable_thinking.reset();  // the template kwarg rules
+    // The template kwarg rules; a boolean also tells the engine (thinking off: a grammar or a forced
+    // call holds from the reply's first token, with no <think> before it).
+    if (const auto et = kw->find("enable_thinking"); et != kw->end()) {
+      if (et->is_boolean()) r.options.enable_thinking = et->get<bool>();
+      else r.options.enable_thinking.reset();
+    }
   }
   if (const auto* tools = field(body, "tools")) {
     if (!tools->is_array()) bad("tools", "must be an array");

@@ -74,6 +74,23 @@ TEST(ResponsesRequest, EchoesTheSamplingItRunsWith) {
   EXPECT_EQ(dflt.echoed["top_p"], 0.75);
 }
 
+// chat_template_kwargs.enable_thinking false is thinking off for the engine too, not only for the
+// template: a forced call's or a format's grammar then holds from the first token (with it unset the
+// model could open <think> and the grammar waited for a </think> that never came).
+TEST(ChatRequest, TemplateKwargEnableThinkingReachesTheEngine) {
+  auto parse = [](const char* kwargs) {
+    return parse_chat_request(ordered_json::parse(std::string(R"({"messages": [{"role": "user", "content": "x"}], )") +
+                                                  R"("chat_template_kwargs": )" + kwargs + "}"),
+                              {}, kVocab);
+  };
+  const ChatRequest off = parse(R"({"enable_thinking": false})");
+  ASSERT_TRUE(off.options.enable_thinking.has_value());
+  EXPECT_FALSE(*off.options.enable_thinking);
+  EXPECT_EQ(off.options.extra_variables["enable_thinking"], false);
+  EXPECT_TRUE(*parse(R"({"enable_thinking": true})").options.enable_thinking);
+  EXPECT_FALSE(parse(R"({"enable_thinking": "no"})").options.enable_thinking.has_value()) << "the template reads it";
+}
+
 TEST(ResponsesRequest, ToolsFormatAndReasoningMapToTheEngineRequest) {
   const ResponsesRequest r = responses(ordered_json::parse(R"({
     "input": "hi", "reasoning": {"effort": "none", "summary": "auto"},
