@@ -104,7 +104,14 @@ class OpenAiShaper : public ReplyShaper {
     if (whole_calls && !whole_calls->empty()) calls = chat::tool_calls_json(*whole_calls);
     if (t.calls && !t.calls->empty()) {
       calls = ordered_json::array();
-      for (const auto& call : *t.calls) calls.push_back(chat::tool_call_chunk_json(call));
+      for (const auto& call : *t.calls) {
+        // One entry per call in a chunk, as OpenAI streams them: a call's arguments that arrive in
+        // the same delta as its name join that entry.
+        if (!calls.empty() && call.id.empty() && calls.back()["index"] == call.index)
+          calls.back()["function"]["arguments"] = calls.back()["function"]["arguments"].get<std::string>() + call.arguments;
+        else
+          calls.push_back(chat::tool_call_chunk_json(call));
+      }
     }
     if (o_.chat) {
       ordered_json msg = ordered_json::object();

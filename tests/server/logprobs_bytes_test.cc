@@ -5,6 +5,8 @@
 // legacy shape's text_offset advances by them.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "base/utf8.h"
 #include "http_helpers.h"
 #include "model/load_tokenizer.h"
@@ -127,29 +129,37 @@ TEST_F(LogprobsBytesTest, SplitCharacterTokensCarryTheirOwnBytes) {
 }
 
 // A streamed reply whose delta holds several parts (content, then a call) with logprobs: the parts
-// after the first carry no tokens (the server dereferenced them and died).
+// after the first carry no tokens (the server dereferenced them and died). Each chunk has one entry
+// per call.
 TEST_F(LogprobsBytesTest, StreamedCallsWithLogprobsEndTheStream) {
   auto srv = start();
   auto c = srv->client();
   const ordered_json tools = ordered_json::parse(
-      R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}])");
-  for (const char* choice : {"auto", "required"}) {
+      R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+            "properties": {"x": {"type": "integer"}}, "required": ["x"]}}}])");
+  for (const char* choice : {"auto", "required", "required without logprobs"}) {
+    const bool logprobs = std::string(choice).find("without") == std::string::npos;
     const ordered_json body{{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
                             {"tools", tools},
-                            {"tool_choice", choice},
+                            {"tool_choice", std::string(choice).substr(0, std::string(choice).find(' '))},
                             {"stream", true},
-                            {"logprobs", true},
-                            {"max_tokens", 40},
+                            {"logprobs", logprobs},
+                            {"max_tokens", 100},
                             {"chat_template_kwargs", {{"enable_thinking", false}}}};
     auto res = c.Post("/v1/chat/completions", body.dump(), "application/json");
     ASSERT_TRUE(res) << choice;
     ASSERT_EQ(res->status, 200) << res->body;
     const SseEvents events = parse_sse(res->body);
     EXPECT_TRUE(events.done) << choice << ": " << res->body;
-    if (std::string(choice) == "required") {
+    if (std::string(choice).starts_with("required")) {
       bool called = false;
-      for (const auto& e : events.chunks)
-        called |= e["choices"][0]["delta"].contains("tool_calls");
+      for (const auto& e : events.chunks) {
+        const ordered_json& delta = e["choices"][0]["delta"];
+        if (!delta.contains("tool_calls")) continue;
+        called = true;
+        std::set<size_t> indexes;  // one entry per call in a chunk, as OpenAI streams them
+        for (const auto& call : delta["tool_calls"]) EXPECT_TRUE(indexes.insert(call["index"].get<size_t>()).second) << delta.dump();
+      }
       EXPECT_TRUE(called) << res->body;
     }
   }
