@@ -65,6 +65,7 @@ class ChatApp {
         m_(load_model(o.model, &o.sampling)),
         chat_(*m_.model, m_.tokenizer, o.model.dir, planned_context(*m_.model, o.model),
               read_chat_template(o.chat_template_file)) {
+    chat_.require_template();  // before the first line: no line of a base model's chat could succeed
     options_.grammar = constraint_for(std::move(grammar), m_.tokenizer, o.grammar.source());
     options_.structured = !o.grammar.json_schema_file.empty();
     if (o.think) options_.enable_thinking = true;

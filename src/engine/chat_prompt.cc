@@ -59,9 +59,13 @@ ChatPromptBuilder::ChatPromptBuilder(const tokenizer::Tokenizer& tokenizer, cons
   tool_format_ = chat::detect_tool_call_format(tool_source);
 }
 
+void ChatPromptBuilder::require_template() const {
+  if (!template_) throw Error(no_template_);
+}
+
 std::string ChatPromptBuilder::render(const nlohmann::ordered_json& messages, const ChatOptions& options,
                                       bool add_generation_prompt) const {
-  if (!template_) throw Error(no_template_);
+  require_template();
   chat::TemplateInputs in;
   in.messages = messages;
   in.tools = options.tools;

@@ -53,6 +53,8 @@ class ChatPromptBuilder {
   ChatPromptBuilder(const tokenizer::Tokenizer& tokenizer, const std::string& model_dir,
                     const std::string& template_source = "");
 
+  // Throws ember::Error, saying why, when there is no chat template (a base model's folder or file).
+  void require_template() const;
   // The rendered text alone. Throws ember::Error when the template fails (e.g. raise_exception on a
   // bad role order) or the folder has none.
   std::string render(const nlohmann::ordered_json& messages, const ChatOptions& options, bool add_generation_prompt) const;

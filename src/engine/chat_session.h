@@ -40,6 +40,9 @@ class ChatSession {
   ChatReply reply(const nlohmann::ordered_json& messages, const sampling::SamplingParams& params,
                   const ChatOptions& options = {}, const ChatCallbacks& callbacks = {});
 
+  // Throws ember::Error, saying why, when the model has no chat template to chat through.
+  void require_template() const { prompts_.require_template(); }
+
   Session& session() { return session_; }
   const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
 

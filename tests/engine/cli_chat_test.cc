@@ -119,6 +119,17 @@ TEST(CliChat, PipedLineErrorsAreNumberedAndFailTheExit) {
   for (const auto& f : {err, tmpl}) std::filesystem::remove(f);
 }
 
+// A model without a chat template (a base model's GGUF) is refused before the first line, naming the
+// file, instead of failing every line the user types.
+TEST(CliChat, NoChatTemplateIsRefusedAtStart) {
+  const std::string gguf = model_dir("gguf/tiny-qwen2-q4_0.gguf");
+  const Output o = run("printf 'a\nb\n' | " + ember_binary() + " chat -m " + gguf + " -q 2>&1");
+  ASSERT_TRUE(WIFEXITED(o.status)) << o.out;
+  EXPECT_EQ(WEXITSTATUS(o.status), 1) << o.out;
+  EXPECT_NE(o.out.find("ember: error: " + gguf + ": no chat template"), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("line 1"), std::string::npos) << o.out;
+}
+
 // /save checks the file once written and closed: on a full disk (/dev/full) it left an empty file and
 // said nothing. Piped, that is a failed line.
 TEST(CliChat, SaveThatCannotWriteSaysWhy) {
