@@ -4,6 +4,7 @@
 #include "base/error.h"
 #include "base/format.h"
 #include "base/mapped_file.h"
+#include "chat/chat_template.h"
 #include "engine/generation.h"
 #include "engine/memory_plan.h"
 #include "kernels/quant.h"
@@ -149,6 +150,11 @@ std::string read_chat_template(const std::string& file) {
   if (file.empty()) return {};
   std::string source = read_file(file);
   if (source.empty()) fail(file, "the chat template is empty");
+  try {  // parsed here too, so that a syntax error names the file
+    chat::ChatTemplate parsed(source);
+  } catch (const Error& e) {
+    fail(file, e.what());
+  }
   return source;
 }
 

@@ -46,7 +46,11 @@ ChatPromptBuilder::ChatPromptBuilder(const tokenizer::Tokenizer& tokenizer, cons
   }
   try {
     const std::string& source = tokenizer::select_chat_template(tokenizer.config(), /*with_tools=*/false, model_dir);
-    template_.emplace(source);
+    try {
+      template_.emplace(source);
+    } catch (const Error& e) {  // a template that does not parse: say whose
+      fail(model_dir, std::string("its chat template: ") + e.what());
+    }
     harmony_ = chat::is_harmony_template(source);
   } catch (const Error& e) {
     no_template_ = e.what();

@@ -2,6 +2,7 @@
 // decided for every front end, and the GrammarCache the server's requests share.
 #include <gtest/gtest.h>
 
+#include "base/mapped_file.h"
 #include "engine/chat_plan.h"
 #include "test_paths.h"
 
@@ -48,6 +49,20 @@ TEST_F(ChatPlanTest, ContinuedReplyEndsThePromptInsideTheLastMessage) {
   EXPECT_THROW(prompts_.render(messages_, o, true), Error);  // the user's message is last
   convo[1]["content"] = "  ";
   EXPECT_THROW(prompts_.render(convo, o, true), Error);  // no text to continue
+}
+
+// The model's own template that does not parse is named by the model when a prompt is asked of it
+// (a folder served for embeddings only never asks).
+TEST_F(ChatPlanTest, BrokenModelTemplateIsNamedByTheModel) {
+  const tokenizer::Tokenizer tok = tokenizer::Tokenizer::from_json(
+      read_file(dir_ + "/tokenizer.json"), R"({"chat_template": "{% for m in messages %}{{ m.content }"})");
+  const ChatPromptBuilder broken(tok, "some/model");
+  try {
+    broken.render(messages_, {}, true);
+    ADD_FAILURE() << "a template that does not parse rendered";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("some/model: its chat template: line 1, column 37", 0), 0u) << e.what();
+  }
 }
 
 TEST_F(ChatPlanTest, SchemasCompileOnceAndTheCacheKeepsTheMostRecent) {

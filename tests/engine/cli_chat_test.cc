@@ -130,6 +130,17 @@ TEST(CliChat, NoChatTemplateIsRefusedAtStart) {
   EXPECT_EQ(o.out.find("line 1"), std::string::npos) << o.out;
 }
 
+// A chat template that does not parse is named: a --chat-template file by its path, the model's own
+// by its folder.
+TEST(CliChat, BrokenChatTemplateIsNamed) {
+  const std::string tmpl = tmp_file("broken.jinja", "{% for m in messages %}{{ m.content }");
+  const Output o = run("echo hi | " + ember_binary() + " chat -m " + model_dir("chat-skills") + " --chat-template " +
+                       tmpl + " -q 2>&1");
+  EXPECT_EQ(WEXITSTATUS(o.status), 1) << o.out;
+  EXPECT_NE(o.out.find("ember: error: " + tmpl + ": line 1, column 37: unexpected '}'"), std::string::npos) << o.out;
+  std::filesystem::remove(tmpl);
+}
+
 // /save checks the file once written and closed: on a full disk (/dev/full) it left an empty file and
 // said nothing. Piped, that is a failed line.
 TEST(CliChat, SaveThatCannotWriteSaysWhy) {
