@@ -618,6 +618,9 @@ void check_output_path(const std::string& out_path) {
 }  // namespace
 
 void convert_to_gguf(const std::string& model_dir, const std::string& out_path, const ConvertOptions& options) {
+  if (std::filesystem::is_regular_file(model_dir))
+    fail(model_dir, "convert reads a Hugging Face model folder; this is a file (a GGUF file needs no converting: "
+                    "the other commands load it as it is)");
   check_output_path(out_path);
   Converter(model_dir, options).run(out_path);
 }

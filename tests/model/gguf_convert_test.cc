@@ -396,5 +396,16 @@ TEST(GgufConvertCli, RefusesAnOutputThatIsNotARegularFile) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir.path()), fs::directory_iterator()), 2);  // no .tmp left
 }
 
+// -m naming a GGUF file (or any file) says convert reads a folder, not that FILE/config.json is missing.
+TEST(GgufConvertCli, RefusesAFileAsTheModel) {
+  fuzz::TempDir dir;
+  const std::string gguf = test::model_dir("gguf/story-656k-f32.gguf");
+  const test::Output o = test::run_command("'" + test::ember_binary() + "' convert -m '" + gguf + "' -o '" +
+                                           dir.path() + "/x.gguf' 2>&1");
+  EXPECT_EQ(WEXITSTATUS(o.status), 1) << o.out;
+  EXPECT_NE(o.out.find(gguf + ": convert reads a Hugging Face model folder; this is a file"), std::string::npos) << o.out;
+  EXPECT_FALSE(fs::exists(dir.path() + "/x.gguf"));
+}
+
 }  // namespace
 }  // namespace ember::model
