@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -71,6 +72,9 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
 }
 
 std::string read_file(const std::string& path) {
+  std::error_code ec;
+  // A directory opens as a stream that reads nothing: it would pass for an empty file.
+  if (std::filesystem::is_directory(path, ec)) fail(path, "is a directory, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open");
   std::ostringstream ss;
