@@ -86,6 +86,7 @@ Run add_generate_command(CLI::App& app) {
     }
     if (o->length_penalty) params.length_penalty = *o->length_penalty;
     const int64_t context = planned_context(*model, o->model);
+    engine::check_prompt_fits(static_cast<int64_t>(prompt.size()), context);  // before the prompt is echoed
     if (params.num_beams > 1) {
       if (o->num_return) params.num_return_sequences = *o->num_return;
       return run_beams(*model, tok, prompt, params, *o, context);

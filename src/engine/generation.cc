@@ -44,8 +44,9 @@ int64_t resolve_context(const model::ModelConfig& config, int64_t requested) {
 void check_prompt_fits(int64_t prompt_tokens, int64_t context) {
   if (prompt_tokens <= 0) throw RequestError("the prompt is empty: nothing to continue", "prompt", "empty_prompt");
   if (prompt_tokens >= context)
-    throw RequestError("the prompt has " + std::to_string(prompt_tokens) + " tokens but the context holds " +
-                           std::to_string(context) + " (raise --ctx or shorten the conversation)",
+    throw RequestError("the prompt has " + std::to_string(prompt_tokens) + " tokens and the context holds " +
+                           std::to_string(context) + ": a reply needs at least " + std::to_string(prompt_tokens + 1) +
+                           " (raise --ctx or shorten the conversation)",
                        "prompt", "context_length_exceeded");
 }
 

@@ -29,6 +29,17 @@ TEST(CliOutput, SizesHaveUnitsThatFit) {
       << tiny.out;
 }
 
+// A prompt the context cannot continue says how much a reply needs, before any of it is printed.
+TEST(CliOutput, APromptPastTheContextSaysWhatAReplyNeeds) {
+  const Output o = run_command("timeout 120 " + ember_binary() + " generate -m " + model_dir("story-656k") +
+                               " -p 'Once upon a time there' --ctx 6 2>/dev/null");
+  EXPECT_EQ(WEXITSTATUS(o.status), 1);
+  EXPECT_EQ(o.out, "") << "the prompt was echoed before the error";
+  const Output e = ember_output("generate -m " + model_dir("story-656k") + " -p 'Once upon a time there' --ctx 6");
+  EXPECT_TRUE(std::regex_search(e.out, std::regex(R"(the prompt has (\d+) tokens and the context holds 6: a reply needs at least \d+)")))
+      << e.out;
+}
+
 TEST(CliOutput, AMissingModelPathIsSaidToBeMissing) {
   const Output o = ember_output("generate -m /nonexistent -p x");
   EXPECT_EQ(WEXITSTATUS(o.status), 1) << o.out;
