@@ -254,6 +254,7 @@ Run add_chat_command(CLI::App& app) {
     auto grammar = o->grammar.compile();  // before the model loads: fail fast
     if (o->messages_file.empty()) return ChatApp(*o, std::move(grammar)).loop();
     const ordered_json messages = read_messages(o->messages_file);
+    if (messages.empty()) fail(o->messages_file, "holds no messages: there is nothing to reply to");
     return ChatApp(*o, std::move(grammar)).one_shot(messages);
   };
 }

@@ -62,6 +62,11 @@ TEST(CliChat, MalformedMessagesFileNamesFileAndPosition) {
   EXPECT_NE(o.out.find("line 2, column 11"), std::string::npos) << o.out;
   EXPECT_EQ(o.out.find("internal error"), std::string::npos) << o.out;
   EXPECT_EQ(o.out.find("json.exception"), std::string::npos) << o.out;
+  const std::string empty = tmp_file("empty_msgs.json", "[]");  // nothing to reply to
+  const Output none = run(ember_binary() + " chat -m " + model_dir("chat-skills") + " --messages " + empty + " 2>&1");
+  std::filesystem::remove(empty);
+  EXPECT_EQ(WEXITSTATUS(none.status), 1) << none.out;
+  EXPECT_NE(none.out.find(empty + ": holds no messages"), std::string::npos) << none.out;
   const std::string not_array = tmp_file("obj_msgs.json", "{\"role\": \"user\"}");
   const Output o2 = run(ember_binary() + " chat -m " + model_dir("chat-skills") + " --messages " + not_array + " 2>&1");
   std::filesystem::remove(not_array);
