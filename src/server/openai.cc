@@ -147,11 +147,15 @@ void parse_common(const ordered_json& body, const sampling::SamplingParams& defa
   if (const auto* so = field(body, "stream_options")) {
     if (!so->is_object()) bad("stream_options", "must be an object");
     if (field(*so, "include_usage")) r.include_usage = boolean(*so, "include_usage");
+    if (!r.stream) bad("stream_options", "is only allowed when stream is true");  // as OpenAI: it would do nothing
   }
   // The options every front end shares go through sampling::apply (one rule for what turns sampling on).
   SamplingOptions o;
   if (field(body, "temperature")) o.temperature = static_cast<float>(number(body, "temperature", 0, 2));
-  if (field(body, "top_p")) o.top_p = static_cast<float>(number(body, "top_p", 0, 1));
+  if (field(body, "top_p")) {  // an empty nucleus keeps nothing: 0 is refused here, by name
+    o.top_p = static_cast<float>(number(body, "top_p", 0, 1));
+    if (o.top_p <= 0) bad("top_p", "must be above 0 and at most 1");
+  }
   if (field(body, "top_k")) o.top_k = static_cast<int32_t>(integer(body, "top_k", 0, 1 << 20));
   if (field(body, "min_p")) o.min_p = static_cast<float>(number(body, "min_p", 0, 1));
   if (field(body, "repetition_penalty"))
@@ -204,6 +208,7 @@ void parse_common(const ordered_json& body, const sampling::SamplingParams& defa
         throw ApiError(400, e.what(), "logit_bias", "invalid_value");
       }
       if (!it.value().is_number()) bad("logit_bias", "values must be numbers");
+      if (!(std::fabs(it.value().get<double>()) <= 100)) bad("logit_bias", "values must be between -100 and 100");
       p.logit_bias[id] = it.value().get<float>();
     }
   }

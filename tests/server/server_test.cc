@@ -565,6 +565,17 @@ TEST_F(ServeTest, ErrorsHaveOpenAiShapeAndStatus) {
   expect_error(post(c, "/v1/chat/completions", {{"messages", ordered_json::array({{{"content", "x"}}})}}), 400,
                "message without role");
   expect_error(post(c, "/v1/completions", {{"prompt", 12}}), 400, "prompt type");
+  // Values OpenAI refuses by name: they would do nothing or nothing sensible.
+  for (const auto& [extra, param] : std::vector<std::pair<ordered_json, std::string>>{
+           {{{"stream_options", {{"include_usage", true}}}}, "stream_options"},  // without stream
+           {{{"top_p", 0}}, "top_p"},
+           {{{"logit_bias", {{"5", 101}}}}, "logit_bias"}}) {
+    ordered_json body{{"messages", msgs}};
+    body.update(extra);
+    auto res = post(c, "/v1/chat/completions", body);
+    expect_error(res, 400, param);
+    EXPECT_EQ(ordered_json::parse(res->body)["error"]["param"], param) << res->body;
+  }
   {  // tools are checked whatever tool_choice says: a tool the model is only offered is not taken silently
     for (const ordered_json& tools : {ordered_json::parse(R"([{"type": "banana"}])"),
                                       ordered_json::parse(R"([{"type": "function", "function": {"description": "x"}}])")}) {
