@@ -17,6 +17,17 @@ inline std::string dump_line(const nlohmann::ordered_json& j) {
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
+// nlohmann's message without its exception id ("[json.exception.parse_error.101] "): what went wrong
+// and where, for a person.
+inline std::string json_error_text(const nlohmann::json::exception& e) {
+  std::string what = e.what();
+  if (const size_t id_end = what.find("] "); what.rfind("[json.exception.", 0) == 0 && id_end != std::string::npos)
+    what.erase(0, id_end + 2);
+  if (e.id == 101) return "invalid JSON: " + what;  // a parse error: "parse error at line 1, column 3: ..."
+  if (e.id == 403) return "missing " + what.substr(0, what.size() - std::string(" not found").size());  // "key 'text'"
+  return what;
+}
+
 // Calls handle(input) for every non-empty line of `in`; prints its result or an error object.
 // Returns 0 if every line succeeded, 1 otherwise.
 inline int run_jsonl(std::istream& in, std::ostream& out,
@@ -30,6 +41,9 @@ inline int run_jsonl(std::istream& in, std::ostream& out,
     nlohmann::ordered_json result;
     try {
       result = handle(nlohmann::ordered_json::parse(line));
+    } catch (const nlohmann::json::exception& e) {  // a malformed line, a missing field, a wrong type
+      result = nlohmann::ordered_json{{"error", "line " + std::to_string(line_no) + ": " + json_error_text(e)}};
+      status = 1;
     } catch (const std::exception& e) {
       result = nlohmann::ordered_json{{"error", "line " + std::to_string(line_no) + ": " + e.what()}};
       status = 1;
@@ -60,10 +74,8 @@ inline nlohmann::ordered_json read_json_file(const std::string& path) {
   try {
     return nlohmann::ordered_json::parse(text);
   } catch (const nlohmann::json::exception& e) {  // parse_error (with the position), or out_of_range (1e400)
-    std::string what = e.what();                  // "[json.exception.parse_error.101] parse error at line 2, ..."
-    if (const size_t id_end = what.find("] "); what.rfind("[json.exception.", 0) == 0 && id_end != std::string::npos)
-      what.erase(0, id_end + 2);
-    fail(path, "invalid JSON: " + what);
+    const std::string what = json_error_text(e);
+    fail(path, what.starts_with("invalid JSON: ") ? what : "invalid JSON: " + what);
   }
 }
 
