@@ -65,7 +65,7 @@ ChatPlan plan_chat(const ChatPromptBuilder& prompts, const nlohmann::ordered_jso
   const bool forced = tool_choice.mode == Mode::kRequired || tool_choice.mode == Mode::kFunction;
   plan.gen = chat_request(std::move(prompt), std::move(params));
   // The grammar: a forced call's shapes (computed once: the reply's cut calls use them too), or the format's.
-  const char* param = forced ? "tool_choice" : format.kind == OutputFormat::Kind::kGbnf ? "grammar" : "response_format";
+  const char* param = forced ? "tool_choice" : format_field(format);
   std::optional<std::string> gbnf;
   try {
     if (forced) {

@@ -38,6 +38,10 @@ struct OutputFormat {
 
 // The GBNF of a format (none for free text). Throws ember::Error for a schema it cannot express.
 std::optional<std::string> format_gbnf(const OutputFormat& format);
+// The request field a format came from: "grammar" or "response_format".
+inline const char* format_field(const OutputFormat& format) {
+  return format.kind == OutputFormat::Kind::kGbnf ? "grammar" : "response_format";
+}
 
 // Compiled grammars by GBNF text, the most recent kept: requests with the same schema or tools (an
 // agent's loop) share their compiled grammar and its computed masks. The vocabulary is built on the

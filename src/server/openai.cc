@@ -333,7 +333,7 @@ ChatRequest parse_chat_request(const ordered_json& body, const sampling::Samplin
   }
   if (r.response_format.kind != ResponseFormat::Kind::kText &&
       (r.tool_choice.mode == ToolChoice::Mode::kRequired || r.tool_choice.mode == ToolChoice::Mode::kFunction))
-    bad(r.response_format.kind == ResponseFormat::Kind::kGbnf ? "grammar" : "response_format",
+    bad(engine::format_field(r.response_format),
         "cannot be combined with a tool_choice that forces a call");
   return r;
 }

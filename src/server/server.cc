@@ -443,12 +443,11 @@ void Server::handle_text(const httplib::Request& req, const ordered_json& body, 
   std::vector<engine::GenerationRequest> gens;
   OpenAiReplyOptions o = openai_options(tr, false);
   std::optional<engine::GrammarConstraint> grammar;  // of response_format or grammar: the whole text follows it
-  const char* format_field = tr.response_format.kind == ResponseFormat::Kind::kGbnf ? "grammar" : "response_format";
+  const char* field = engine::format_field(tr.response_format);
   try {
-    if (const auto gbnf = engine::format_gbnf(tr.response_format))
-      grammar = grammars_.get(*gbnf, std::string("'") + format_field + "'");
+    if (const auto gbnf = engine::format_gbnf(tr.response_format)) grammar = grammars_.get(*gbnf, std::string("'") + field + "'");
   } catch (const Error& e) {
-    throw ApiError(400, e.what(), format_field, "invalid_value");
+    throw ApiError(400, e.what(), field, "invalid_value");
   }
   for (const TextPrompt& p : tr.prompts) {
     engine::GenerationRequest g;
